@@ -1,0 +1,66 @@
+# trainkit: `make cluster train destroy` runs the main job; `make test` runs every test tier.
+# Both create .venv and install what they need. SPEC/TRAIN pick other cluster specs / train configs.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CHECKOV_VENV := .venv-checkov
+SPEC ?= examples/clusters/local.yaml
+TRAIN ?= examples/train/digits.yaml
+PYTEST_ARGS ?=
+# torch is pinned in pyproject's `train` extra (an unpinned torch pulls a multi-GB CUDA build).
+export CHECKPOINT_DISABLE := 1
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: help venv venv-dev checkov cluster train destroy test test-unit lint bench clean
+
+help:
+	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN)"
+	@echo "make test                    every test tier (unit, dist, infra, e2e)"
+	@echo "make bench                   benchmarks (side-by-side ratios)"
+
+$(BIN)/.installed-run: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[control,train]'
+	touch $@
+
+$(BIN)/.installed-dev: $(BIN)/.installed-run
+	$(BIN)/pip install -q -e '.[control,train,dev]'
+	touch $@
+
+# checkov pins versions that clash with ours: it lives in its own venv.
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install -q 'checkov>=3.2,<4'
+
+venv: $(BIN)/.installed-run
+venv-dev: $(BIN)/.installed-dev
+checkov: $(CHECKOV_VENV)/bin/checkov
+
+cluster: venv
+	$(BIN)/trainkit apply $(SPEC) --yes
+
+train: venv
+	$(BIN)/trainkit train $(SPEC) --config $(TRAIN)
+
+destroy: venv
+	$(BIN)/trainkit destroy $(SPEC) --yes
+
+test: venv-dev checkov
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: venv-dev
+	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+
+lint: venv-dev
+	$(BIN)/ansible-lint --offline ansible/
+	terraform fmt -check -recursive terraform/
+
+bench: venv-dev
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) $(CHECKOV_VENV) .trainkit .pytest_cache

@@ -1,0 +1,61 @@
+"""Shared test fixtures. Each test directory is a tier and gets its pytest marker automatically."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+TIERS = ("unit", "dist", "infra", "e2e", "gpu")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts and parts[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def tf_cli_config(tmp_path_factory) -> Path:
+    """A Terraform CLI config using the machine's offline hashicorp/aws mirror.
+
+    The mirror root comes from TRAINKIT_TF_MIRROR, else it is discovered on disk (the folder
+    two levels above `registry.terraform.io/hashicorp/aws`). Sets TF_CLI_CONFIG_FILE for the session.
+    """
+    mirror = os.environ.get("TRAINKIT_TF_MIRROR") or _find_mirror()
+    assert mirror, ("no offline terraform provider mirror found: set TRAINKIT_TF_MIRROR to the folder "
+                    "that holds registry.terraform.io/hashicorp/aws")
+    path = tmp_path_factory.mktemp("tfcli") / "terraformrc"
+    path.write_text(
+        "disable_checkpoint = true\n"
+        "provider_installation {\n"
+        f'  filesystem_mirror {{\n    path    = "{mirror}"\n'
+        '    include = ["registry.terraform.io/hashicorp/*"]\n  }\n'
+        '  direct {\n    exclude = ["registry.terraform.io/hashicorp/*"]\n  }\n}\n')
+    os.environ["TF_CLI_CONFIG_FILE"] = str(path)
+    os.environ["CHECKPOINT_DISABLE"] = "1"
+    return path
+
+
+def _find_mirror() -> str | None:
+    for base in ("/opt", "/usr/share", "/usr/local/share", "/root", "/var/lib"):
+        for hit in Path(base).glob("**/registry.terraform.io/hashicorp/aws") if Path(base).exists() else []:
+            return str(hit.parent.parent.parent)
+    return None
+
+
+@pytest.fixture(scope="session")
+def terraform_bin() -> str:
+    path = shutil.which("terraform")
+    assert path, "terraform is not on PATH (.ci/run checks for it)"
+    return path

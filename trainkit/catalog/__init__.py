@@ -1,0 +1,156 @@
+"""GPU instance catalog: one YAML file per cloud (specs, prices with source and date, defaults).
+
+Pure data in, data out. `load_catalog(cloud)` reads `<cloud>.yaml` next to this file;
+`with_prices(catalog, path)` overlays a user's own price file; `matching()` filters and sorts
+cheapest first; `select()` picks the cheapest feasible type. Unknown prices stay `None` and
+sort after every known price; they are never estimated.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainkit.errors import InputError
+
+CATALOG_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    type: str
+    gpu: str
+    gpus: int | None = None
+    gpu_memory_gb: int | None = None
+    vcpus: int | None = None
+    ram_gb: float | None = None
+    network_gbps: float | None = None
+    on_demand: float | None = None      # per node-hour, catalog currency
+    spot: float | None = None
+    accelerator: str = "nvidia"          # nvidia | ascend
+    arch: str = "x86_64"
+
+    def price(self, spot: bool) -> float | None:
+        """Hourly price to plan with: spot price when asked and known, else on-demand."""
+        return self.spot if spot and self.spot is not None else self.on_demand
+
+
+@dataclass(frozen=True)
+class Catalog:
+    cloud: str
+    currency: str
+    instances: tuple[InstanceType, ...]
+    defaults: dict[str, Any] = field(default_factory=dict)
+    choices: dict[str, list] = field(default_factory=dict)
+    storage_prices: dict[str, Any] = field(default_factory=dict)
+    price_source: str | None = None
+    price_date: str | None = None
+    price_region: str | None = None
+
+    def get(self, type_name: str) -> InstanceType:
+        """The named type; InputError with the closest names when it is not in the catalog."""
+        for inst in self.instances:
+            if inst.type == type_name:
+                return inst
+        close = difflib.get_close_matches(type_name, [i.type for i in self.instances], n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"see `trainkit catalog --cloud {self.cloud}`"
+        raise InputError(f"instance.type: {type_name!r} is not a known {self.cloud} GPU type", fix=hint)
+
+
+def catalog_clouds() -> list[str]:
+    return sorted(p.stem for p in CATALOG_DIR.glob("*.yaml"))
+
+
+def load_catalog(cloud: str) -> Catalog:
+    """Read the shipped catalog of `cloud`; InputError for a cloud with no catalog."""
+    path = CATALOG_DIR / f"{cloud}.yaml"
+    if not path.is_file():
+        raise InputError(f"no instance catalog for cloud {cloud!r}",
+                         fix=f"clouds with a catalog: {', '.join(catalog_clouds())}")
+    data = yaml.safe_load(path.read_text())
+    instances = tuple(InstanceType(**row) for row in data["instances"])
+    return Catalog(cloud=data["cloud"], currency=data["currency"], instances=instances,
+                   defaults=data.get("defaults", {}), choices=data.get("choices", {}),
+                   storage_prices=data.get("storage_prices") or {},
+                   price_source=data.get("price_source"), price_date=data.get("price_date"),
+                   price_region=data.get("price_region"))
+
+
+def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
+    """Overlay a user's price file: `{currency: X, prices: {TYPE: {on_demand: N, spot: N}}}`.
+
+    Types not in the file keep their shipped prices. InputError names the file and the key.
+    """
+    path = Path(price_file)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise InputError(f"{path}: cannot read price file ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("prices"), dict):
+        raise InputError(f"{path}: expected a mapping with a `prices:` mapping of TYPE -> "
+                         "{on_demand, spot}")
+    known = {i.type for i in catalog.instances}
+    updated = []
+    for type_name, row in data["prices"].items():
+        if type_name not in known:
+            close = difflib.get_close_matches(type_name, sorted(known), n=1)
+            raise InputError(f"{path}: prices.{type_name}: not a {catalog.cloud} type in the catalog",
+                             fix=f"did you mean {close[0]!r}?" if close else None)
+        if not isinstance(row, dict) or set(row) - {"on_demand", "spot"}:
+            raise InputError(f"{path}: prices.{type_name}: give on_demand and/or spot numbers")
+        for key, value in row.items():
+            if value is not None and (not isinstance(value, (int, float)) or value < 0):
+                raise InputError(f"{path}: prices.{type_name}.{key}: must be a number >= 0")
+    for inst in catalog.instances:
+        row = data["prices"].get(inst.type)
+        updated.append(replace(inst, **row) if row else inst)
+    return replace(catalog, instances=tuple(updated), currency=data.get("currency", catalog.currency),
+                   price_source=str(path), price_date=data.get("date", catalog.price_date))
+
+
+def gpu_matches(inst: InstanceType, gpu: str | None) -> bool:
+    return gpu is None or inst.gpu.lower() == gpu.lower()
+
+
+def feasible(inst: InstanceType, gpu: str | None, gpus: int | None, min_mem: int | None) -> bool:
+    """Does `inst` meet the requirements? Unknown sizes never meet a stated requirement."""
+    if not gpu_matches(inst, gpu):
+        return False
+    if gpus is not None and (inst.gpus is None or inst.gpus < gpus):
+        return False
+    if min_mem is not None and (inst.gpu_memory_gb is None or inst.gpu_memory_gb < min_mem):
+        return False
+    return True
+
+
+def sort_key(inst: InstanceType, spot: bool = False) -> tuple:
+    """Cheapest first; unknown prices last; ties by fewer GPUs, fewer vCPUs, then name."""
+    price = inst.price(spot)
+    return (price is None, price or 0.0, inst.gpus or 0, inst.vcpus or 0, inst.type)
+
+
+def matching(catalog: Catalog, gpu: str | None = None, gpus: int | None = None,
+             min_gpu_memory_gb: int | None = None, spot: bool = False) -> list[InstanceType]:
+    """All feasible types, cheapest first (see sort_key)."""
+    rows = [i for i in catalog.instances if feasible(i, gpu, gpus, min_gpu_memory_gb)]
+    return sorted(rows, key=lambda i: sort_key(i, spot))
+
+
+def select(catalog: Catalog, gpu: str | None = None, gpus: int | None = None,
+           min_gpu_memory_gb: int | None = None, spot: bool = False) -> InstanceType:
+    """The cheapest feasible type. InputError naming the requirement when none fits."""
+    rows = matching(catalog, gpu, gpus, min_gpu_memory_gb, spot)
+    if rows:
+        return rows[0]
+    models = sorted({i.gpu for i in catalog.instances})
+    if gpu and not any(gpu_matches(i, gpu) for i in catalog.instances):
+        close = difflib.get_close_matches(gpu, models, n=1)
+        raise InputError(f"instance.gpu: no {catalog.cloud} type has GPU {gpu!r}",
+                         fix=f"did you mean {close[0]!r}?" if close else f"GPU models: {', '.join(models)}")
+    raise InputError(f"instance: no {catalog.cloud} type has gpu={gpu or 'any'}, "
+                     f"gpus_per_node>={gpus or 1}, min_gpu_memory_gb>={min_gpu_memory_gb or 0}",
+                     fix=f"relax the requirements; see `trainkit catalog --cloud {catalog.cloud}`")

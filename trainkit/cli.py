@@ -1,0 +1,104 @@
+"""The `trainkit` command: a click group whose subcommands are imported only when called.
+
+Lazy loading keeps `trainkit --help` and the control-side commands free of torch and
+ansible imports. Each command module is glue: parse, call one library function, render.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from trainkit import __version__
+from trainkit.errors import TrainkitError, UNEXPECTED
+
+# command name -> "module:attribute"; the module is imported on first use.
+COMMANDS: dict[str, str] = {
+    "validate": "trainkit.commands.cluster:validate",
+    "catalog": "trainkit.commands.cluster:catalog",
+    "render": "trainkit.commands.cluster:render",
+    "plan": "trainkit.commands.ops:plan",
+    "apply": "trainkit.commands.ops:apply",
+    "train": "trainkit.commands.ops:train",
+    "destroy": "trainkit.commands.ops:destroy",
+    "status": "trainkit.commands.ops:status",
+    "ssh": "trainkit.commands.ops:ssh",
+    "run": "trainkit.commands.run:run",
+    "export": "trainkit.commands.run:export",
+}
+
+SHORT_HELP: dict[str, str] = {
+    "validate": "Check a cluster spec; exit 2 with every problem if it is bad.",
+    "catalog": "List GPU instance types, cheapest first.",
+    "render": "Write the Terraform root stack for a spec into its workspace.",
+    "plan": "Render, terraform plan, and review the plan (resources, cost, findings).",
+    "apply": "Create or update the cluster and provision it with Ansible.",
+    "train": "Run a training job on every node of the cluster.",
+    "destroy": "Destroy the cluster and check nothing is left.",
+    "status": "Show what exists and what it costs so far.",
+    "ssh": "Open a shell on a node.",
+    "run": "Train from a YAML config (on a node, under torchrun or alone).",
+    "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when that subcommand runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List subcommands from SHORT_HELP so `trainkit --help` imports none of them."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SHORT_HELP[name]) for name in COMMANDS])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="trainkit")
+def cli() -> None:
+    """Provision GPU training clusters, train PyTorch on them, tear them down.
+
+    \b
+    Example:
+      trainkit validate examples/clusters/local.yaml
+      trainkit apply examples/clusters/local.yaml --yes
+      trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml
+      trainkit destroy examples/clusters/local.yaml --yes
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; expected failures print one message and exit with their phase's code."""
+    try:
+        code = cli.main(args=argv, prog_name="trainkit", standalone_mode=False)
+    except TrainkitError as err:
+        click.echo(err.render(), err=True)
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as err:  # a bug: say so briefly, keep the traceback for -v users
+        if "TRAINKIT_DEBUG" in __import__("os").environ:
+            raise
+        click.echo(f"internal error: {type(err).__name__}: {err} "
+                   "(set TRAINKIT_DEBUG=1 for a traceback and report it)", err=True)
+        sys.exit(UNEXPECTED)
+    sys.exit(code if isinstance(code, int) else 0)

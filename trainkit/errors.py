@@ -1,0 +1,86 @@
+"""Errors the CLI turns into one clear message and a phase-specific exit code (never a traceback).
+
+Exit codes, one per phase so CI can tell where a job stopped:
+
+    0  ok                       10  plan: changes pending (with `--detailed-exitcode`)
+    1  unexpected bug           11  plan: a blocking finding
+    2  bad input (spec/config)  75  training stopped by SIGTERM after a checkpoint (resume later;
+    3  plan                         EX_TEMPFAIL from BSD sysexits.h: "try again later")
+    4  apply (terraform)
+    5  provision (ansible)
+    6  train
+    7  destroy
+    8  workspace locked by another command
+    9  a required tool (terraform, ansible-playbook) is missing
+"""
+
+from __future__ import annotations
+
+OK = 0
+UNEXPECTED = 1
+BAD_INPUT = 2
+PLAN = 3
+APPLY = 4
+PROVISION = 5
+TRAIN = 6
+DESTROY = 7
+LOCKED = 8
+MISSING_TOOL = 9
+PLAN_CHANGES = 10
+PLAN_BLOCKED = 11
+PREEMPTED = 75
+
+
+class TrainkitError(Exception):
+    """An expected failure: `message` says what went wrong, `fix` how to put it right.
+
+    `exit_code` is one of the module constants; the CLI prints `error: message` (+ `fix: ...`)
+    to stderr and exits with it.
+    """
+
+    exit_code = UNEXPECTED
+
+    def __init__(self, message: str, fix: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def render(self) -> str:
+        text = f"error: {self.message}"
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
+        return text
+
+
+class InputError(TrainkitError):
+    """Bad user input: a spec, a train config, a price file, a command-line value."""
+
+    exit_code = BAD_INPUT
+
+
+class SpecError(InputError):
+    """A cluster spec that does not validate; carries every problem found, each with its field path."""
+
+    def __init__(self, path: str, problems: list[tuple[str, str, str | None]]):
+        self.path = path
+        self.problems = problems  # (field path, what is wrong, how to fix it or None)
+        lines = [f"{path}: {len(problems)} problem(s)"]
+        for field, what, fix in problems:
+            line = f"  {field or '<top level>'}: {what}"
+            if fix:
+                line += f" ({fix})"
+            lines.append(line)
+        super().__init__("\n".join(lines))
+
+    def render(self) -> str:
+        return "error: " + self.message
+
+
+class MissingToolError(TrainkitError):
+    exit_code = MISSING_TOOL
+
+
+class LockedError(TrainkitError):
+    exit_code = LOCKED

@@ -1,0 +1,184 @@
+"""Spec + catalog -> `Cluster`: every default filled in, the instance type chosen, advice given.
+
+`load_cluster(path)` is what commands call. `module_variables(cluster)` is the one place that maps
+a cluster onto the Terraform module interface shared by every cloud (design.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainkit.catalog import Catalog, InstanceType, load_catalog, select, with_prices
+from trainkit.errors import InputError, SpecError
+from trainkit.spec import CLOUD_TARGETS, RESERVED_TAG, ClusterSpec, load_spec, node_count
+
+# Sizing advice from the project seed (design brief); warnings, never errors.
+VCPU_PER_GPU = (6, 8)          # vCPUs per GPU to keep data loading ahead of the GPUs
+RAM_PER_GPU_MEMORY = (4, 6)    # host RAM as a multiple of total GPU memory
+MIN_MULTINODE_GBPS = 25        # network for multi-node gradient all-reduce
+LARGE_MODEL_GPU_MEMORY_GB = 32
+
+# Alibaba ESSD minimum size per performance level (cloud-facts.md 3.3, alicloud_ecs_disk docs).
+ESSD_MIN_SIZE_GB = {"PL0": 1, "PL1": 20, "PL2": 461, "PL3": 1261}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    spec: ClusterSpec
+    source: str                              # the spec file, for messages
+    instance: InstanceType | None = None     # None for hosts / local
+    catalog: Catalog | None = None
+    image: str | None = None
+    ssh_user: str = "root"
+    system_disk: dict[str, Any] = field(default_factory=dict)
+    data_disk: dict[str, Any] = field(default_factory=dict)
+    nas: dict[str, Any] = field(default_factory=dict)
+    nfs_mount_options: str = "vers=3,nolock,proto=tcp,hard,timeo=600,retrans=2,noresvport"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def nodes(self) -> int:
+        return node_count(self.spec)
+
+    @property
+    def gpus_per_node(self) -> int:
+        if self.instance is not None:
+            return self.instance.gpus or 0
+        return max((h.gpus for h in self.spec.hosts), default=0)
+
+
+def load_cluster(path: str | Path, price_file: str | Path | None = None) -> Cluster:
+    """Load, validate and resolve a spec file. SpecError names the file and the field."""
+    spec = load_spec(path)
+    try:
+        return resolve(spec, str(path), price_file)
+    except SpecError:
+        raise
+    except InputError as err:
+        field_path, _, what = err.message.partition(": ")
+        raise SpecError(str(path), [(field_path, what or err.message, err.fix)]) from None
+
+
+def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | None = None) -> Cluster:
+    """Fill defaults from the cloud's catalog and pick the instance type (pure, no I/O but the catalog)."""
+    if spec.cloud not in CLOUD_TARGETS:
+        user = spec.ssh.user or ("root" if spec.cloud == "hosts" else _current_user())
+        return Cluster(spec=spec, source=source, ssh_user=user,
+                       data_disk=spec.storage.data_disk.model_dump(),
+                       nas=spec.storage.nas.model_dump(), warnings=())
+    catalog = load_catalog(spec.cloud)
+    if price_file:
+        catalog = with_prices(catalog, price_file)
+    inst = _pick_instance(spec, catalog)
+    d = catalog.defaults
+    image = spec.image or d.get("image")
+    if not image:
+        raise InputError(f"image: {spec.cloud} has no default image", fix="set `image:` to an image id")
+    system_disk = {"category": spec.storage.system_disk.category or d["system_disk"]["category"],
+                   "size_gb": spec.storage.system_disk.size_gb}
+    dd = spec.storage.data_disk
+    data_disk = {"enabled": dd.enabled, "category": dd.category or d["data_disk"]["category"],
+                 "performance_level": dd.performance_level or d["data_disk"].get("performance_level"),
+                 "size_gb": dd.size_gb, "mount_point": dd.mount_point, "encrypted": dd.encrypted}
+    ns = spec.storage.nas
+    nas = {"enabled": ns.enabled, "type": ns.type or d["nas"]["type"],
+           "size_gb": ns.size_gb or d["nas"].get("size_gb"), "mount_point": ns.mount_point}
+    _check_choices(catalog, system_disk, data_disk, nas)
+    return Cluster(spec=spec, source=source, instance=inst, catalog=catalog, image=image,
+                   ssh_user=spec.ssh.user or d.get("ssh_user", "root"), system_disk=system_disk,
+                   data_disk=data_disk, nas=nas, nfs_mount_options=d["nfs_mount_options"],
+                   warnings=tuple(advise(inst, spec.nodes)))
+
+
+def _pick_instance(spec: ClusterSpec, catalog: Catalog) -> InstanceType:
+    if spec.instance.type:
+        return catalog.get(spec.instance.type)
+    return select(catalog, spec.instance.gpu, spec.instance.gpus_per_node,
+                  spec.instance.min_gpu_memory_gb, spot=spec.spot.enabled)
+
+
+def _check_choices(catalog: Catalog, system_disk: dict, data_disk: dict, nas: dict) -> None:
+    c = catalog.choices
+    checks = [("storage.system_disk.category", system_disk["category"], c["system_disk_categories"]),
+              ("storage.data_disk.category", data_disk["category"], c["data_disk_categories"]),
+              ("storage.nas.type", nas["type"], c["nas_types"])]
+    if data_disk["performance_level"] is not None:
+        checks.append(("storage.data_disk.performance_level", data_disk["performance_level"],
+                       c["performance_levels"]))
+    for field_path, value, allowed in checks:
+        if value not in allowed:
+            hint = f"{catalog.cloud} accepts: {', '.join(allowed)}" if allowed else \
+                f"{catalog.cloud} has no such setting; remove it"
+            raise InputError(f"{field_path}: {value!r} is not valid for {catalog.cloud}", fix=hint)
+    level = data_disk["performance_level"]
+    if catalog.cloud == "alicloud" and data_disk["category"] == "cloud_essd" and level:
+        if data_disk["size_gb"] < ESSD_MIN_SIZE_GB[level]:
+            raise InputError(f"storage.data_disk.size_gb: ESSD {level} needs at least "
+                             f"{ESSD_MIN_SIZE_GB[level]} GB, got {data_disk['size_gb']}",
+                             fix=f"raise size_gb or lower performance_level")
+    if catalog.cloud == "huaweicloud" and nas["enabled"] and (nas["size_gb"] or 0) < 500:
+        raise InputError(f"storage.nas.size_gb: SFS Turbo {nas['type']} needs 500..32768 GB",
+                         fix="set storage.nas.size_gb: 500 or more")
+
+
+def advise(inst: InstanceType, nodes: int) -> list[str]:
+    """Sizing warnings for a node type (project seed: vCPU 6-8x GPUs, RAM 4-6x GPU memory, ...)."""
+    out: list[str] = []
+    if not inst.gpus:
+        return out
+    if inst.vcpus is not None and inst.vcpus < VCPU_PER_GPU[0] * inst.gpus:
+        out.append(f"{inst.type}: {inst.vcpus} vCPUs for {inst.gpus} GPU(s); "
+                   f"{VCPU_PER_GPU[0]}-{VCPU_PER_GPU[1]} per GPU keeps data loading ahead")
+    total_mem = (inst.gpu_memory_gb or 0) * inst.gpus
+    if inst.ram_gb is not None and total_mem and inst.ram_gb < RAM_PER_GPU_MEMORY[0] * total_mem:
+        out.append(f"{inst.type}: {inst.ram_gb:g} GB RAM for {total_mem} GB of GPU memory; "
+                   f"{RAM_PER_GPU_MEMORY[0]}-{RAM_PER_GPU_MEMORY[1]}x is recommended")
+    if nodes > 1 and inst.network_gbps is not None and inst.network_gbps < MIN_MULTINODE_GBPS:
+        out.append(f"{inst.type}: {inst.network_gbps:g} Gbit/s network for {nodes} nodes; "
+                   f">= {MIN_MULTINODE_GBPS} Gbit/s is recommended for multi-node training")
+    if inst.gpu_memory_gb is not None and inst.gpu_memory_gb < LARGE_MODEL_GPU_MEMORY_GB:
+        out.append(f"{inst.type}: {inst.gpu_memory_gb} GB per GPU; >= {LARGE_MODEL_GPU_MEMORY_GB} GB "
+                   "is recommended for large-model training")
+    return out
+
+
+def tags(spec: ClusterSpec) -> dict[str, str]:
+    """User tags plus the `trainkit-cluster` tag every taggable resource carries."""
+    return {**dict(sorted(spec.tags.items())), RESERVED_TAG: spec.name}
+
+
+def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
+    """The Terraform module inputs (same names for every cloud; see design.md)."""
+    s = cluster.spec
+    if cluster.instance is None:
+        raise InputError(f"cloud {s.cloud} has no Terraform module")
+    return {
+        "name": s.name,
+        "zone": s.zone,
+        "vpc_cidr": s.network.vpc_cidr,
+        "subnet_cidr": s.network.subnet_cidr,
+        "admin_cidrs": list(s.network.admin_cidrs),
+        "node_count": s.nodes,
+        "instance_type": cluster.instance.type,
+        "image_id": cluster.image,
+        "ssh_public_key": ssh_public_key,
+        "public_ip": s.network.public_ip,
+        "placement_group": s.network.placement_group,
+        "spot": {"enabled": s.spot.enabled, "max_price": s.spot.max_price},
+        "system_disk": cluster.system_disk,
+        "data_disk": {k: cluster.data_disk[k] for k in
+                      ("enabled", "category", "performance_level", "size_gb", "encrypted")},
+        "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
+        "tags": tags(s),
+    }
+
+
+def _current_user() -> str:
+    import getpass
+    return getpass.getuser()

@@ -1,0 +1,349 @@
+"""The cluster spec: one YAML file -> a validated, frozen `ClusterSpec`.
+
+`load_spec(path)` is the only entry point the rest of trainkit uses. It raises `SpecError`
+listing every problem with its field path and a fix; it never returns a half-valid spec.
+Checks that need the instance catalog (instance type exists, requirements can be met) live in
+`trainkit.resolve`, which turns a spec into a `Cluster` (spec + chosen instance + defaults).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trainkit.errors import SpecError
+
+CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
+CLOUD_TARGETS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
+# Remote state backend each cloud's users reach for; `local` works everywhere.
+BACKEND_FOR_CLOUD = {"alicloud": "oss", "tencentcloud": "cos", "huaweicloud": "obs", "aws": "s3"}
+RESERVED_TAG = "trainkit-cluster"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InstanceSpec(_Model):
+    """Either an explicit `type`, or requirements the catalog picks the cheapest type for."""
+
+    type: str | None = Field(None, description="Instance type, e.g. ecs.gn7i-c8g1.2xlarge")
+    gpu: str | None = Field(None, description="GPU model wanted, e.g. A100 (case-insensitive)")
+    gpus_per_node: int | None = Field(None, ge=1, le=16)
+    min_gpu_memory_gb: int | None = Field(None, ge=1, description="Per GPU")
+
+    @model_validator(mode="after")
+    def _type_or_requirements(self) -> "InstanceSpec":
+        if self.type and (self.gpu or self.gpus_per_node or self.min_gpu_memory_gb):
+            raise ValueError("give either `type` or requirements (gpu, gpus_per_node, "
+                             "min_gpu_memory_gb), not both")
+        return self
+
+
+class SpotSpec(_Model):
+    enabled: bool = False
+    max_price: float | None = Field(None, gt=0, description="Per node-hour; empty = up to on-demand")
+
+
+class SystemDiskSpec(_Model):
+    category: str | None = None
+    size_gb: int = Field(200, ge=20, le=2048)
+
+
+class DataDiskSpec(_Model):
+    enabled: bool = True
+    category: str | None = None
+    performance_level: str | None = None
+    size_gb: int = Field(500, ge=20, le=65536)
+    mount_point: str = "/data"
+    encrypted: bool = True
+
+    @field_validator("mount_point")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return _absolute_path(v)
+
+
+class NasSpec(_Model):
+    enabled: bool = False
+    type: str | None = None
+    size_gb: int | None = Field(None, ge=1)
+    mount_point: str = "/mnt/shared"
+
+    @field_validator("mount_point")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return _absolute_path(v)
+
+
+class StorageSpec(_Model):
+    system_disk: SystemDiskSpec = SystemDiskSpec()
+    data_disk: DataDiskSpec = DataDiskSpec()
+    nas: NasSpec = NasSpec()
+
+
+class NetworkSpec(_Model):
+    vpc_cidr: str = "10.42.0.0/16"
+    subnet_cidr: str = "10.42.1.0/24"
+    admin_cidrs: tuple[str, ...] = ()
+    allow_ssh_from_anywhere: bool = Field(
+        False, description="Must be true to accept 0.0.0.0/0 in admin_cidrs")
+    public_ip: Literal["head", "all", "none"] = "head"
+    placement_group: bool = Field(True, description="Place nodes close together where the cloud can")
+
+    @field_validator("vpc_cidr", "subnet_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        return _parse_cidr(v)
+
+    @field_validator("admin_cidrs")
+    @classmethod
+    def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_parse_cidr(c) for c in v)
+
+    @model_validator(mode="after")
+    def _subnet_inside_vpc(self) -> "NetworkSpec":
+        vpc, sub = ipaddress.ip_network(self.vpc_cidr), ipaddress.ip_network(self.subnet_cidr)
+        if not sub.subnet_of(vpc):
+            raise ValueError(f"subnet_cidr {sub} is not inside vpc_cidr {vpc}")
+        if "0.0.0.0/0" in self.admin_cidrs and not self.allow_ssh_from_anywhere:
+            raise ValueError("admin_cidrs contains 0.0.0.0/0, which opens SSH to the whole "
+                             "internet; list your office/VPN CIDRs, or set "
+                             "network.allow_ssh_from_anywhere: true if you really mean it")
+        return self
+
+
+class SshSpec(_Model):
+    user: str | None = Field(None, description="Login user; default per cloud image")
+    public_key: str | None = Field(None, description="Path to a public key; empty = generate one "
+                                                     "per cluster in the workspace")
+    private_key: str | None = Field(None, description="Path to the matching private key (hosts)")
+
+
+class BackendSpec(_Model):
+    """Terraform state backend. Credentials always come from the environment, never from here."""
+
+    type: Literal["local", "oss", "cos", "obs", "s3"] = "local"
+    bucket: str | None = None
+    key: str = "terraform.tfstate"
+    prefix: str | None = None
+    region: str | None = None
+    endpoint: str | None = None
+    encrypt: bool = True
+    tablestore_endpoint: str | None = None
+    tablestore_table: str | None = None
+    dynamodb_table: str | None = None
+
+    @model_validator(mode="after")
+    def _remote_needs_bucket(self) -> "BackendSpec":
+        if self.type != "local" and not self.bucket:
+            raise ValueError(f"backend type {self.type!r} needs `bucket`")
+        if self.type == "cos" and self.bucket and not re.search(r"-\d+$", self.bucket):
+            raise ValueError(f"cos bucket {self.bucket!r} must end with your APPID, "
+                             "e.g. tfstate-1250000000")
+        if self.tablestore_table and not self.tablestore_endpoint and self.type == "oss":
+            raise ValueError("tablestore_table needs tablestore_endpoint")
+        return self
+
+
+class HostSpec(_Model):
+    """A machine you already have (target `hosts`), reached over SSH."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    address: str = Field(description="Where SSH connects (IP or DNS name)")
+    private_ip: str | None = Field(None, description="Address other nodes use; default = address")
+    port: int = Field(22, ge=1, le=65535)
+    user: str | None = None
+    gpus: int = Field(0, ge=0, le=16)
+
+
+class LaunchSpec(_Model):
+    """How torchrun is started on each node."""
+
+    nproc_per_node: int | None = Field(None, ge=1, le=64,
+                                       description="Default: GPUs per node, or 1 on CPU-only nodes")
+    rdzv_port: int = Field(29400, ge=1024, le=65535,
+                           description="torchrun's default c10d rendezvous port")
+    python: str = Field("/usr/bin/python3", description="System Python used to create the node venv")
+    root: str = Field("/opt/trainkit", description="Install and work folder on each node")
+
+
+class BudgetSpec(_Model):
+    max_per_hour: float | None = Field(None, gt=0, description="Whole cluster, catalog currency")
+
+
+class ClusterSpec(_Model):
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,28}[a-z0-9]$",
+                      description="Lowercase letters, digits and dashes, 3-30 characters")
+    cloud: Literal["alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local"]
+    region: str | None = None
+    zone: str | None = None
+    nodes: int = Field(1, ge=1, le=64)
+    instance: InstanceSpec = InstanceSpec()
+    spot: SpotSpec = SpotSpec()
+    image: str | None = Field(None, description="Image id; default per cloud from the catalog")
+    storage: StorageSpec = StorageSpec()
+    network: NetworkSpec = NetworkSpec()
+    ssh: SshSpec = SshSpec()
+    backend: BackendSpec = BackendSpec()
+    tags: dict[str, str] = {}
+    hosts: tuple[HostSpec, ...] = ()
+    endpoints: dict[str, str] = Field({}, description="aws only: custom API endpoints (emulators)")
+    launch: LaunchSpec = LaunchSpec()
+    budget: BudgetSpec = BudgetSpec()
+
+    @model_validator(mode="after")
+    def _per_target_rules(self) -> "ClusterSpec":
+        problems = _target_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _target_problems(s: ClusterSpec) -> list[str]:
+    """Rules that depend on the target; each string names its field first."""
+    out: list[str] = []
+    if s.cloud in CLOUD_TARGETS:
+        for field in ("region", "zone"):
+            if not getattr(s, field):
+                out.append(f"{field}: required for cloud {s.cloud}")
+        if not s.network.admin_cidrs:
+            out.append("network.admin_cidrs: required for cloud targets (the CIDRs allowed to "
+                       "SSH in, e.g. [203.0.113.0/24])")
+        if not s.instance.type and not s.instance.gpu and not s.instance.gpus_per_node:
+            out.append("instance: give `type` or requirements (gpu, gpus_per_node)")
+        if s.hosts:
+            out.append("hosts: only for cloud: hosts")
+        if s.backend.type != "local" and s.backend.type != BACKEND_FOR_CLOUD[s.cloud]:
+            out.append(f"backend.type: {s.backend.type!r} does not fit cloud {s.cloud}; use "
+                       f"{BACKEND_FOR_CLOUD[s.cloud]!r} or 'local'")
+    else:
+        if s.spot.enabled:
+            out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")
+        if s.backend.type != "local":
+            out.append(f"backend.type: {s.cloud} has no terraform state; remove `backend`")
+    if s.cloud == "hosts":
+        if not s.hosts:
+            out.append("hosts: list at least one host (name, address) for cloud: hosts")
+        names = [h.name for h in s.hosts]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            out.append(f"hosts: duplicate host names {dupes}")
+        if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
+            out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
+    if s.cloud == "local" and s.nodes != 1:
+        out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
+    if s.endpoints and s.cloud != "aws":
+        out.append("endpoints: custom API endpoints are only supported for cloud: aws")
+    if RESERVED_TAG in s.tags:
+        out.append(f"tags.{RESERVED_TAG}: reserved, trainkit sets it to the cluster name")
+    return out
+
+
+def node_count(spec: ClusterSpec) -> int:
+    """Nodes in the cluster: the host list for `hosts`, else `nodes`."""
+    return len(spec.hosts) if spec.cloud == "hosts" else spec.nodes
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Read and validate a cluster spec file. Raises SpecError naming the file and every field."""
+    path = Path(path)
+    data = read_yaml_mapping(path)
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(str(path), pydantic_problems(err, ClusterSpec)) from None
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """Parse a YAML file that must hold a mapping; SpecError for a missing file or bad YAML."""
+    if not path.is_file():
+        raise SpecError(str(path), [("", "file not found", "check the path")])
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise SpecError(str(path), [("", f"{where}not valid YAML ({getattr(err, 'problem', err)})",
+                                     "fix the YAML syntax")]) from None
+    if not isinstance(data, dict):
+        raise SpecError(str(path), [("", "must be a YAML mapping (key: value lines)", None)])
+    return data
+
+
+def pydantic_problems(err: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, str | None]]:
+    """Turn pydantic errors into (field path, message, fix) with close-match suggestions."""
+    problems = []
+    for e in err.errors():
+        loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        field = _dotted(loc)
+        msg, fix = e["msg"].removeprefix("Value error, "), None
+        if e["type"] == "extra_forbidden":
+            known = _fields_at(model, loc[:-1])
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            msg = "unknown field"
+            fix = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
+        elif e["type"] == "literal_error":
+            expected = e.get("ctx", {}).get("expected", "")
+            options = re.findall(r"'([^']+)'", expected)
+            close = difflib.get_close_matches(str(e.get("input")), options, n=1)
+            msg = f"{e.get('input')!r} is not one of {', '.join(options)}"
+            fix = f"did you mean {close[0]!r}?" if close else None
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "value_error" and not loc:
+            for part in msg.split("; "):
+                head, _, rest = part.partition(": ")
+                problems.append((head, rest or part, None))
+            continue
+        problems.append((field, msg, fix))
+    return problems
+
+
+def _dotted(loc: list) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _fields_at(model: type[BaseModel], loc: list) -> list[str]:
+    """The field names of the sub-model at `loc` (for suggestions); [] when unknown."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = getattr(current, "model_fields", {}).get(part)
+        if info is None:
+            return []
+        current = _model_in(info.annotation)
+    return list(getattr(current, "model_fields", {}))
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _parse_cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError as err:
+        raise ValueError(f"{value!r} is not a valid CIDR ({err}); write it like 10.0.0.0/16")
+
+
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path, e.g. /data")
+    return value

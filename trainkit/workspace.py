@@ -1,0 +1,101 @@
+"""The per-cluster working folder: `.trainkit/<cluster>/` (or `--workdir`), its lock and its files.
+
+Layout (design.md): terraform/, plan.bin, plan.json, review.md, outputs.json, inventory.yml,
+ssh/ (per-cluster key pair, 0600), runs/<run-id>/, lock. Credentials are never written here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from trainkit.errors import LockedError, MissingToolError
+
+DEFAULT_BASE = Path(".trainkit")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @classmethod
+    def for_cluster(cls, name: str, workdir: str | Path | None = None) -> "Workspace":
+        """`workdir` if given, else `.trainkit/<name>` under the current directory."""
+        return cls(Path(workdir) if workdir else DEFAULT_BASE / name)
+
+    terraform_dir = property(lambda self: self.root / "terraform")
+    plan_bin = property(lambda self: self.root / "plan.bin")
+    plan_json = property(lambda self: self.root / "plan.json")
+    review_md = property(lambda self: self.root / "review.md")
+    outputs_json = property(lambda self: self.root / "outputs.json")
+    inventory_yml = property(lambda self: self.root / "inventory.yml")
+    ssh_dir = property(lambda self: self.root / "ssh")
+    runs_dir = property(lambda self: self.root / "runs")
+    ansible_dir = property(lambda self: self.root / "ansible")
+    lock_path = property(lambda self: self.root / "lock")
+    ssh_private_key = property(lambda self: self.ssh_dir / "id_ed25519")
+    ssh_public_key = property(lambda self: self.ssh_dir / "id_ed25519.pub")
+
+    def ensure(self) -> "Workspace":
+        self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def ensure_ssh_key(self, comment: str = "trainkit") -> str:
+        """The cluster's public key text; generates an ed25519 pair (0600) on first use."""
+        if not self.ssh_private_key.exists():
+            if not shutil.which("ssh-keygen"):
+                raise MissingToolError("ssh-keygen is not installed",
+                                       fix="install OpenSSH (Debian/Ubuntu: apt-get install openssh-client)")
+            self.ssh_dir.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.ssh_dir, 0o700)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
+                            "-f", str(self.ssh_private_key)], check=True)
+        os.chmod(self.ssh_private_key, 0o600)
+        return self.ssh_public_key.read_text().strip()
+
+    def new_run_dir(self) -> Path:
+        """A fresh `runs/<run-id>/`; run ids sort by start time."""
+        run_id = time.strftime("%Y%m%d-%H%M%S")
+        path = self.runs_dir / run_id
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.runs_dir / f"{run_id}-{n}"
+        path.mkdir(parents=True)
+        return path
+
+    def read_outputs(self) -> dict[str, Any]:
+        """outputs.json as `{name: value}` (terraform's `{name: {value: ...}}` unwrapped)."""
+        raw = json.loads(self.outputs_json.read_text())
+        return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
+
+    @contextlib.contextmanager
+    def lock(self, command: str) -> Iterator[None]:
+        """Hold the workspace lock for one command; LockedError if another holds it."""
+        self.ensure()
+        with open(self.lock_path, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another trainkit command"
+                raise LockedError(f"workspace {self.root} is in use by {holder}",
+                                  fix="wait for it to finish; the lock is released when it exits") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"`trainkit {command}` (pid {os.getpid()})\n")
+            fh.flush()
+            try:
+                yield
+            finally:
+                fh.seek(0)
+                fh.truncate()
+                fcntl.flock(fh, fcntl.LOCK_UN)
