@@ -1,0 +1,87 @@
+"""Commands on the spec alone: `validate`, `catalog`, `render`. No cloud calls, no terraform runs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from trainkit.catalog import catalog_clouds, load_catalog, matching, with_prices
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
+              help="Your own price file (overrides catalog prices).")
+@click.option("--json", "as_json", is_flag=True, help="Print the resolved cluster as JSON.")
+def validate(spec: str, price_file: str | None, as_json: bool) -> None:
+    """Check a cluster spec: exit 0 if good, 2 with every problem (field path + fix) if bad.
+
+    \b
+    Example:
+      trainkit validate examples/clusters/alicloud.yaml
+    """
+    from trainkit.resolve import load_cluster
+
+    cluster = load_cluster(spec, price_file)
+    inst = cluster.instance
+    if as_json:
+        click.echo(json.dumps({
+            "name": cluster.name, "cloud": cluster.spec.cloud, "nodes": cluster.nodes,
+            "instance_type": inst.type if inst else None, "gpus_per_node": cluster.gpus_per_node,
+            "image": cluster.image, "warnings": list(cluster.warnings)}, indent=2))
+        return
+    what = f"{cluster.nodes} x {inst.type} ({inst.gpus} x {inst.gpu})" if inst else \
+        f"{cluster.nodes} node(s)"
+    click.echo(f"{spec}: ok - {cluster.name} on {cluster.spec.cloud}, {what}")
+    for warning in cluster.warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
+@click.command()
+@click.option("--cloud", type=click.Choice(catalog_clouds()), help="Only this cloud.")
+@click.option("--gpu", help="GPU model, e.g. A100 (case-insensitive).")
+@click.option("--gpus", type=click.IntRange(min=1), help="At least this many GPUs per node.")
+@click.option("--min-gpu-memory", "min_mem", type=click.IntRange(min=1), help="GB per GPU, at least.")
+@click.option("--spot", is_flag=True, help="Sort by spot price where known.")
+@click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
+              help="Your own price file (needs --cloud).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def catalog(cloud, gpu, gpus, min_mem, spot, price_file, as_json) -> None:
+    """List GPU instance types that match, cheapest first (unknown prices last).
+
+    \b
+    Example:
+      trainkit catalog --cloud alicloud --gpu A100 --min-gpu-memory 80
+    """
+    if price_file and not cloud:
+        raise click.UsageError("--prices needs --cloud (a price file belongs to one cloud)")
+    rows = []
+    for name in [cloud] if cloud else catalog_clouds():
+        cat = load_catalog(name)
+        if price_file:
+            cat = with_prices(cat, price_file)
+        for inst in matching(cat, gpu, gpus, min_mem, spot):
+            price = inst.price(spot)
+            rows.append({"cloud": name, "type": inst.type, "gpu": inst.gpu, "gpus": inst.gpus,
+                         "gpu_memory_gb": inst.gpu_memory_gb, "vcpus": inst.vcpus,
+                         "ram_gb": inst.ram_gb, "network_gbps": inst.network_gbps,
+                         "price_per_hour": price, "currency": cat.currency,
+                         "price_source": cat.price_source if price is not None else None,
+                         "price_date": cat.price_date if price is not None else None})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no instance type matches", err=True)
+        return
+    header = f"{'cloud':<13}{'type':<26}{'gpu':<10}{'gpus':>4}{'mem':>5}{'vcpu':>6}{'ram':>7}{'gbps':>6}  price/h"
+    click.echo(header)
+    for r in rows:
+        price = f"{r['price_per_hour']:.2f} {r['currency']}" if r["price_per_hour"] is not None else "unknown"
+        click.echo(f"{r['cloud']:<13}{r['type']:<26}{r['gpu']:<10}{_n(r['gpus']):>4}{_n(r['gpu_memory_gb']):>5}"
+                   f"{_n(r['vcpus']):>6}{_n(r['ram_gb']):>7}{_n(r['network_gbps']):>6}  {price}")
+
+
+def _n(value) -> str:
+    return "?" if value is None else f"{value:g}"
