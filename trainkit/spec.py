@@ -202,7 +202,7 @@ class ClusterSpec(_Model):
     def _per_target_rules(self) -> "ClusterSpec":
         problems = _target_problems(self)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError("\n".join(problems))
         return self
 
 
@@ -298,7 +298,7 @@ def pydantic_problems(err: ValidationError, model: type[BaseModel]) -> list[tupl
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif e["type"] == "value_error" and not loc:
-            for part in msg.split("; "):
+            for part in msg.split("\n"):
                 head, _, rest = part.partition(": ")
                 problems.append((head, rest or part, None))
             continue
