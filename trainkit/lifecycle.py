@@ -1,0 +1,253 @@
+"""The user's job, step by step: plan, apply, train, destroy, status. Glue between the pure steps
+(resolve, render, review, inventory) and the edges that run tools (terraform, provision).
+
+Each function takes a resolved `Cluster` and its `Workspace`, does one command's work and returns
+data for the CLI to render. Only cloud targets touch terraform; `local` and `hosts` go straight
+to Ansible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainkit import errors, progress
+from trainkit.errors import TrainkitError
+from trainkit.resolve import Cluster
+from trainkit.review import review
+from trainkit.spec import CLOUD_TARGETS
+from trainkit.workspace import Workspace
+
+SSH_WAIT_S = 300  # cloud images usually accept SSH within 1-2 minutes of "running"
+
+
+def is_cloud(cluster: Cluster) -> bool:
+    return cluster.spec.cloud in CLOUD_TARGETS
+
+
+# ---------------------------------------------------------------- plan
+
+def render_and_init(cluster: Cluster, ws: Workspace):
+    """Render the root stack into the workspace and `terraform init` it; returns the runner."""
+    from trainkit.render import write_stack
+    from trainkit.terraform import TerraformRunner
+
+    ws.ensure()
+    write_stack(cluster, ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}"), ws.terraform_dir)
+    with progress.step("terraform init") as s:
+        runner = TerraformRunner(ws.terraform_dir, ws.root / "terraform.log", on_line=s.line)
+        runner.init()
+    return runner
+
+
+def plan(cluster: Cluster, ws: Workspace, destroy: bool = False) -> dict[str, Any]:
+    """Render, init, plan to plan.bin, show -json to plan.json; returns the review (also review.md)."""
+    if not is_cloud(cluster):
+        return _no_terraform_review(cluster)
+    runner = render_and_init(cluster, ws)
+    with progress.step("terraform plan") as s:
+        runner.on_line = s.line
+        runner.plan(ws.plan_bin, destroy=destroy)
+        plan_data = runner.show_json(ws.plan_bin)
+    ws.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
+    (ws.root / "plan.fingerprint").write_text(stack_fingerprint(ws.terraform_dir))
+    rev = review(plan_data, cluster)
+    from trainkit.review import to_markdown
+    ws.review_md.write_text(to_markdown(rev))
+    return rev
+
+
+def _no_terraform_review(cluster: Cluster) -> dict[str, Any]:
+    return {"cluster": cluster.name, "cloud": cluster.spec.cloud,
+            "changes": {"by_role": {}, "add": 0, "change": 0, "destroy": 0, "addresses": [],
+                        "has_changes": False},
+            "cost": {"currency": None, "per_hour": 0.0, "per_day": 0.0, "complete": True,
+                     "unknown": [], "items": [], "price_source": None, "price_date": None},
+            "findings": [], "blocking": False,
+            "note": f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"}
+
+
+def stack_fingerprint(folder: Path) -> str:
+    """Hash of every rendered file (not .terraform/ or state): a saved plan is for exactly these."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and rel.parts[0] != ".terraform" and not rel.name.startswith("terraform.tfstate") \
+                and rel.name != ".terraform.lock.hcl":
+            h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- apply
+
+@dataclass
+class ApplyResult:
+    review: dict[str, Any] | None
+    outputs: dict[str, Any]
+    provisioned: bool
+
+
+def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> ApplyResult:
+    """Create/update the cluster, write outputs.json and inventory.yml, then run site.yml.
+
+    `confirm(review) -> bool` is asked only when the saved plan is missing or stale.
+    """
+    rev = None
+    outputs: dict[str, Any] = {}
+    if is_cloud(cluster):
+        rev, outputs = _terraform_apply(cluster, ws, confirm)
+        ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+        (ws.root / "applied.json").write_text(json.dumps({"applied_at": time.time()}))
+    write_inventory(cluster, ws)
+    if provision:
+        from trainkit.provision import run_site
+        if is_cloud(cluster) or cluster.spec.cloud == "hosts":
+            wait_for_ssh(_ssh_targets(cluster, ws))
+        run_site(cluster, ws)
+    return ApplyResult(review=rev, outputs=outputs, provisioned=provision)
+
+
+def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | None, dict]:
+    saved = ws.plan_bin.exists() and (ws.root / "plan.fingerprint").exists()
+    runner = render_and_init(cluster, ws)
+    fresh = saved and (ws.root / "plan.fingerprint").read_text() == stack_fingerprint(ws.terraform_dir)
+    rev = None
+    if not fresh:
+        rev = plan(cluster, ws)
+        if rev["changes"]["has_changes"] and not confirm(rev):
+            raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
+    with progress.step("terraform apply") as s:
+        runner.on_line = s.line
+        try:
+            runner.apply_plan(ws.plan_bin)
+        except TrainkitError as err:
+            if "Saved plan is stale" not in err.message:
+                raise
+            progress.info("the saved plan is stale (the state changed since); planning again")
+            rev = plan(cluster, ws)
+            if rev["changes"]["has_changes"] and not confirm(rev):
+                raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
+            runner.apply_plan(ws.plan_bin)
+        finally:
+            # A saved plan can be applied once; drop it so the next apply plans again.
+            ws.plan_bin.unlink(missing_ok=True)
+            (ws.root / "plan.fingerprint").unlink(missing_ok=True)
+        outputs = {k: v["value"] for k, v in runner.outputs().items()}
+    return rev, outputs
+
+
+def write_inventory(cluster: Cluster, ws: Workspace) -> dict:
+    from trainkit.inventory import inventory_for
+
+    outputs = ws.read_outputs() if is_cloud(cluster) else None
+    inventory = inventory_for(cluster, outputs, ws)
+    ws.ensure()
+    ws.inventory_yml.write_text(yaml.safe_dump(inventory, sort_keys=True))
+    return inventory
+
+
+def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
+    if cluster.spec.cloud == "hosts":
+        return [(h.address, h.port) for h in cluster.spec.hosts]
+    nodes = ws.read_outputs().get("nodes") or []
+    return [(n["public_ip"], 22) for n in nodes if n.get("public_ip")]
+
+
+def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) -> None:
+    """Block until every (host, port) accepts TCP; TrainkitError naming those that never did."""
+    pending = list(targets)
+    with progress.step(f"waiting for SSH on {len(pending)} node(s)") as s:
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for target in list(pending):
+                try:
+                    socket.create_connection(target, timeout=3).close()
+                    pending.remove(target)
+                    s.line(f"{target[0]}:{target[1]} is up")
+                except OSError:
+                    pass
+            if pending:
+                time.sleep(2)
+    if pending:
+        raise TrainkitError(f"SSH did not come up within {timeout_s:.0f}s on: "
+                            + ", ".join(f"{h}:{p}" for h, p in pending),
+                            fix="check admin_cidrs includes your address, and the image's SSH user",
+                            exit_code=errors.PROVISION)
+
+
+# ---------------------------------------------------------------- destroy
+
+def destroy(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
+    """Tear down; verify the state is empty before deleting keys and terraform files.
+
+    Run artifacts (runs/) are always kept.
+    """
+    if not is_cloud(cluster):
+        from trainkit.provision import run_cleanup
+        if ws.inventory_yml.exists():
+            run_cleanup(cluster, ws)
+        _remove_owned(ws, keep_terraform=False)
+        return {"destroyed": True, "left": []}
+    if not ws.terraform_dir.exists():
+        return {"destroyed": True, "left": [], "note": "nothing was ever applied here"}
+    runner = render_and_init(cluster, ws)
+    with progress.step("terraform destroy") as s:
+        runner.on_line = s.line
+        runner.destroy()
+    left = runner.state_list()
+    if left:
+        raise TrainkitError("terraform destroy finished but the state still holds: " + ", ".join(left),
+                            fix="run `trainkit destroy` again; the workspace and keys were kept",
+                            exit_code=errors.DESTROY)
+    _remove_owned(ws, keep_terraform=False)
+    return {"destroyed": True, "left": []}
+
+
+def _remove_owned(ws: Workspace, keep_terraform: bool) -> None:
+    """Remove what destroy owns: terraform files, plans, outputs, inventory, keys. Keep runs/."""
+    names = ["plan.bin", "plan.json", "plan.fingerprint", "review.md", "outputs.json",
+             "inventory.yml", "applied.json", "ssh", "ansible", "node"]
+    if not keep_terraform:
+        names.append("terraform")
+    for name in names:
+        path = ws.root / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+# ---------------------------------------------------------------- status
+
+def status(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
+    """What exists (from outputs.json) and what it has cost since apply (catalog prices)."""
+    applied = ws.root / "applied.json"
+    out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
+                           "workspace": str(ws.root), "exists": False, "nodes": []}
+    if is_cloud(cluster):
+        if ws.outputs_json.exists():
+            out["nodes"] = ws.read_outputs().get("nodes") or []
+            out["exists"] = bool(out["nodes"])
+        price = cluster.instance.price(cluster.spec.spot.enabled)
+        out["currency"] = cluster.catalog.currency
+        out["per_hour"] = price * len(out["nodes"]) if price is not None and out["exists"] else None
+        if out["exists"] and applied.exists() and out["per_hour"] is not None:
+            hours = (time.time() - json.loads(applied.read_text())["applied_at"]) / 3600
+            out["hours"] = round(hours, 3)
+            out["cost_so_far"] = round(hours * out["per_hour"], 2)
+    else:
+        out["exists"] = ws.inventory_yml.exists()
+        hosts = cluster.spec.hosts or ()
+        out["nodes"] = [{"name": h.name, "private_ip": h.private_ip or h.address, "public_ip": h.address}
+                        for h in hosts] or [{"name": "localhost", "private_ip": "127.0.0.1", "public_ip": None}]
+    runs = sorted(p.name for p in ws.runs_dir.iterdir()) if ws.runs_dir.exists() else []
+    out["runs"] = runs
+    return out

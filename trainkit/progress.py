@@ -1,0 +1,60 @@
+"""Progress for long steps: a live spinner with the latest line on a terminal, plain lines in CI.
+
+Everything goes to stderr so `--json` output on stdout stays machine-readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import time
+from typing import Iterator
+
+from rich.console import Console
+
+console = Console(stderr=True, highlight=False)
+
+# Terraform lines worth a plain log line when there is no live display (CI logs).
+_NOTABLE = re.compile(r"(Creation complete|Destruction complete|Modifications complete|Error|"
+                      r"Apply complete|Destroy complete|Plan:|No changes)")
+
+
+class Step:
+    """One long step; `line(text)` shows the latest output of the tool doing the work."""
+
+    def __init__(self, title: str, status) -> None:
+        self.title, self.status, self.started = title, status, time.monotonic()
+
+    def line(self, text: str) -> None:
+        text = text.strip().lstrip("│ ")
+        if not text:
+            return
+        if self.status is not None:
+            self.status.update(f"{self.title} [dim]({self.elapsed():.0f}s) {text[:100]}[/dim]")
+        elif _NOTABLE.search(text):
+            console.print(f"  {text}", markup=False)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+@contextlib.contextmanager
+def step(title: str) -> Iterator[Step]:
+    """Show `title` while the block runs, then `done`/`failed` with the elapsed time."""
+    live = console.is_terminal
+    ctx = console.status(title) if live else contextlib.nullcontext()
+    if not live:
+        console.print(f"{title} ...", markup=False)
+    with ctx as status:
+        s = Step(title, status if live else None)
+        try:
+            yield s
+        except BaseException:
+            console.print(f"[red]✗[/red] {title} failed after {s.elapsed():.0f}s")
+            raise
+    console.print(f"[green]✓[/green] {title} ({s.elapsed():.0f}s)")
+
+
+def info(text: str) -> None:
+    console.print(text, markup=False)

@@ -1,0 +1,145 @@
+"""The only module that runs terraform.
+
+python-terraform builds the command lines (its `generate_cmd_string`); this module runs them
+itself so that output streams to a log file as it is written (progress on long applies) and
+Ctrl-C is forwarded to terraform, which then stops cleanly and saves its state: a later
+`destroy` can clean up whatever was created. Every run's output goes to `<workspace>/terraform.log`.
+
+Known python-terraform 0.10.1 quirks avoided here (../shared/reference/test-environment.md):
+`destroy()` passes `-force` (rejected by Terraform 1.x) and `apply()` without `skip_plan` waits
+for approval; we pass `-auto-approve` / `-input=false` explicitly instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from python_terraform import IsFlagged, Terraform
+
+from trainkit import errors
+from trainkit.errors import MissingToolError, TrainkitError
+
+INSTALL_HINT = ("install Terraform >= 1.6 (https://developer.hashicorp.com/terraform/install) "
+                "and make sure `terraform` is on PATH, or set TRAINKIT_TERRAFORM to its path")
+# Seconds to wait for terraform to save state after Ctrl-C before giving up on it.
+INTERRUPT_GRACE_S = 120
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    output: str
+
+
+def terraform_path() -> str:
+    """The terraform binary; MissingToolError with install instructions when there is none."""
+    path = os.environ.get("TRAINKIT_TERRAFORM") or shutil.which("terraform")
+    if not path or not os.access(path, os.X_OK):
+        raise MissingToolError("terraform is not installed (needed for cloud targets)", fix=INSTALL_HINT)
+    return path
+
+
+class TerraformRunner:
+    """Runs terraform in one root-stack folder; every method raises TrainkitError on failure."""
+
+    def __init__(self, workdir: Path, log_path: Path, on_line: Callable[[str], None] | None = None):
+        self.workdir = Path(workdir)
+        self.log_path = Path(log_path)
+        self.on_line = on_line
+        self.tf = Terraform(working_dir=str(self.workdir), terraform_bin_path=terraform_path())
+
+    def init(self) -> None:
+        self._run("init", phase=errors.PLAN, input=False, no_color=IsFlagged)
+
+    def plan(self, out: Path, destroy: bool = False) -> bool:
+        """Write a saved plan to `out`; True when it holds changes (terraform's exit code 2)."""
+        res = self._run("plan", phase=errors.PLAN, ok=(0, 2), input=False, no_color=IsFlagged,
+                        detailed_exitcode=IsFlagged, out=str(out),
+                        destroy=IsFlagged if destroy else None)
+        return res.returncode == 2
+
+    def show_json(self, plan: Path) -> dict:
+        res = self._run("show", str(plan), phase=errors.PLAN, json=IsFlagged, no_color=IsFlagged, quiet=True)
+        return json.loads(res.output)
+
+    def apply_plan(self, plan: Path) -> None:
+        self._run("apply", str(plan), phase=errors.APPLY, input=False, no_color=IsFlagged)
+
+    def destroy(self) -> None:
+        self._run("destroy", phase=errors.DESTROY, input=False, no_color=IsFlagged, auto_approve=IsFlagged)
+
+    def outputs(self) -> dict:
+        """`terraform output -json`: `{name: {value, type, sensitive}}`."""
+        res = self._run("output", phase=errors.APPLY, json=IsFlagged, no_color=IsFlagged, quiet=True)
+        return json.loads(res.output or "{}")
+
+    def state_list(self) -> list[str]:
+        """Resource addresses in the state; [] when there is no state yet."""
+        res = self._run("state list", phase=errors.DESTROY, ok=(0, 1), quiet=True)
+        if res.returncode == 1 and "No state file was found" not in res.output:
+            raise TrainkitError(f"terraform state list failed:\n{_tail(res.output)}",
+                                exit_code=errors.DESTROY)
+        return [line for line in res.output.splitlines() if line and not line.startswith("No state")]
+
+    def _run(self, cmd: str, *args: str, phase: int, ok: tuple[int, ...] = (0,), quiet: bool = False,
+             **options) -> Result:
+        """Run one terraform command, streaming stdout+stderr into the log; TrainkitError if rc not in ok."""
+        argv = self.tf.generate_cmd_string(cmd, *args, **options)
+        env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+        lines: list[str] = []
+        with open(self.log_path, "a") as log:
+            log.write(f"\n$ {' '.join(argv[1:])}\n")
+            proc = subprocess.Popen(argv, cwd=self.workdir, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                    if not quiet:
+                        log.write(line)
+                        log.flush()
+                        if self.on_line:
+                            self.on_line(line.rstrip("\n"))
+                proc.wait()
+            except KeyboardInterrupt:
+                _interrupt(proc)
+                raise TrainkitError(f"interrupted: terraform {cmd} was stopped and saved its state",
+                                    fix="run `trainkit destroy` to remove what was created, or "
+                                        "`trainkit apply` to finish", exit_code=130)
+        output = "".join(lines)
+        if proc.returncode not in ok:
+            raise TrainkitError(f"terraform {cmd} failed (exit {proc.returncode}):\n{_tail(output)}",
+                                fix=f"full log: {self.log_path}", exit_code=phase)
+        return Result(proc.returncode, output)
+
+
+def _interrupt(proc: subprocess.Popen) -> None:
+    """Forward Ctrl-C once (terraform then stops gracefully and writes state) and wait for it."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + INTERRUPT_GRACE_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                continue
+            except KeyboardInterrupt:
+                continue  # a second Ctrl-C must not orphan terraform mid-write
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    """The part of terraform output worth showing: the Error blocks, else the last lines."""
+    rows = text.strip().splitlines()
+    errs = [i for i, row in enumerate(rows) if row.lstrip("│ ").startswith("Error")]
+    keep = rows[errs[0]:] if errs else rows
+    return "\n".join("  " + row for row in keep[-lines:])
