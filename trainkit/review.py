@@ -150,8 +150,9 @@ def _money(value: float | None, rev: dict) -> str:
 
 
 def to_text(rev: dict) -> str:
-    ch, lines = rev["changes"], [f"Plan for {rev['cluster']} ({rev['cloud']}): "
-                                 f"{ch['add']} to add, {ch['change']} to change, {ch['destroy']} to destroy"]
+    ch = rev["changes"]
+    lines = [f"Plan for {rev['cluster']} ({rev['cloud']}): "
+             f"{ch['add']} to add, {ch['change']} to change, {ch['destroy']} to destroy"]
     for role in ROLES:
         if ch["by_role"][role]:
             lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))

@@ -1,0 +1,109 @@
+"""Plan review: changes by role, cost from the catalog, findings. Plans here are hand-written
+`terraform show -json` shapes, because the alicloud/tencentcloud/huaweicloud providers cannot be
+installed on this machine; the aws review is also checked on a real plan in tests/infra."""
+
+from __future__ import annotations
+
+from trainkit.resolve import resolve
+from trainkit.review import review, to_markdown, to_text
+from trainkit.spec import ClusterSpec
+
+
+def spec(**over) -> ClusterSpec:
+    base = {"name": "demo", "cloud": "alicloud", "region": "cn-hangzhou", "zone": "cn-hangzhou-i",
+            "nodes": 2, "instance": {"type": "ecs.gn7i-c8g1.2xlarge"},
+            "network": {"admin_cidrs": ["203.0.113.0/24"]}}
+    base.update(over)
+    return ClusterSpec.model_validate(base)
+
+
+def rc(address, type_, after, actions=("create",), index=None):
+    return {"address": address, "type": type_, "mode": "managed", "index": index,
+            "change": {"actions": list(actions), "after": after}}
+
+
+def plan_of(*changes):
+    return {"resource_changes": list(changes)}
+
+
+NODES = [rc(f"module.cluster.alicloud_instance.node[{i}]", "alicloud_instance",
+            {"internet_max_bandwidth_out": 10 if i == 0 else 0}, index=i) for i in range(2)]
+SSH_OK = rc("module.cluster.alicloud_security_group_rule.ssh[0]", "alicloud_security_group_rule",
+            {"type": "ingress", "port_range": "22/22", "cidr_ip": "203.0.113.0/24"})
+
+
+def test_changes_are_grouped_by_role_and_replace_counts_both_ways():
+    plan = plan_of(rc("module.cluster.alicloud_vpc.this", "alicloud_vpc", {}, ("no-op",)),
+                   rc("module.cluster.alicloud_ecs_disk.data[0]", "alicloud_ecs_disk", {"encrypted": True},
+                      ("delete", "create"), 0),
+                   rc("module.cluster.alicloud_nas_file_system.this[0]", "alicloud_nas_file_system", {}),
+                   *NODES)
+    ch = review(plan, resolve(spec()))["changes"]
+    assert ch["by_role"] == {"network": {}, "compute": {"create": 2}, "storage": {"replace": 1},
+                             "nas": {"create": 1}}
+    assert (ch["add"], ch["change"], ch["destroy"]) == (4, 0, 1)
+    assert ch["has_changes"]
+
+
+def test_no_changes_plan_reports_no_changes():
+    plan = plan_of(*(dict(n, change={"actions": ["no-op"], "after": n["change"]["after"]}) for n in NODES))
+    assert not review(plan, resolve(spec()))["changes"]["has_changes"]
+
+
+def test_cost_uses_catalog_price_times_planned_instances_and_lists_unknowns():
+    rev = review(plan_of(*NODES), resolve(spec()))
+    cost = rev["cost"]
+    assert cost["currency"] == "CNY"
+    assert cost["items"][0]["per_hour"] == 2 * 9.53  # ecs.gn7i-c8g1.2xlarge in alicloud.yaml
+    assert cost["per_hour"] == 2 * 9.53 and cost["per_day"] == round(2 * 9.53 * 24, 2)
+    assert not cost["complete"] and "data disk cloud_essd" in cost["unknown"]
+    assert "unknown" in to_text(rev)
+
+
+def test_ssh_rule_outside_admin_cidrs_is_found_and_world_open_blocks():
+    wide = rc("module.cluster.alicloud_security_group_rule.extra", "alicloud_security_group_rule",
+              {"type": "ingress", "port_range": "1/1024", "cidr_ip": "0.0.0.0/0"})
+    other = rc("module.cluster.alicloud_security_group_rule.x", "alicloud_security_group_rule",
+               {"type": "ingress", "port_range": "22/22", "cidr_ip": "198.51.100.0/24"})
+    rev = review(plan_of(SSH_OK, wide, other, *NODES), resolve(spec()))
+    codes = [(f["code"], f["severity"]) for f in rev["findings"] if f["code"] == "ssh-open"]
+    assert codes == [("ssh-open", "block"), ("ssh-open", "warn")]
+    assert rev["blocking"]
+
+
+def test_rules_for_every_cloud_shape_are_read():
+    tencent = rc("a.tencentcloud_security_group_rule_set.this", "tencentcloud_security_group_rule_set",
+                 {"ingress": [{"cidr_block": "0.0.0.0/0", "port": "ALL", "protocol": "ALL"}]})
+    huawei = rc("a.huaweicloud_networking_secgroup_rule.ssh", "huaweicloud_networking_secgroup_rule",
+                {"direction": "ingress", "ports": "22", "remote_ip_prefix": ""})
+    aws = rc("a.aws_vpc_security_group_ingress_rule.ssh", "aws_vpc_security_group_ingress_rule",
+             {"cidr_ipv4": "0.0.0.0/0", "from_port": 22, "to_port": 22})
+    inside = rc("a.aws_security_group_rule.self", "aws_security_group_rule",
+                {"type": "ingress", "cidr_blocks": ["10.42.0.0/16"], "from_port": 0, "to_port": 65535})
+    rev = review(plan_of(tencent, huawei, aws, inside), resolve(spec()))
+    assert sorted(f["message"].split()[0] for f in rev["findings"] if f["code"] == "ssh-open") == [
+        "a.aws_vpc_security_group_ingress_rule.ssh", "a.huaweicloud_networking_secgroup_rule.ssh",
+        "a.tencentcloud_security_group_rule_set.this"]
+
+
+def test_public_ip_on_a_worker_and_unencrypted_disk_are_warnings():
+    worker = rc("m.alicloud_instance.node[1]", "alicloud_instance", {"internet_max_bandwidth_out": 5}, index=1)
+    disk = rc("m.alicloud_ecs_disk.data[0]", "alicloud_ecs_disk", {"encrypted": False}, index=0)
+    rev = review(plan_of(NODES[0], worker, disk), resolve(spec()))
+    assert {f["code"] for f in rev["findings"]} == {"worker-public-ip", "disk-unencrypted"}
+    assert not rev["blocking"]
+
+
+def test_budget_exceeded_blocks_and_spot_without_nas_warns():
+    rev = review(plan_of(*NODES), resolve(spec(budget={"max_per_hour": 10}, spot={"enabled": True})))
+    codes = {f["code"]: f["severity"] for f in rev["findings"]}
+    assert codes["budget-exceeded"] == "block" and codes["spot-no-shared-checkpoints"] == "warn"
+    assert rev["blocking"]
+    ok = review(plan_of(*NODES), resolve(spec(budget={"max_per_hour": 100})))
+    assert not ok["blocking"]
+
+
+def test_markdown_is_a_pull_request_comment():
+    md = to_markdown(review(plan_of(SSH_OK, *NODES), resolve(spec())))
+    assert md.startswith("### trainkit plan: `demo` on alicloud")
+    assert "| compute | 2 | 0 | 0 | 0 |" in md and "**Findings**: none" in md
