@@ -168,6 +168,7 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "instance_type": cluster.instance.type,
         "image_id": cluster.image,
         "ssh_public_key": ssh_public_key,
+        "ssh_user": cluster.ssh_user,
         "public_ip": s.network.public_ip,
         "placement_group": s.network.placement_group,
         "spot": {"enabled": s.spot.enabled, "max_price": s.spot.max_price},
@@ -175,6 +176,7 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "data_disk": {k: cluster.data_disk[k] for k in
                       ("enabled", "category", "performance_level", "size_gb", "encrypted")},
         "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
+        "nfs_mount_options": cluster.nfs_mount_options,
         "tags": tags(s),
     }
 
