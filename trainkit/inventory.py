@@ -1,0 +1,209 @@
+"""Cluster + Terraform outputs -> the Ansible inventory (a dict, written as inventory.yml).
+
+`inventory_for(cluster, outputs, workspace)` is pure: it reads no files and runs nothing. The
+result has the YAML inventory shape Ansible reads:
+
+    all:
+      vars:     connection settings and every role's group variables (role-prefixed names)
+      children:
+        head:    {hosts: {<node 0>: {...}}}     node rank 0, rendezvous host, jump host
+        workers: {hosts: {<node 1..>: {...}}}
+
+Per host: ansible_host, ansible_port, ansible_user, trainkit_private_ip, trainkit_node_rank,
+trainkit_nproc_per_node and, for workers without a public IP, ansible_ssh_common_args with a
+ProxyCommand through the head node (ProxyJump cannot pass the cluster key to the jump hop).
+
+Where the nodes come from: `outputs` (terraform output of the module: nodes, nas,
+data_disk_device, ssh_user) for cloud targets, the spec's `hosts:` list for `hosts`, and this
+machine for `local` (connection local, every path inside the workspace).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainkit.errors import InputError
+from trainkit.resolve import Cluster
+from trainkit.workspace import Workspace
+
+# Host groups; the head node (rank 0) is the first node of the module output / host list.
+HEAD_GROUP, WORKER_GROUP = "head", "workers"
+# Accept a node's host key on first use and keep it in the workspace, never in ~/.ssh.
+SSH_OPTIONS = "-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={known_hosts}"
+
+
+def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: Workspace) -> dict:
+    """The Ansible inventory for `cluster`.
+
+    `outputs` is the module's outputs as `{name: value}` (Workspace.read_outputs()); it is
+    required for cloud targets and ignored for `hosts` and `local`. Raises InputError naming
+    outputs.json and the field when the outputs do not describe any node.
+    """
+    cloud = cluster.spec.cloud
+    if cloud == "local":
+        nodes, extra = _local_nodes(cluster, workspace), _local_vars(workspace)
+    elif cloud == "hosts":
+        nodes, extra = _host_nodes(cluster, workspace), {"ansible_python_interpreter": "/usr/bin/python3"}
+    else:
+        nodes, extra = _output_nodes(cluster, outputs, workspace), {
+            "ansible_python_interpreter": "/usr/bin/python3"}
+    head = nodes[0]
+    group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs, cloud),
+                  **_training_vars(cluster, workspace), **extra}
+    return {"all": {
+        "vars": group_vars,
+        "children": {
+            HEAD_GROUP: {"hosts": {head["name"]: head["vars"]}},
+            WORKER_GROUP: {"hosts": {n["name"]: n["vars"] for n in nodes[1:]}},
+        },
+    }}
+
+
+def write_inventory(inventory: dict, workspace: Workspace) -> Path:
+    """Write `inventory` to workspace/inventory.yml (the only I/O here; kept apart from inventory_for)."""
+    workspace.ensure()
+    header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"
+    workspace.inventory_yml.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+    return workspace.inventory_yml
+
+
+def _node(name: str, rank: int, host: str, private_ip: str, user: str, nproc: int,
+          port: int = 22, **more: Any) -> dict:
+    hostvars = {"ansible_host": host, "ansible_port": port, "ansible_user": user,
+                "trainkit_private_ip": private_ip, "trainkit_node_rank": rank,
+                "trainkit_nproc_per_node": nproc, **more}
+    return {"name": name, "private_ip": private_ip, "vars": hostvars}
+
+
+def _nproc(cluster: Cluster, gpus: int) -> int:
+    return cluster.spec.launch.nproc_per_node or gpus or 1
+
+
+def _ssh_args(key: str | None, known_hosts: Path) -> str:
+    args = SSH_OPTIONS.format(known_hosts=shlex.quote(str(known_hosts)))
+    return args + (f" -o IdentitiesOnly=yes" if key else "")
+
+
+def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspace) -> list[dict]:
+    src = str(ws.outputs_json)
+    if not outputs:
+        raise InputError(f"{src}: no Terraform outputs for cloud {cluster.spec.cloud}",
+                         fix=f"run `trainkit apply {cluster.source}` first")
+    raw = outputs.get("nodes")
+    if not isinstance(raw, list) or not raw:
+        raise InputError(f"{src}: field `nodes` is missing or empty",
+                         fix="the module must output nodes = [{name, id, private_ip, public_ip}]; "
+                             "re-run `trainkit apply`")
+    user = outputs.get("ssh_user") or cluster.ssh_user
+    key = cluster.spec.ssh.private_key or str(ws.ssh_private_key)
+    known = ws.ssh_dir / "known_hosts"
+    nproc = _nproc(cluster, cluster.gpus_per_node)
+    nodes = []
+    for i, n in enumerate(raw):
+        for field in ("name", "private_ip"):
+            if not isinstance(n, dict) or not n.get(field):
+                raise InputError(f"{src}: nodes[{i}].{field} is missing",
+                                 fix="re-run `trainkit apply` so outputs.json is rewritten")
+        nodes.append(_node(n["name"], i, n.get("public_ip") or n["private_ip"], n["private_ip"],
+                           user, nproc, ansible_ssh_private_key_file=key,
+                           ansible_ssh_common_args=_ssh_args(key, known),
+                           trainkit_public_ip=n.get("public_ip")))
+    head = raw[0]
+    if head.get("public_ip"):
+        jump = _proxy_command(user, head["public_ip"], key, known)
+        for node, n in zip(nodes[1:], raw[1:]):
+            if not n.get("public_ip"):
+                node["vars"]["ansible_ssh_common_args"] += f" {jump}"
+                node["vars"]["trainkit_jump_host"] = head["public_ip"]
+    return nodes
+
+
+def _proxy_command(user: str, jump_ip: str, key: str, known: Path) -> str:
+    """ssh options reaching a private node through the head: `ssh -W` with the cluster key."""
+    hop = (f"ssh -W %h:%p -q -i {shlex.quote(key)} -o IdentitiesOnly=yes "
+           f"{SSH_OPTIONS.format(known_hosts=shlex.quote(str(known)))} {user}@{jump_ip}")
+    return f"-o ProxyCommand={shlex.quote(hop)}"
+
+
+def _host_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
+    key = cluster.spec.ssh.private_key
+    known = ws.ssh_dir / "known_hosts"
+    more = {"ansible_ssh_common_args": _ssh_args(key, known)}
+    if key:
+        more["ansible_ssh_private_key_file"] = key
+    return [_node(h.name, i, h.address, h.private_ip or h.address, h.user or cluster.ssh_user,
+                  _nproc(cluster, h.gpus), h.port, **more)
+            for i, h in enumerate(cluster.spec.hosts)]
+
+
+def _local_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
+    node = _node(cluster.name, 0, "127.0.0.1", "127.0.0.1", cluster.ssh_user,
+                 _nproc(cluster, cluster.gpus_per_node))
+    node["vars"]["ansible_connection"] = "local"
+    for k in ("ansible_port", "ansible_user"):
+        node["vars"].pop(k)
+    return [node]
+
+
+def _local_vars(ws: Workspace) -> dict:
+    """This machine: no kernel, time or /etc/hosts changes, and the controller's own Python
+    (which already has trainkit and torch) runs the training, so nothing is installed."""
+    root = Path(ws.root).resolve() / "node"
+    return {"ansible_python_interpreter": sys.executable,
+            "base_manage_kernel": False, "base_manage_time_sync": False,
+            "base_manage_etc_hosts": False, "base_packages": ["python3-venv", "e2fsprogs"],
+            "disks_required": False, "trainkit_root": str(root), "trainkit_work_dir": str(root / "work"),
+            "trainkit_venv": str(root / "venv"), "trainkit_venv_mode": "reuse",
+            "trainkit_python": sys.executable,
+            "trainkit_node_python": sys.executable}
+
+
+def _cluster_vars(cluster: Cluster, nodes: list[dict], head: dict) -> dict:
+    port = cluster.spec.launch.rdzv_port
+    return {"trainkit_cluster_name": cluster.name,
+            "trainkit_nnodes": len(nodes),
+            "trainkit_head_node": head["name"],
+            "trainkit_rdzv_port": port,
+            "trainkit_rdzv_endpoint": f"{head['private_ip']}:{port}",
+            "base_cluster_hosts": [{"name": n["name"], "ip": n["private_ip"]} for n in nodes]}
+
+
+def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) -> dict:
+    outputs = outputs if cloud not in ("local", "hosts") else {}
+    dd, nas_spec = cluster.data_disk, cluster.nas
+    nas_out = (outputs or {}).get("nas") or {}
+    nas_on = bool(nas_spec.get("enabled")) and bool(nas_out.get("server"))
+    if cloud not in ("local", "hosts") and nas_spec.get("enabled") and not nas_on:
+        raise InputError("outputs.json: field `nas` is empty but storage.nas.enabled is true",
+                         fix="re-run `trainkit apply` so the NAS and its mount target exist")
+    return {"disks_enabled": bool(dd.get("enabled")),
+            "disks_device": (outputs or {}).get("data_disk_device") or "",
+            "disks_expected_size_gb": int(dd.get("size_gb") or 0),
+            "disks_mount_point": dd.get("mount_point", "/data"),
+            "nas_enabled": nas_on,
+            "nas_server": nas_out.get("server") or "",
+            "nas_export_path": nas_out.get("export_path") or "/",
+            "nas_mount_options": nas_out.get("mount_options") or cluster.nfs_mount_options,
+            "nas_mount_point": nas_spec.get("mount_point", "/mnt/shared")}
+
+
+def _training_vars(cluster: Cluster, ws: Workspace) -> dict:
+    """Node paths: code and venv under launch.root; checkpoints and runs on the NAS when there is
+    one (shared by all nodes), else on the data disk, else under launch.root."""
+    launch = cluster.spec.launch
+    root = launch.root
+    if cluster.nas.get("enabled"):
+        work = f"{cluster.nas['mount_point'].rstrip('/')}/{cluster.name}"
+    elif cluster.data_disk.get("enabled"):
+        work = f"{cluster.data_disk['mount_point'].rstrip('/')}/trainkit"
+    else:
+        work = f"{root}/work"
+    return {"trainkit_root": root, "trainkit_work_dir": work,
+            "trainkit_shared_work_dir": bool(cluster.nas.get("enabled")),
+            "trainkit_venv": f"{root}/venv", "trainkit_venv_mode": "venv",
+            "trainkit_python": launch.python, "trainkit_node_python": f"{root}/venv/bin/python"}

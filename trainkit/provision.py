@@ -1,0 +1,315 @@
+"""The only module that runs Ansible (through ansible-runner).
+
+    run_site(cluster, workspace)                      -> PlaybookResult   (site.yml: make nodes ready)
+    run_train(cluster, workspace, config, overrides)  -> TrainResult      (train.yml: torchrun everywhere)
+    run_cleanup(cluster, workspace)                   -> PlaybookResult   (cleanup.yml: unmount storage)
+
+Each writes workspace/inventory.yml (trainkit.inventory), runs the playbook from the repo's
+ansible/ folder with workspace/ansible/ as ansible-runner's private data dir, streams every task
+result to a progress display, and on failure raises TrainkitError with one line per failed host
+and task (exit code PROVISION=5 for site/cleanup, TRAIN=6 for train, PREEMPTED=75 when a node's
+training stopped on SIGTERM after saving a checkpoint). MissingToolError (9) when
+ansible-playbook or ansible-runner is not installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from trainkit.errors import PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
+from trainkit.inventory import inventory_for, write_inventory
+from trainkit.resolve import Cluster
+from trainkit.spec import CLOUD_TARGETS
+from trainkit.workspace import Workspace
+
+REPO = Path(__file__).resolve().parent.parent
+ANSIBLE_DIR = REPO / "ansible"
+# train.yml's task whose result carries each node's torchrun exit code (roles/train/tasks).
+TRAIN_TASK = "Run the training on this node"
+KEEP_ARTIFACTS = 10  # ansible-runner artifact folders kept in workspace/ansible/artifacts
+
+
+@dataclass
+class PlaybookResult:
+    """What a playbook run did: ansible-runner's status and rc, counts per host, failures."""
+
+    playbook: str
+    status: str
+    rc: int
+    hosts: dict[str, dict[str, int]] = field(default_factory=dict)   # host -> {ok, changed, ...}
+    failures: list[tuple[str, str, str]] = field(default_factory=list)  # (host, task, message)
+    results: dict[str, dict[str, dict]] = field(default_factory=dict)  # task -> host -> module result
+    error: str = ""                     # ansible-playbook's own error when no task ran or failed
+
+    @property
+    def changed(self) -> int:
+        return sum(h.get("changed", 0) for h in self.hosts.values())
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path                       # workspace/runs/<run-id>, artifacts fetched here
+    exit_codes: dict[str, int]          # node -> torchrun exit code
+    files: list[Path]                   # what was fetched into run_dir
+    playbook: PlaybookResult
+
+
+class ProgressDisplay:
+    """ansible-runner event handler: one line per task result (host, status, task), and the
+    totals at the end. Coloured through rich on a terminal, plain lines otherwise."""
+
+    STATUS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_skipped": "skipped",
+              "runner_on_unreachable": "unreachable", "runner_item_on_failed": "failed"}
+    COLOUR = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red",
+              "skipped": "cyan"}
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False):
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.counts: dict[str, int] = {}
+        self._console = None
+        if not quiet and self.stream.isatty():
+            from rich.console import Console
+            self._console = Console(file=self.stream, highlight=False)
+
+    def __call__(self, event: dict) -> bool:
+        status = self.STATUS.get(event.get("event", ""))
+        data = event.get("event_data", {})
+        if status == "ok" and (data.get("res") or {}).get("changed"):
+            status = "changed"
+        if status == "failed" and data.get("ignore_errors"):
+            status = "ignored"
+        if status:
+            self.counts[status] = self.counts.get(status, 0) + 1
+            self._line(status, data.get("host", "?"), data.get("task", "?"))
+        elif event.get("event") == "playbook_on_stats":
+            self._write(" ".join(f"{k}={v}" for k, v in sorted(self.counts.items())), "bold")
+        return True  # keep the event in ansible-runner's artifacts too
+
+    def _line(self, status: str, host: str, task: str) -> None:
+        self._write(f"{status:>11}  {host}  {task}", self.COLOUR.get(status))
+
+    def _write(self, text: str, style: str | None) -> None:
+        if self.quiet:
+            return
+        if self._console is not None:
+            self._console.print(text, style=style)
+        else:
+            print(text, file=self.stream, flush=True)
+
+
+def find_ansible_playbook() -> str:
+    """ansible-playbook on PATH, else next to this Python (an un-activated venv)."""
+    found = shutil.which("ansible-playbook")
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    if not found and beside.is_file() and os.access(beside, os.X_OK):
+        found = str(beside)
+    if not found:
+        raise MissingToolError("ansible-playbook is not installed (not on PATH, nor next to "
+                               f"{sys.executable})",
+                               fix="pip install 'trainkit[control]' (ansible-core, ansible-runner "
+                                   "and the community.general / ansible.posix collections)")
+    return found
+
+
+def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
+    """Write workspace/inventory.yml from the spec and (cloud targets) outputs.json."""
+    outputs = None
+    if cluster.spec.cloud in CLOUD_TARGETS:
+        if not workspace.outputs_json.is_file():
+            raise TrainkitError(f"{workspace.outputs_json} is missing: the cluster was not applied",
+                                fix=f"run `trainkit apply {cluster.source}` first",
+                                exit_code=PROVISION)
+        outputs = workspace.read_outputs()
+    return write_inventory(inventory_for(cluster, outputs, workspace), workspace)
+
+
+def build_wheel(workspace: Workspace, source: Path = REPO) -> Path:
+    """The trainkit wheel for the nodes, built from a clean copy of the package (no stale build/
+    leftovers) and reused while the sources are unchanged: workspace/ansible/wheels/<hash>/."""
+    digest = _source_digest(source)
+    out = workspace.ansible_dir / "wheels" / digest
+    found = sorted(out.glob("trainkit-*.whl")) if out.is_dir() else []
+    if found:
+        return found[0]
+    with tempfile.TemporaryDirectory(prefix="trainkit-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        shutil.copytree(source / "trainkit", src / "trainkit",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("pyproject.toml", "README.md"):
+            if (source / name).is_file():
+                shutil.copy2(source / name, src / name)
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                               "--no-index", "-q", "-w", str(Path(tmp) / "dist"), str(src)],
+                              capture_output=True, text=True)
+        wheels = sorted((Path(tmp) / "dist").glob("trainkit-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            raise TrainkitError(f"building the trainkit wheel failed: {proc.stderr.strip()[-800:]}",
+                                fix="pip install setuptools wheel into this Python", exit_code=PROVISION)
+        out.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy2(wheels[0], out / wheels[0].name))
+
+
+def _source_digest(source: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in (source / "trainkit").rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    for p in files + [source / "pyproject.toml"]:
+        h.update(str(p.relative_to(source)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravars: dict | None = None,
+                 *, exit_code: int = PROVISION, display: Callable[[dict], bool] | None = None,
+                 cmdline: str | None = None, raise_on_failure: bool = True) -> PlaybookResult:
+    """Run ansible/<playbook> against the cluster's inventory; TrainkitError(exit_code) on failure."""
+    binary = find_ansible_playbook()
+    try:
+        import ansible_runner
+    except ImportError:
+        raise MissingToolError("ansible-runner is not installed",
+                               fix="pip install 'trainkit[control]'") from None
+    inventory = prepare_inventory(cluster, workspace)
+    private = workspace.ansible_dir
+    private.mkdir(parents=True, exist_ok=True)
+    env = {"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+           "PATH": os.pathsep.join([str(Path(binary).parent), os.environ.get("PATH", "")]),
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    runner = ansible_runner.run(
+        private_data_dir=str(private), project_dir=str(ANSIBLE_DIR), playbook=playbook,
+        inventory=str(inventory.resolve()), extravars=extravars or {}, envvars=env,
+        event_handler=display or ProgressDisplay(), quiet=True, rotate_artifacts=KEEP_ARTIFACTS,
+        cmdline=cmdline)
+    result = _collect(playbook, runner)
+    if not result.ok and not result.failures:
+        result.error = _stdout_tail(runner)
+    if raise_on_failure and not result.ok:
+        raise _failure_error(result, cluster, exit_code)
+    return result
+
+
+def _collect(playbook: str, runner: Any) -> PlaybookResult:
+    stats = runner.stats or {}
+    hosts: dict[str, dict[str, int]] = {}
+    for key, name in (("ok", "ok"), ("changed", "changed"), ("failures", "failed"),
+                      ("dark", "unreachable"), ("skipped", "skipped"), ("ignored", "ignored")):
+        for host, n in (stats.get(key) or {}).items():
+            hosts.setdefault(host, {})[name] = n
+    result = PlaybookResult(playbook, runner.status, runner.rc, hosts)
+    for ev in runner.events:
+        data = ev.get("event_data", {})
+        kind = ev.get("event")
+        if kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and "res" in data:
+            result.results.setdefault(data.get("task", ""), {})[data.get("host", "")] = data["res"]
+        if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+            result.failures.append((data.get("host", "?"), data.get("task", "?"),
+                                    _message(data.get("res") or {})))
+    return result
+
+
+def _stdout_tail(runner: Any) -> str:
+    """The last lines of ansible-playbook's output that say ERROR (or just the last line)."""
+    try:
+        lines = [ln.strip() for ln in runner.stdout.read().splitlines() if ln.strip()]
+    except Exception:  # noqa: BLE001 - the artifact may be gone; the status still tells
+        return ""
+    errors = [ln for ln in lines if "ERROR" in ln or "error:" in ln]
+    return " ".join((errors or lines)[-3:])[:800]
+
+
+def _message(res: dict) -> str:
+    """The module's own words: msg, else the tail of stderr/stdout."""
+    parts = [str(res.get("msg") or "").strip()]
+    for key in ("stderr", "module_stderr", "stdout"):
+        text = str(res.get(key) or "").strip()
+        if text and text not in parts[0]:
+            parts.append(text.splitlines()[-1][:400])
+            break
+    return " | ".join(p for p in parts if p) or "failed (no message)"
+
+
+def _failure_error(result: PlaybookResult, cluster: Cluster, exit_code: int) -> TrainkitError:
+    lines = [f"{result.playbook} failed on {cluster.name} (ansible-runner: {result.status}, rc {result.rc})"]
+    lines += [f"  {host}: {task}: {msg}" for host, task, msg in result.failures]
+    if not result.failures:
+        lines.append(f"  ansible-playbook: {result.error or 'no task failed; see the log'}")
+    fix = ("fix the cause above and run the command again (site.yml is idempotent); "
+           "the full log is under workspace/ansible/artifacts/")
+    return TrainkitError("\n".join(lines), fix=fix, exit_code=exit_code)
+
+
+def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path | None = None,
+             extravars: dict | None = None, display: Callable[[dict], bool] | None = None,
+             check: bool = False) -> PlaybookResult:
+    """Make every node ready (site.yml). Builds the wheel unless the target reuses its Python
+    (trainkit_venv_mode: reuse, the `local` default). Raises TrainkitError(PROVISION)."""
+    extra = dict(extravars or {})
+    if job_config:
+        extra["trainkit_job_config"] = str(Path(job_config).resolve())
+    if _venv_mode(cluster, workspace, extra) != "reuse" and "trainkit_wheel" not in extra:
+        extra["trainkit_wheel"] = str(build_wheel(workspace).resolve())
+    return run_playbook("site.yml", cluster, workspace, extra, exit_code=PROVISION, display=display,
+                        cmdline="--check --diff" if check else None)
+
+
+def _venv_mode(cluster: Cluster, workspace: Workspace, extra: dict) -> str:
+    if "trainkit_venv_mode" in extra:
+        return extra["trainkit_venv_mode"]
+    return "reuse" if cluster.spec.cloud == "local" else "venv"
+
+
+def run_cleanup(cluster: Cluster, workspace: Workspace, *, extravars: dict | None = None,
+                display: Callable[[dict], bool] | None = None) -> PlaybookResult:
+    """Unmount the NAS and the data disk and drop their fstab entries (cleanup.yml)."""
+    return run_playbook("cleanup.yml", cluster, workspace, extravars, exit_code=PROVISION,
+                        display=display)
+
+
+def run_train(cluster: Cluster, workspace: Workspace, config_path: str | Path,
+              overrides: list[str] | tuple[str, ...] = (), run_dir: Path | None = None, *,
+              extravars: dict | None = None,
+              display: Callable[[dict], bool] | None = None) -> TrainResult:
+    """Train on every node at once (train.yml) and fetch the run's artifacts into `run_dir`
+    (default: a new workspace/runs/<run-id>/). Raises TrainkitError(TRAIN), or (PREEMPTED=75)
+    when a node's training was stopped by SIGTERM after writing its checkpoint."""
+    config = Path(config_path)
+    if not config.is_file():
+        raise TrainkitError(f"{config}: training config not found", fix="check the --config path",
+                            exit_code=2)
+    for item in overrides:
+        if "=" not in item:
+            raise TrainkitError(f"override {item!r} is not key=value", fix="write it like epochs=3",
+                                exit_code=2)
+    run_dir = Path(run_dir) if run_dir else workspace.new_run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    extra = {"train_config": str(config.resolve()), "train_run_id": run_dir.name,
+             "train_local_run_dir": str(run_dir.resolve()), "train_overrides": list(overrides),
+             **(extravars or {})}
+    result = run_playbook("train.yml", cluster, workspace, extra, exit_code=TRAIN, display=display,
+                          raise_on_failure=False)
+    codes = {host: int(res.get("rc", -1)) for host, res in result.results.get(TRAIN_TASK, {}).items()}
+    files = sorted(p for p in run_dir.rglob("*") if p.is_file())
+    train = TrainResult(run_dir, codes, files, result)
+    if any(rc == PREEMPTED for rc in codes.values()):
+        nodes = ", ".join(h for h, rc in codes.items() if rc == PREEMPTED)
+        raise TrainkitError(f"preempted: training stopped by SIGTERM on {nodes}; checkpoint saved",
+                            fix="run train again to resume from the newest checkpoint",
+                            exit_code=PREEMPTED)
+    if not result.ok or any(rc != 0 for rc in codes.values()) or not codes:
+        err = _failure_error(result, cluster, TRAIN)
+        bad = ", ".join(f"{h} exit {rc}" for h, rc in codes.items() if rc != 0)
+        err.message += (f"\n  torchrun: {bad}" if bad else "") + f"\n  logs: {run_dir}/logs/"
+        raise err
+    return train
