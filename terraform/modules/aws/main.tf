@@ -119,6 +119,7 @@ resource "aws_placement_group" "this" {
 resource "aws_instance" "node" {
   #checkov:skip=CKV_AWS_88:the head node is the SSH entry point and carries a public IP by design (public_ip = "head")
   #checkov:skip=CKV2_AWS_41:nodes call no AWS API; an instance profile would only widen what a compromised node can do
+  #checkov:skip=CKV_AWS_126:detailed (1-minute) monitoring is billed extra; trainkit logs GPU use and throughput itself
   count = var.node_count
 
   ami                         = var.image_id
@@ -129,7 +130,6 @@ resource "aws_instance" "node" {
   placement_group             = try(aws_placement_group.this[0].id, null)
   associate_public_ip_address = local.public[count.index]
   ebs_optimized               = true
-  monitoring                  = true
 
   dynamic "instance_market_options" {
     for_each = var.spot.enabled ? [var.spot] : []

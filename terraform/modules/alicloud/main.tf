@@ -1,0 +1,123 @@
+# trainkit GPU cluster on Alibaba Cloud: VPC, one vSwitch in one zone, a security group (SSH from
+# admin_cidrs, members talk freely), a key pair, N ECS GPU instances (spot optional) in a
+# LowLatency deployment set, one encrypted ESSD data disk per node, and optionally NAS (nas.tf).
+
+locals {
+  # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
+  public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
+
+  # Spot: a price cap when max_price is set, else pay the market price up to on-demand.
+  spot_strategy = !var.spot.enabled ? "NoSpot" : (var.spot.max_price == null ? "SpotAsPriceGo" : "SpotWithPriceLimit")
+
+  # Performance levels exist only for ESSD disks.
+  data_disk_performance_level = var.data_disk.category == "cloud_essd" ? var.data_disk.performance_level : null
+
+  # Virtio block devices: the first data disk is vdb on current ECS images.
+  data_disk_device = "/dev/vdb"
+
+  # Public bandwidth cap in Mbit/s for nodes with a public IP (allowed range 0-100).
+  public_bandwidth_mbps = 100
+}
+
+resource "alicloud_vpc" "this" {
+  vpc_name   = var.name
+  cidr_block = var.vpc_cidr
+
+  tags = var.tags
+}
+
+resource "alicloud_vswitch" "this" {
+  vswitch_name = var.name
+  vpc_id       = alicloud_vpc.this.id
+  cidr_block   = var.subnet_cidr
+  zone_id      = var.zone
+
+  tags = var.tags
+}
+
+# inner_access_policy = "Accept": members of the group reach each other on every port (NCCL,
+# gloo, the rendezvous port, NFS); nothing else gets in except the SSH rules below.
+resource "alicloud_security_group" "this" {
+  security_group_name = var.name
+  description         = "trainkit ${var.name}: SSH from admin CIDRs, all traffic between nodes"
+  vpc_id              = alicloud_vpc.this.id
+  inner_access_policy = "Accept"
+
+  tags = var.tags
+}
+
+resource "alicloud_security_group_rule" "ssh" {
+  for_each = toset(var.admin_cidrs)
+
+  security_group_id = alicloud_security_group.this.id
+  description       = "SSH from an admin CIDR"
+  type              = "ingress"
+  ip_protocol       = "tcp"
+  port_range        = "22/22"
+  cidr_ip           = each.value
+  nic_type          = "intranet"
+  policy            = "accept"
+  priority          = 1
+}
+
+resource "alicloud_ecs_key_pair" "this" {
+  key_pair_name = var.name
+  public_key    = var.ssh_public_key
+
+  tags = var.tags
+}
+
+# LowLatency is Alibaba's co-location policy (cloud-facts.md 3.2 / 8.5).
+resource "alicloud_ecs_deployment_set" "this" {
+  count = var.placement_group ? 1 : 0
+
+  deployment_set_name = var.name
+  strategy            = "LowLatency"
+}
+
+resource "alicloud_instance" "node" {
+  #checkov:skip=CKV_ALI_40:the head node is the SSH entry point and carries a public IP by design (public_ip = "head")
+  count = var.node_count
+
+  instance_name                 = "${var.name}-node-${count.index}"
+  host_name                     = "${var.name}-node-${count.index}"
+  instance_type                 = var.instance_type
+  image_id                      = var.image_id
+  vswitch_id                    = alicloud_vswitch.this.id
+  security_groups               = [alicloud_security_group.this.id]
+  key_name                      = alicloud_ecs_key_pair.this.key_pair_name
+  system_disk_category          = var.system_disk.category
+  system_disk_size              = var.system_disk.size_gb
+  system_disk_encrypted         = true
+  instance_charge_type          = "PostPaid"
+  spot_strategy                 = local.spot_strategy
+  spot_price_limit              = local.spot_strategy == "SpotWithPriceLimit" ? var.spot.max_price : null
+  internet_charge_type          = "PayByTraffic"
+  internet_max_bandwidth_out    = local.public[count.index] ? local.public_bandwidth_mbps : 0
+  deployment_set_id             = try(alicloud_ecs_deployment_set.this[0].id, null)
+  http_tokens                   = "required"
+  security_enhancement_strategy = "Active"
+
+  tags        = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
+  volume_tags = var.tags
+}
+
+resource "alicloud_ecs_disk" "data" {
+  count = var.data_disk.enabled ? var.node_count : 0
+
+  disk_name         = "${var.name}-data-${count.index}"
+  zone_id           = var.zone
+  category          = var.data_disk.category
+  performance_level = local.data_disk_performance_level
+  size              = var.data_disk.size_gb
+  encrypted         = var.data_disk.encrypted
+
+  tags = var.tags
+}
+
+resource "alicloud_ecs_disk_attachment" "data" {
+  count = var.data_disk.enabled ? var.node_count : 0
+
+  disk_id     = alicloud_ecs_disk.data[count.index].id
+  instance_id = alicloud_instance.node[count.index].id
+}

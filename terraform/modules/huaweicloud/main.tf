@@ -1,0 +1,146 @@
+# trainkit GPU cluster on Huawei Cloud: VPC, one subnet in one zone, a security group (SSH from
+# admin_cidrs, all traffic between members), a KPS key pair, N ECS GPU instances (spot optional)
+# in a server group, one EVS data disk per node, and optionally SFS Turbo (nas.tf).
+
+locals {
+  # Node 0 is the head node; it alone gets a public IP (an EIP created with it) unless
+  # public_ip says otherwise.
+  public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
+
+  # Virtio block devices: the first data disk is vdb on current ECS images.
+  data_disk_device = "/dev/vdb"
+
+  # EIP bandwidth in Mbit/s for nodes with a public IP.
+  public_bandwidth_mbps = 100
+}
+
+resource "huaweicloud_vpc" "this" {
+  name = var.name
+  cidr = var.vpc_cidr
+
+  tags = var.tags
+}
+
+resource "huaweicloud_vpc_subnet" "this" {
+  name              = var.name
+  vpc_id            = huaweicloud_vpc.this.id
+  cidr              = var.subnet_cidr
+  gateway_ip        = cidrhost(var.subnet_cidr, 1)
+  availability_zone = var.zone
+
+  tags = var.tags
+}
+
+# The default rules are removed and written out below, so the group holds exactly what it says.
+resource "huaweicloud_networking_secgroup" "this" {
+  name                 = var.name
+  description          = "trainkit ${var.name}: SSH from admin CIDRs, all traffic between nodes"
+  delete_default_rules = true
+
+  tags = var.tags
+}
+
+resource "huaweicloud_networking_secgroup_rule" "ssh" {
+  for_each = toset(var.admin_cidrs)
+
+  security_group_id = huaweicloud_networking_secgroup.this.id
+  description       = "SSH from an admin CIDR"
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = "tcp"
+  ports             = "22"
+  remote_ip_prefix  = each.value
+}
+
+# No protocol = every protocol (NCCL, gloo, the rendezvous port, NFS to SFS Turbo).
+resource "huaweicloud_networking_secgroup_rule" "intra_cluster" {
+  security_group_id = huaweicloud_networking_secgroup.this.id
+  description       = "All traffic between cluster members"
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  remote_group_id   = huaweicloud_networking_secgroup.this.id
+}
+
+resource "huaweicloud_networking_secgroup_rule" "egress" {
+  security_group_id = huaweicloud_networking_secgroup.this.id
+  description       = "All outbound traffic (packages, datasets)"
+  direction         = "egress"
+  ethertype         = "IPv4"
+  remote_ip_prefix  = "0.0.0.0/0"
+}
+
+resource "huaweicloud_kps_keypair" "this" {
+  name       = var.name
+  public_key = var.ssh_public_key
+}
+
+# Huawei server groups only know anti-affinity (one node per host); there is no co-location
+# policy (cloud-facts.md 8.5).
+resource "huaweicloud_compute_servergroup" "this" {
+  count = var.placement_group ? 1 : 0
+
+  name     = var.name
+  policies = ["anti-affinity"]
+}
+
+resource "huaweicloud_compute_instance" "node" {
+  count = var.node_count
+
+  name               = "${var.name}-node-${count.index}"
+  hostname           = "${var.name}-node-${count.index}"
+  flavor_id          = var.instance_type
+  image_id           = var.image_id
+  availability_zone  = var.zone
+  key_pair           = huaweicloud_kps_keypair.this.name
+  security_group_ids = [huaweicloud_networking_secgroup.this.id]
+  system_disk_type   = var.system_disk.category
+  system_disk_size   = var.system_disk.size_gb
+  charging_mode      = var.spot.enabled ? "spot" : "postPaid"
+  # Defaults to the pay-per-use price when null; conflicts with spot_duration (cloud-facts.md 8.2).
+  spot_maximum_price = var.spot.enabled && var.spot.max_price != null ? tostring(var.spot.max_price) : null
+  eip_type           = local.public[count.index] ? "5_bgp" : null
+
+  network {
+    uuid = huaweicloud_vpc_subnet.this.id
+  }
+
+  dynamic "bandwidth" {
+    for_each = local.public[count.index] ? [local.public_bandwidth_mbps] : []
+
+    content {
+      share_type  = "PER"
+      size        = bandwidth.value
+      charge_mode = "traffic"
+    }
+  }
+
+  dynamic "scheduler_hints" {
+    for_each = huaweicloud_compute_servergroup.this
+
+    content {
+      group = scheduler_hints.value.id
+    }
+  }
+
+  tags = var.tags
+}
+
+# EVS encryption needs a KMS key id, which the shared module interface does not carry: the
+# volumes use the cloud's default (unencrypted) setting; see README.md.
+resource "huaweicloud_evs_volume" "data" {
+  count = var.data_disk.enabled ? var.node_count : 0
+
+  name              = "${var.name}-data-${count.index}"
+  availability_zone = var.zone
+  volume_type       = var.data_disk.category
+  size              = var.data_disk.size_gb
+
+  tags = var.tags
+}
+
+resource "huaweicloud_compute_volume_attach" "data" {
+  count = var.data_disk.enabled ? var.node_count : 0
+
+  instance_id = huaweicloud_compute_instance.node[count.index].id
+  volume_id   = huaweicloud_evs_volume.data[count.index].id
+}

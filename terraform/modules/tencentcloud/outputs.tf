@@ -1,0 +1,30 @@
+output "nodes" {
+  description = "Nodes in order (node 0 is the head): name, id, private_ip, public_ip (null when none)"
+  value = [
+    for i, node in tencentcloud_instance.node : {
+      name       = node.instance_name
+      id         = node.id
+      private_ip = node.private_ip
+      public_ip  = node.public_ip == "" ? null : node.public_ip
+    }
+  ]
+}
+
+output "nas" {
+  description = "Shared NFS file system (server, export_path, mount_options), or null when nas is disabled"
+  value = try({
+    server        = tencentcloud_cfs_file_system.this[0].mount_ip
+    export_path   = "/${tencentcloud_cfs_file_system.this[0].fs_id}"
+    mount_options = var.nfs_mount_options
+  }, null)
+}
+
+output "data_disk_device" {
+  description = "Block device of the data disk on every node, or null when data_disk is disabled"
+  value       = var.data_disk.enabled ? local.data_disk_device : null
+}
+
+output "ssh_user" {
+  description = "Login user of the nodes"
+  value       = var.ssh_user
+}

@@ -1,0 +1,31 @@
+terraform {
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = "~> 5.100"
+    }
+  }
+}
+
+# Credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...), never from this file.
+provider "aws" {
+  region = "us-east-1"
+
+  # API emulator (spec `endpoints`): the keys below are the emulator's dummy values, not secrets.
+  access_key                  = "test"
+  secret_key                  = "test"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+  skip_region_validation      = true
+  s3_use_path_style           = true
+  max_retries                 = 2
+
+  endpoints {
+    ec2 = "http://127.0.0.1:5000"
+    efs = "http://127.0.0.1:5000"
+    iam = "http://127.0.0.1:5000"
+    s3  = "http://127.0.0.1:5000"
+    sts = "http://127.0.0.1:5000"
+  }
+}

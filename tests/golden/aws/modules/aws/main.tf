@@ -1,0 +1,188 @@
+# trainkit GPU cluster on AWS: VPC, one subnet in one zone, a security group (SSH from admin_cidrs,
+# everything inside the group), a key pair, N GPU instances (spot optional) in a cluster placement
+# group, one encrypted EBS data volume per node, and optionally EFS (nas.tf).
+
+locals {
+  # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
+  public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
+
+  # g5/p4d/p5 are Nitro instances: the first EBS data volume shows up as an NVMe device, whatever
+  # device_name says (AWS EC2 user guide, "Amazon EBS and NVMe"). Instance-store NVMe disks may
+  # come first on some types; the disks role matches the volume serial to be sure.
+  data_disk_device      = "/dev/nvme1n1"
+  data_disk_device_name = "/dev/sdf"
+}
+
+resource "aws_vpc" "this" {
+  #checkov:skip=CKV2_AWS_11:VPC flow logs need a log group and an IAM role; a short-lived training cluster does not keep them
+  cidr_block           = var.vpc_cidr
+  enable_dns_support   = true
+  enable_dns_hostnames = true
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+# Take over the VPC's default security group and leave it with no rules (nothing uses it).
+resource "aws_default_security_group" "this" {
+  vpc_id = aws_vpc.this.id
+
+  tags = merge(var.tags, { Name = "${var.name}-default" })
+}
+
+resource "aws_subnet" "this" {
+  vpc_id                  = aws_vpc.this.id
+  cidr_block              = var.subnet_cidr
+  availability_zone       = var.zone
+  map_public_ip_on_launch = false
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+resource "aws_internet_gateway" "this" {
+  vpc_id = aws_vpc.this.id
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+resource "aws_route_table" "this" {
+  vpc_id = aws_vpc.this.id
+
+  route {
+    cidr_block = "0.0.0.0/0"
+    gateway_id = aws_internet_gateway.this.id
+  }
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+resource "aws_route_table_association" "this" {
+  subnet_id      = aws_subnet.this.id
+  route_table_id = aws_route_table.this.id
+}
+
+resource "aws_security_group" "this" {
+  name        = var.name
+  description = "trainkit ${var.name}: SSH from admin CIDRs, all traffic between nodes"
+  vpc_id      = aws_vpc.this.id
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+resource "aws_security_group_rule" "ssh" {
+  security_group_id = aws_security_group.this.id
+  description       = "SSH from the admin CIDRs"
+  type              = "ingress"
+  protocol          = "tcp"
+  from_port         = 22
+  to_port           = 22
+  cidr_blocks       = var.admin_cidrs
+}
+
+resource "aws_security_group_rule" "intra_cluster" {
+  security_group_id = aws_security_group.this.id
+  description       = "All traffic between cluster members (NCCL, gloo, rendezvous, NFS)"
+  type              = "ingress"
+  protocol          = "-1"
+  from_port         = 0
+  to_port           = 0
+  self              = true
+}
+
+resource "aws_security_group_rule" "egress" {
+  #checkov:skip=CKV_AWS_382:nodes download packages, containers and datasets; egress is not limited
+  security_group_id = aws_security_group.this.id
+  description       = "All outbound traffic (packages, datasets)"
+  type              = "egress"
+  protocol          = "-1"
+  from_port         = 0
+  to_port           = 0
+  cidr_blocks       = ["0.0.0.0/0"]
+}
+
+resource "aws_key_pair" "this" {
+  key_name   = var.name
+  public_key = var.ssh_public_key
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+# Cluster strategy packs the nodes close together (low-latency network for all-reduce).
+resource "aws_placement_group" "this" {
+  count = var.placement_group ? 1 : 0
+
+  name     = var.name
+  strategy = "cluster"
+
+  tags = merge(var.tags, { Name = var.name })
+}
+
+resource "aws_instance" "node" {
+  #checkov:skip=CKV_AWS_88:the head node is the SSH entry point and carries a public IP by design (public_ip = "head")
+  #checkov:skip=CKV2_AWS_41:nodes call no AWS API; an instance profile would only widen what a compromised node can do
+  #checkov:skip=CKV_AWS_126:detailed (1-minute) monitoring is billed extra; trainkit logs GPU use and throughput itself
+  count = var.node_count
+
+  ami                         = var.image_id
+  instance_type               = var.instance_type
+  subnet_id                   = aws_subnet.this.id
+  vpc_security_group_ids      = [aws_security_group.this.id]
+  key_name                    = aws_key_pair.this.key_name
+  placement_group             = try(aws_placement_group.this[0].id, null)
+  associate_public_ip_address = local.public[count.index]
+  ebs_optimized               = true
+
+  dynamic "instance_market_options" {
+    for_each = var.spot.enabled ? [var.spot] : []
+
+    content {
+      market_type = "spot"
+
+      spot_options {
+        max_price                      = instance_market_options.value.max_price == null ? null : tostring(instance_market_options.value.max_price)
+        spot_instance_type             = "one-time"
+        instance_interruption_behavior = "terminate"
+      }
+    }
+  }
+
+  root_block_device {
+    volume_type = var.system_disk.category
+    volume_size = var.system_disk.size_gb
+    encrypted   = true
+
+    tags = merge(var.tags, { Name = "${var.name}-node-${count.index}-root" })
+  }
+
+  metadata_options {
+    http_endpoint = "enabled"
+    http_tokens   = "required"
+  }
+
+  tags = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
+
+  lifecycle {
+    # The AWS API emulator used in tests keeps no spot request id, so every plan would replace
+    # spot nodes; a real spot request cannot be changed in place anyway.
+    ignore_changes = [instance_market_options]
+  }
+}
+
+resource "aws_ebs_volume" "data" {
+  #checkov:skip=CKV_AWS_189:encrypted with the AWS-managed EBS key; a customer key would outlive the cluster
+  count = var.data_disk.enabled ? var.node_count : 0
+
+  availability_zone = var.zone
+  type              = var.data_disk.category
+  size              = var.data_disk.size_gb
+  encrypted         = var.data_disk.encrypted
+
+  tags = merge(var.tags, { Name = "${var.name}-data-${count.index}" })
+}
+
+resource "aws_volume_attachment" "data" {
+  count = var.data_disk.enabled ? var.node_count : 0
+
+  device_name = local.data_disk_device_name
+  volume_id   = aws_ebs_volume.data[count.index].id
+  instance_id = aws_instance.node[count.index].id
+}

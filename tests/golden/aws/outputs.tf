@@ -1,0 +1,19 @@
+output "nodes" {
+  description = "Nodes in order (node 0 is the head): name, id, private_ip, public_ip (null when none)"
+  value       = module.cluster.nodes
+}
+
+output "nas" {
+  description = "Shared NFS file system (server, export_path, mount_options), or null"
+  value       = module.cluster.nas
+}
+
+output "data_disk_device" {
+  description = "Block device of the data disk on every node, or null"
+  value       = module.cluster.data_disk_device
+}
+
+output "ssh_user" {
+  description = "Login user of the nodes"
+  value       = module.cluster.ssh_user
+}

@@ -1,0 +1,122 @@
+"""Render: every cloud example spec -> root stack, compared byte for byte with tests/golden/<name>/.
+
+To regenerate the golden files after an intended change, run
+
+    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py
+
+and review `git diff tests/golden/` like any other change (it is what reviewers will read).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from trainkit.errors import InputError
+from trainkit.render import hcl, render_stack, write_files
+from trainkit.resolve import load_cluster, module_variables
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "clusters"
+GOLDEN = REPO / "tests" / "golden"
+# A fixed, well-formed public key so the golden files do not depend on a generated one.
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
+CLOUD_EXAMPLES = sorted(p.stem for p in EXAMPLES.glob("*.yaml")
+                        if load_cluster(p).spec.cloud in ("alicloud", "tencentcloud", "huaweicloud", "aws"))
+
+
+def rendered(name: str) -> dict[str, str]:
+    return render_stack(load_cluster(EXAMPLES / f"{name}.yaml"), SSH_KEY)
+
+
+def test_every_cloud_has_an_example():
+    clouds = {load_cluster(EXAMPLES / f"{n}.yaml").spec.cloud for n in CLOUD_EXAMPLES}
+    assert clouds == {"alicloud", "tencentcloud", "huaweicloud", "aws"}
+
+
+@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
+def test_render_matches_golden_files(name):
+    files = rendered(name)
+    folder = GOLDEN / name
+    if os.environ.get("TRAINKIT_UPDATE_GOLDEN"):
+        write_files(files, folder)
+    on_disk = {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*"))
+               if p.is_file() and p.name != ".trainkit-rendered"}
+    assert sorted(on_disk) == sorted(files), "file list differs; regenerate (see module docstring)"
+    for rel, content in files.items():
+        assert content == on_disk[rel], f"{name}/{rel} differs from the golden file"
+
+
+@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
+def test_render_is_deterministic(name):
+    assert rendered(name) == rendered(name)
+
+
+@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
+def test_stack_is_self_contained_with_the_clouds_module(name):
+    cloud = load_cluster(EXAMPLES / f"{name}.yaml").spec.cloud
+    files = rendered(name)
+    assert {"versions.tf", "providers.tf", "main.tf", "outputs.tf"} <= set(files)
+    assert f"modules/{cloud}/main.tf" in files and f"modules/{cloud}/variables.tf" in files
+    assert f'source = "./modules/{cloud}"' in files["main.tf"]
+    assert not any(p.startswith("modules/") and not p.startswith(f"modules/{cloud}/") for p in files)
+
+
+@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
+def test_module_call_passes_every_module_variable(name):
+    cluster = load_cluster(EXAMPLES / f"{name}.yaml")
+    main = rendered(name)["main.tf"]
+    for key in module_variables(cluster, SSH_KEY):
+        assert f"\n  {key} " in main, key
+    assert SSH_KEY in main
+
+
+def test_aws_emulator_settings_only_with_custom_endpoints():
+    real, emulated = rendered("aws")["providers.tf"], rendered("aws-moto")["providers.tf"]
+    for text in ("access_key", "secret_key", "skip_credentials_validation", "endpoints"):
+        assert text not in real
+        assert text in emulated
+    assert 'ec2 = "http://127.0.0.1:5000"' in emulated
+
+
+@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
+def test_no_credentials_in_rendered_root_files(name):
+    files = rendered(name)
+    root = "".join(v for k, v in files.items() if not k.startswith("modules/"))
+    for word in ("secret_id", "security_token", "password"):
+        assert word not in root
+    if name != "aws-moto":
+        assert "access_key" not in root and "secret_key" not in root
+
+
+def test_backends_per_cloud():
+    assert 'backend "oss"' in rendered("alicloud")["versions.tf"]
+    assert 'tablestore_table    = "statelock"' in rendered("alicloud")["versions.tf"]
+    assert 'backend "cos"' in rendered("tencentcloud")["versions.tf"]
+    obs = rendered("huaweicloud")["versions.tf"]
+    assert 'backend "s3"' in obs and "obs.cn-north-4.myhuaweicloud.com" in obs
+    assert "skip_s3_checksum" in obs
+    assert 'backend "s3"' in rendered("aws")["versions.tf"]
+    assert 'backend "local"' in rendered("aws-moto")["versions.tf"]
+
+
+def test_hcl_filter_writes_fmt_style_json():
+    assert hcl({"a": 1, "b": [True, None, "x"]}) == '{ "a" : 1, "b" : [true, null, "x"] }'
+    assert hcl({}) == "{}"
+    assert hcl('say "hi"') == '"say \\"hi\\""'
+
+
+def test_local_target_has_no_terraform_stack():
+    with pytest.raises(InputError):
+        render_stack(load_cluster(EXAMPLES / "local.yaml"), SSH_KEY)
+
+
+def test_write_files_removes_only_stale_rendered_files(tmp_path):
+    write_files({"main.tf": "a\n", "modules/x/main.tf": "b\n"}, tmp_path)
+    (tmp_path / "terraform.tfstate").write_text("{}")
+    write_files({"main.tf": "a\n", "modules/y/main.tf": "c\n"}, tmp_path)
+    assert not (tmp_path / "modules" / "x").exists()
+    assert (tmp_path / "modules" / "y" / "main.tf").read_text() == "c\n"
+    assert (tmp_path / "terraform.tfstate").exists()
