@@ -21,6 +21,7 @@ import jinja2
 
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster, module_variables
+from trainkit.spec import CLOUD_TARGETS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO_ROOT / "templates" / "terraform"
@@ -52,8 +53,9 @@ def _environment() -> jinja2.Environment:
 def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
     """The root stack and module copy for a cloud cluster, as `{relative path: content}`.
 
-    Raises InputError for targets without Terraform (hosts, local) via `module_variables`.
+    Raises InputError for targets without Terraform (hosts, local).
     """
+    require_terraform(cluster)
     spec = cluster.spec
     variables = module_variables(cluster, ssh_public_key)
     backend_type, backend_args, notes = backend_config(cluster)
@@ -77,6 +79,14 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
     }
     files.update(module_files(spec.cloud))
     return dict(sorted(files.items()))
+
+
+def require_terraform(cluster: Cluster) -> None:
+    """InputError unless the cluster's target is provisioned with Terraform."""
+    if cluster.spec.cloud not in CLOUD_TARGETS:
+        raise InputError(f"cloud {cluster.spec.cloud}: there is no Terraform to render for this target",
+                         fix=f"render works for {', '.join(CLOUD_TARGETS)} specs; "
+                             f"`trainkit apply` handles {cluster.spec.cloud} directly")
 
 
 def module_files(cloud: str) -> dict[str, str]:

@@ -85,3 +85,35 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, as_json) -> None:
 
 def _n(value) -> str:
     return "?" if value is None else f"{value:g}"
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Workspace folder (default: .trainkit/<cluster name>).")
+def render(spec: str, workdir: str | None) -> None:
+    """Write the Terraform root stack for a cloud spec into its workspace (no cloud calls).
+
+    The folder holds the root stack (versions.tf with the state backend, providers.tf, main.tf
+    with the module call, outputs.tf) and a copy of the cloud's module, so it is self-contained.
+    Re-rendering the same spec gives byte-identical files.
+
+    \b
+    Example:
+      trainkit render examples/clusters/alicloud.yaml
+      trainkit render examples/clusters/aws.yaml --workdir /tmp/aws-demo
+    """
+    from trainkit.render import require_terraform, write_stack
+    from trainkit.resolve import load_cluster
+    from trainkit.workspace import Workspace
+
+    cluster = load_cluster(spec)
+    require_terraform(cluster)
+    ws = Workspace.for_cluster(cluster.name, workdir)
+    key = ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
+    written = write_stack(cluster, key, ws.terraform_dir)
+    folder = ws.terraform_dir
+    click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")
+    click.echo(f"  review: {folder}/main.tf (module inputs), versions.tf (state backend), "
+               f"providers.tf; the module is under {folder}/modules/{cluster.spec.cloud}/")
+    click.echo(f"  next:   trainkit plan {spec}" + (f" --workdir {workdir}" if workdir else ""))
