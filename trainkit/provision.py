@@ -191,7 +191,7 @@ def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravar
         private_data_dir=str(private), project_dir=str(ANSIBLE_DIR), playbook=playbook,
         inventory=str(inventory.resolve()), extravars=extravars or {}, envvars=env,
         event_handler=display or ProgressDisplay(), quiet=True, rotate_artifacts=KEEP_ARTIFACTS,
-        cmdline=cmdline)
+        cmdline=cmdline, suppress_env_files=True)  # env/ files would outlive this run
     result = _collect(playbook, runner)
     if not result.ok and not result.failures:
         result.error = _stdout_tail(runner)
