@@ -1,0 +1,150 @@
+"""Contract: every resource in every rendered stack against the provider schema snapshot.
+
+The snapshot (../shared/reference/provider-schemas.json beside the repository; CI copies shared/
+there) lists each resource's arguments and blocks as parsed from the providers' Go code. For each
+resource we check: the type exists, every argument and block is known and not deprecated, every
+argument the code requires is set, plus the arguments the docs require although the code does not
+(DOCS_REQUIRED, from the snapshot's notes and cloud-facts.md section 8.1), and literal values are
+within the code's enums. hashicorp/aws is not in the snapshot: `terraform validate` checks it
+against the real provider schema (test_terraform_render.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hcl2
+import pytest
+
+from trainkit.render import render_stack
+from trainkit.resolve import load_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "clusters"
+SCHEMAS = REPO.parent / "shared" / "reference" / "provider-schemas.json"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-test"
+CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
+META_ARGS = {"count", "for_each", "depends_on", "lifecycle", "provider", "provisioner", "connection"}
+# Required by the docs (or by AtLeastOneOf without a launch template) but Optional in the code.
+DOCS_REQUIRED = {
+    "alicloud_vswitch": {"vpc_id", "cidr_block", "zone_id"},
+    "alicloud_instance": {"image_id", "instance_type"},
+    "alicloud_ecs_disk": {"zone_id", "size"},
+    "tencentcloud_instance": {"image_id", "availability_zone"},
+    "huaweicloud_compute_instance": {"flavor_id", "image_id"},
+    "huaweicloud_compute_servergroup": {"policies"},
+    "huaweicloud_evs_volume": {"size"},
+}
+
+
+def cloud_examples() -> list[str]:
+    return sorted(p.stem for p in EXAMPLES.glob("*.yaml") if load_cluster(p).spec.cloud in CLOUDS)
+
+
+@pytest.fixture(scope="module")
+def schemas() -> dict:
+    if not SCHEMAS.exists():
+        pytest.fail(f"provider schema snapshot not found at {SCHEMAS} (CI copies shared/ beside the repo)")
+    return json.loads(SCHEMAS.read_text())
+
+
+def resources(files: dict[str, str]):
+    """(file, type, name, body) for every resource block in the rendered .tf files."""
+    for rel, text in sorted(files.items()):
+        if rel.endswith(".tf"):
+            for item in hcl2.loads(text).get("resource", []):
+                for rtype, named in item.items():
+                    for name, body in named.items():
+                        yield rel, rtype.strip('"'), name.strip('"'), body
+
+
+def is_block(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, dict) and v.get("__is_block__") for v in value)
+
+
+def fields(body: dict) -> dict:
+    """Arguments and blocks of a body; `dynamic "x" { content {...} }` counts as block x."""
+    out = {k: v for k, v in body.items() if not k.startswith("__") and k != "dynamic"}
+    for dyn in body.get("dynamic", []):
+        for name, spec in dyn.items():
+            out[name.strip('"')] = spec.get("content", [])
+    return out
+
+
+def problems_in(body: dict, schema: dict, where: str, required_extra=frozenset()) -> list[str]:
+    known = set(schema.get("required", [])) | set(schema.get("optional", []))
+    blocks = schema.get("blocks") or {}
+    got = fields(body)
+    out = []
+    for key, value in got.items():
+        if key in META_ARGS:
+            continue
+        if key not in known and key not in blocks:
+            out.append(f"{where}: unknown argument or block `{key}`")
+        elif key in (schema.get("deprecated") or []):
+            out.append(f"{where}: `{key}` is deprecated")
+        elif key in blocks and is_block(value):
+            for i, inner in enumerate(value):
+                out += problems_in(inner, blocks[key], f"{where}.{key}[{i}]")
+        else:
+            out += enum_problems(key, value, schema, where)
+    for key in set(schema.get("required", [])) | set(required_extra):
+        if key not in got:
+            out.append(f"{where}: required `{key}` is not set")
+    return out
+
+
+def enum_problems(key: str, value, schema: dict, where: str) -> list[str]:
+    allowed = (schema.get("enums") or {}).get(key)
+    if not isinstance(allowed, list) or not isinstance(value, str) or "${" in value:
+        return []
+    literal = value.strip('"')
+    if literal not in [str(a) for a in allowed]:
+        return [f"{where}: `{key}` = {literal!r} is not one of {allowed}"]
+    return []
+
+
+@pytest.mark.parametrize("name", cloud_examples())
+def test_every_rendered_resource_matches_the_provider_schema(schemas, name):
+    files = render_stack(load_cluster(EXAMPLES / f"{name}.yaml"), SSH_KEY)
+    problems, checked = [], 0
+    for rel, rtype, rname, body in resources(files):
+        where = f"{rel}: {rtype}.{rname}"
+        if rtype.startswith("aws_"):
+            continue  # validated against the real provider by `terraform validate`
+        if rtype not in schemas:
+            problems.append(f"{where}: resource type not in the provider schema snapshot")
+            continue
+        problems += problems_in(body, schemas[rtype], where, DOCS_REQUIRED.get(rtype, set()))
+        checked += 1
+    assert not problems, "\n".join(problems)
+    assert checked or name.startswith("aws")
+
+
+@pytest.mark.parametrize("name", cloud_examples())
+def test_every_taggable_resource_carries_the_tags(schemas, name):
+    files = render_stack(load_cluster(EXAMPLES / f"{name}.yaml"), SSH_KEY)
+    missing = []
+    for rel, rtype, rname, body in resources(files):
+        schema = schemas.get(rtype)
+        taggable = "tags" in (schema or {}).get("optional", []) if schema else None
+        if rtype.startswith("aws_"):
+            taggable = rtype not in {"aws_security_group_rule", "aws_route_table_association",
+                                     "aws_volume_attachment", "aws_efs_mount_target"}
+        if taggable and "var.tags" not in str(body.get("tags", "")):
+            missing.append(f"{rel}: {rtype}.{rname}")
+    assert not missing, "resources without var.tags:\n" + "\n".join(missing)
+
+
+def test_the_checker_catches_unknown_deprecated_missing_and_out_of_enum_arguments(schemas):
+    text = ('resource "huaweicloud_compute_instance" "x" {\n  name = "a"\n  flavor = "x"\n'
+            '  charging_mode = "spotty"\n  auto_pay = true\n'
+            '  dynamic "bandwidth" {\n    for_each = [1]\n    content {\n      size = 1\n    }\n  }\n}\n')
+    (_, rtype, _, body), = resources({"x.tf": text})
+    found = "\n".join(problems_in(body, schemas[rtype], "x", DOCS_REQUIRED[rtype]))
+    for expected in ("unknown argument or block `flavor`", "`charging_mode` = 'spotty'",
+                     "`auto_pay` is deprecated", "required `share_type`", "required `flavor_id`",
+                     "required `network`"):
+        assert expected in found

@@ -1,0 +1,65 @@
+"""The four cloud modules share one interface: same variables (names and types), same outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hcl2
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = REPO / "terraform" / "modules"
+CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
+OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user"]
+
+
+def blocks(cloud: str, filename: str, kind: str) -> dict[str, dict]:
+    parsed = hcl2.loads((MODULES / cloud / filename).read_text())
+    return {name.strip('"'): body for item in parsed.get(kind, []) for name, body in item.items()}
+
+
+def unquote(value):
+    return value.strip('"') if isinstance(value, str) else value
+
+
+def test_every_module_declares_the_same_variables_with_the_same_types():
+    ref = {n: b["type"] for n, b in blocks("aws", "variables.tf", "variable").items()}
+    for cloud in CLOUDS:
+        got = {n: b["type"] for n, b in blocks(cloud, "variables.tf", "variable").items()}
+        assert got == ref, cloud
+
+
+def test_every_module_has_the_same_outputs():
+    for cloud in CLOUDS:
+        assert list(blocks(cloud, "outputs.tf", "output")) == OUTPUTS, cloud
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_every_variable_is_typed_and_described(cloud):
+    for name, body in blocks(cloud, "variables.tf", "variable").items():
+        assert "type" in body and unquote(body.get("description", "")), f"{cloud}: {name}"
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_admin_cidrs_has_no_default(cloud):
+    assert "default" not in blocks(cloud, "variables.tf", "variable")["admin_cidrs"]
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_module_defaults_match_the_catalog(cloud):
+    defaults = yaml.safe_load((REPO / "trainkit" / "catalog" / f"{cloud}.yaml").read_text())["defaults"]
+    variables = blocks(cloud, "variables.tf", "variable")
+    assert unquote(variables["nfs_mount_options"]["default"]) == defaults["nfs_mount_options"]
+    assert unquote(variables["ssh_user"]["default"]) == defaults["ssh_user"]
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_module_has_the_house_files(cloud):
+    for name in ("main.tf", "variables.tf", "outputs.tf", "versions.tf", "README.md"):
+        assert (MODULES / cloud / name).is_file(), f"{cloud}/{name}"
+    readme = (MODULES / cloud / "README.md").read_text()
+    for name in blocks(cloud, "variables.tf", "variable"):
+        assert f"`{name}`" in readme, f"{cloud} README lacks input {name}"
+    for name in OUTPUTS:
+        assert f"`{name}`" in readme, f"{cloud} README lacks output {name}"
