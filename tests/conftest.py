@@ -59,3 +59,51 @@ def terraform_bin() -> str:
     path = shutil.which("terraform")
     assert path, "terraform is not on PATH (.ci/run checks for it)"
     return path
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """A real moto server (the AWS API emulator) on 127.0.0.1; yields its base URL.
+
+    Stands in for AWS, which cannot be reached from here. Killed at the end of the session.
+    """
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("moto server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def moto(moto_server):
+    """The moto server, reset to empty before the test."""
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST"), timeout=5)
+    os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+    return moto_server

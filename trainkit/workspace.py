@@ -29,7 +29,7 @@ class Workspace:
     @classmethod
     def for_cluster(cls, name: str, workdir: str | Path | None = None) -> "Workspace":
         """`workdir` if given, else `.trainkit/<name>` under the current directory."""
-        return cls(Path(workdir) if workdir else DEFAULT_BASE / name)
+        return cls((Path(workdir) if workdir else DEFAULT_BASE / name).absolute())
 
     terraform_dir = property(lambda self: self.root / "terraform")
     plan_bin = property(lambda self: self.root / "plan.bin")
