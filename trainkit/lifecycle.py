@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainkit import errors, progress
 from trainkit.errors import TrainkitError
 from trainkit.resolve import Cluster
@@ -145,12 +143,12 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
 
 
 def write_inventory(cluster: Cluster, ws: Workspace) -> dict:
+    """inventory.yml from the spec (local, hosts) or from outputs.json (cloud targets)."""
     from trainkit.inventory import inventory_for
+    from trainkit.inventory import write_inventory as write
 
-    outputs = ws.read_outputs() if is_cloud(cluster) else None
-    inventory = inventory_for(cluster, outputs, ws)
-    ws.ensure()
-    ws.inventory_yml.write_text(yaml.safe_dump(inventory, sort_keys=True))
+    inventory = inventory_for(cluster, ws.read_outputs() if is_cloud(cluster) else None, ws)
+    write(inventory, ws.ensure())
     return inventory
 
 
@@ -181,6 +179,23 @@ def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) 
                             + ", ".join(f"{h}:{p}" for h, p in pending),
                             fix="check admin_cidrs includes your address, and the image's SSH user",
                             exit_code=errors.PROVISION)
+
+
+# ---------------------------------------------------------------- train
+
+def train(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str]) -> dict[str, Any]:
+    """Run train.yml on every node; the run's files land in runs/<run-id>/. Returns its summary."""
+    from trainkit.provision import run_train
+
+    if not ws.inventory_yml.exists():
+        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}",
+                            fix="run `trainkit apply` (or `make cluster`) first", exit_code=errors.TRAIN)
+    result = run_train(cluster, ws, config, overrides)
+    summary_path = result.run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    onnx = result.run_dir / "model.onnx"
+    return {"run_id": result.run_dir.name, "run_dir": str(result.run_dir), **summary,
+            "onnx": str(onnx) if onnx.exists() else None}
 
 
 # ---------------------------------------------------------------- destroy
