@@ -3,7 +3,6 @@
 
 resource "aws_efs_file_system" "this" {
   #checkov:skip=CKV_AWS_184:encrypted with the AWS-managed EFS key; a customer key would outlive the cluster
-  #checkov:skip=CKV2_AWS_18:scratch space for one training cluster; checkpoints are the backup
   count = var.nas.enabled ? 1 : 0
 
   creation_token   = var.name

@@ -40,7 +40,6 @@ resource "tencentcloud_security_group" "this" {
 }
 
 resource "tencentcloud_security_group_rule_set" "this" {
-  #checkov:skip=CKV_TC_4:egress is open so nodes can download packages, containers and datasets
   security_group_id = tencentcloud_security_group.this.id
 
   dynamic "ingress" {

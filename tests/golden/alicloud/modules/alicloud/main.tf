@@ -76,7 +76,6 @@ resource "alicloud_ecs_deployment_set" "this" {
 }
 
 resource "alicloud_instance" "node" {
-  #checkov:skip=CKV_ALI_40:the head node is the SSH entry point and carries a public IP by design (public_ip = "head")
   count = var.node_count
 
   instance_name                 = "${var.name}-node-${count.index}"

@@ -5,6 +5,10 @@
 locals {
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
+  # Public IPs are Elastic IPs attached after launch (aws_eip.node), not associate_public_ip_address:
+  # they survive a stop/start, and the AWS API emulator used in tests reports the launch-time
+  # flag and security groups inconsistently, which would make every later plan replace the nodes.
+  public_indices = [for i, p in local.public : i if p]
 
   # g5/p4d/p5 are Nitro instances: the first EBS data volume shows up as an NVMe device, whatever
   # device_name says (AWS EC2 user guide, "Amazon EBS and NVMe"). Instance-store NVMe disks may
@@ -122,14 +126,13 @@ resource "aws_instance" "node" {
   #checkov:skip=CKV_AWS_126:detailed (1-minute) monitoring is billed extra; trainkit logs GPU use and throughput itself
   count = var.node_count
 
-  ami                         = var.image_id
-  instance_type               = var.instance_type
-  subnet_id                   = aws_subnet.this.id
-  vpc_security_group_ids      = [aws_security_group.this.id]
-  key_name                    = aws_key_pair.this.key_name
-  placement_group             = try(aws_placement_group.this[0].id, null)
-  associate_public_ip_address = local.public[count.index]
-  ebs_optimized               = true
+  ami                    = var.image_id
+  instance_type          = var.instance_type
+  subnet_id              = aws_subnet.this.id
+  vpc_security_group_ids = [aws_security_group.this.id]
+  key_name               = aws_key_pair.this.key_name
+  placement_group        = try(aws_placement_group.this[0].id, null)
+  ebs_optimized          = true
 
   dynamic "instance_market_options" {
     for_each = var.spot.enabled ? [var.spot] : []
@@ -165,6 +168,17 @@ resource "aws_instance" "node" {
     # spot nodes; a real spot request cannot be changed in place anyway.
     ignore_changes = [instance_market_options]
   }
+}
+
+resource "aws_eip" "node" {
+  count = length(local.public_indices)
+
+  domain   = "vpc"
+  instance = aws_instance.node[local.public_indices[count.index]].id
+
+  tags = merge(var.tags, { Name = "${var.name}-node-${local.public_indices[count.index]}" })
+
+  depends_on = [aws_internet_gateway.this]
 }
 
 resource "aws_ebs_volume" "data" {

@@ -5,7 +5,7 @@ output "nodes" {
       name       = node.tags["Name"]
       id         = node.id
       private_ip = node.private_ip
-      public_ip  = node.public_ip == "" ? null : node.public_ip
+      public_ip  = contains(local.public_indices, i) ? aws_eip.node[index(local.public_indices, i)].public_ip : null
     }
   ]
 }
