@@ -162,7 +162,7 @@ def write_files(files: dict[str, str], terraform_dir: str | Path) -> list[Path]:
     manifest = root / MANIFEST
     previous = manifest.read_text().split() if manifest.exists() else []
     for rel in previous:
-        if rel not in files and not rel.startswith(("/", "..")):
+        if rel not in files and not rel.startswith("/") and ".." not in Path(rel).parts:
             stale = root / rel
             if stale.is_file():
                 stale.unlink()

@@ -9,7 +9,10 @@ and review `git diff tests/golden/` like any other change (it is what reviewers 
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +123,43 @@ def test_write_files_removes_only_stale_rendered_files(tmp_path):
     assert not (tmp_path / "modules" / "x").exists()
     assert (tmp_path / "modules" / "y" / "main.tf").read_text() == "c\n"
     assert (tmp_path / "terraform.tfstate").exists()
+
+
+def with_backend(name: str, **backend):
+    cluster = load_cluster(EXAMPLES / f"{name}.yaml")
+    spec = cluster.spec.model_copy(update={"backend": cluster.spec.backend.model_copy(update=backend)})
+    return render_stack(dataclasses.replace(cluster, spec=spec), SSH_KEY)["versions.tf"]
+
+
+def test_oss_without_tablestore_says_the_state_is_not_locked():
+    text = with_backend("alicloud", tablestore_table=None, tablestore_endpoint=None)
+    assert "NOT locked" in text
+    assert "tablestore_table " not in text and "tablestore_endpoint" not in text
+
+
+def test_s3_uses_the_dynamodb_table_when_given_else_the_lockfile():
+    assert 'dynamodb_table = "locks"' in with_backend("aws", dynamodb_table="locks")
+    assert "use_lockfile = true" in rendered("aws")["versions.tf"]
+
+
+def test_cli_render_writes_the_stack_into_the_workdir(tmp_path):
+    from click.testing import CliRunner
+
+    from trainkit.cli import cli
+
+    result = CliRunner().invoke(cli, ["render", str(EXAMPLES / "tencentcloud.yaml"),
+                                      "--workdir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert str(tmp_path / "terraform") in result.output
+    assert (tmp_path / "terraform" / "modules" / "tencentcloud" / "main.tf").is_file()
+    key = (tmp_path / "ssh" / "id_ed25519.pub").read_text().strip()
+    assert key in (tmp_path / "terraform" / "main.tf").read_text()
+
+
+def test_cli_render_rejects_a_bad_spec_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncloud: aws\n")
+    result = subprocess.run([sys.executable, "-m", "trainkit", "render", str(bad)],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "name" in result.stderr
