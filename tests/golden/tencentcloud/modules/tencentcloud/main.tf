@@ -106,7 +106,7 @@ resource "tencentcloud_instance" "node" {
   system_disk_size           = var.system_disk.size_gb
   instance_charge_type       = var.spot.enabled ? "SPOTPAID" : "POSTPAID_BY_HOUR"
   spot_instance_type         = var.spot.enabled ? "ONE-TIME" : null
-  spot_max_price             = var.spot.enabled ? format("%.2f", var.spot.max_price) : null
+  spot_max_price             = var.spot.enabled && var.spot.max_price != null ? format("%.2f", var.spot.max_price) : null
   allocate_public_ip         = local.public[count.index]
   internet_charge_type       = local.public[count.index] ? "TRAFFIC_POSTPAID_BY_HOUR" : null
   internet_max_bandwidth_out = local.public[count.index] ? local.public_bandwidth_mbps : 0
