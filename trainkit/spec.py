@@ -220,6 +220,8 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append("instance: give `type` or requirements (gpu, gpus_per_node)")
         if s.hosts:
             out.append("hosts: only for cloud: hosts")
+        if s.cloud == "tencentcloud" and s.spot.enabled and s.spot.max_price is None:
+            out.append("spot.max_price: Tencent spot instances (SPOTPAID) need a max price per hour")
         if s.backend.type != "local" and s.backend.type != BACKEND_FOR_CLOUD[s.cloud]:
             out.append(f"backend.type: {s.backend.type!r} does not fit cloud {s.cloud}; use "
                        f"{BACKEND_FOR_CLOUD[s.cloud]!r} or 'local'")

@@ -99,6 +99,9 @@ BAD_SPECS = [
     ("host without address", "name: demo\ncloud: hosts\nhosts: [{name: a}]\n", "hosts[0].address: required field is missing"),
     ("endpoints on alicloud", GOOD_ALICLOUD + "endpoints: {ec2: 'http://127.0.0.1:1'}\n",
      "endpoints: custom API endpoints are only supported for cloud: aws"),
+    ("tencent spot without a price", GOOD_ALICLOUD.replace("alicloud", "tencentcloud").replace(
+        "ecs.gn7i-c8g1.2xlarge", "GN7.2XLARGE32") + "spot: {enabled: true}\n",
+     "spot.max_price: Tencent spot instances (SPOTPAID) need a max price"),
     ("not a mapping", "- just\n- a list\n", "must be a YAML mapping"),
     ("broken yaml", "name: [demo\n", "not valid YAML"),
 ]
