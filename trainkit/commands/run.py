@@ -1,0 +1,96 @@
+"""`trainkit run` and `trainkit export`: glue between click and trainkit.train (torch imported lazily)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from trainkit.errors import InputError, TrainkitError, TRAIN
+
+
+@click.command("run", context_settings={"ignore_unknown_options": False})
+@click.argument("config", type=click.Path(dir_okay=False), required=False)
+@click.argument("overrides", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout at the end.")
+def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Train from a YAML CONFIG with optional key=value OVERRIDES (dotted keys reach sections).
+
+    Works alone (one process) and as a torchrun entry point. Exit 0 when done, 2 for a bad
+    config, 75 when SIGTERM stopped it after writing a checkpoint (run the same command to resume).
+
+    \b
+    Example:
+      trainkit run examples/train/digits.yaml epochs=5 run_dir=runs/d1
+      torchrun --standalone --nproc-per-node 2 -m trainkit run examples/train/digits.yaml \\
+          run_dir=runs/d2 checkpoint.dir=/nas/ckpt/d2 checkpoint.keep=3
+    """
+    from trainkit.train.config import load_config
+
+    if config and "=" in config:  # `trainkit run epochs=3` with no file: all defaults
+        overrides, config = (config, *overrides), None
+    cfg = load_config(config, overrides)
+    from trainkit.train.engine import train
+
+    result = train(cfg)
+    if as_json and result.summary and _is_rank0():
+        click.echo(json.dumps(result.summary, indent=2))
+    if result.exit_code:
+        click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing "
+                   f"{result.summary['checkpoint']}; run the same command to resume", err=True)
+        sys.exit(result.exit_code)
+
+
+@click.command("export")
+@click.argument("checkpoint", type=click.Path(exists=True))
+@click.option("--onnx", "onnx_out", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the ONNX model.")
+@click.option("--opset", type=int, default=None, help="ONNX opset (default: the run's export.opset).")
+@click.option("--verify/--no-verify", default=False, help="Check onnxruntime against PyTorch "
+              "(rtol 1e-3, atol 1e-5, two batch sizes).")
+def export(checkpoint: str, onnx_out: str, opset: int | None, verify: bool) -> None:
+    """Export CHECKPOINT (a step-N folder, its state.pt, or a checkpoint root: the newest complete
+    one) to ONNX with a dynamic batch axis.
+
+    \b
+    Example:
+      trainkit export runs/d1/checkpoints --onnx model.onnx --verify
+    """
+    from pathlib import Path
+
+    from trainkit.train import checkpoint as ckpt
+    from trainkit.train.config import config_from_dict
+    from trainkit.train.export import export_onnx, verify_onnx
+    from trainkit.train.model import build_model
+
+    path = Path(checkpoint)
+    try:
+        if path.is_dir() and not (path / ckpt.MARKER).exists():
+            found = ckpt.Checkpointer(path, keep=2).load_latest()
+            if found is None:
+                raise InputError(f"no complete checkpoint under {path}")
+            path, state = found
+        else:
+            state = ckpt.load(path)
+    except ckpt.CheckpointError as err:
+        raise InputError(f"{path}: {err}") from None
+    cfg = config_from_dict(state["config"], source=f"{path} (stored config)")
+    model = build_model(cfg)
+    model.load_state_dict(state["model"])
+    shape = tuple(state["input_shape"])
+    out = export_onnx(model, shape, Path(onnx_out), opset or cfg.export.opset)
+    click.echo(f"wrote {out} from {path} (step {state['step']})")
+    if verify:
+        check = verify_onnx(model, out, shape, cfg.export.rtol, cfg.export.atol)
+        click.echo(f"onnxruntime matches PyTorch on batches {check['batches']} "
+                   f"(max abs diff {check['max_abs_diff']:.2e}, rtol {cfg.export.rtol}, "
+                   f"atol {cfg.export.atol})")
+
+
+def _is_rank0() -> bool:
+    import os
+    return os.environ.get("RANK", "0") == "0"
+
+
+__all__ = ["run", "export", "TrainkitError", "TRAIN"]

@@ -1,0 +1,198 @@
+"""Atomic checkpoints in `step-N/` folders; resume from the newest complete one.
+
+Layout: <root>/step-00000042/state.pt and <root>/step-00000042/COMPLETE (JSON: step, bytes, sha256),
+the marker written last. A write is: serialize -> state.pt.tmp -> fsync -> os.replace -> fsync dir ->
+marker (same dance). A folder without a marker, or whose state.pt does not match the marker's size and
+sha256, or does not unpickle, is skipped with a warning (torchtitan's "find the newest complete step";
+Ultralytics' in-place write is the failure mode avoided). Only rank 0 writes.
+
+Async: `save(..., block=False)` copies tensors to host memory in the caller (the only time the training
+loop is blocked) and serializes + writes in a background thread; one save is in flight at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+log = logging.getLogger("trainkit.train")
+MARKER = "COMPLETE"
+STATE = "state.pt"
+CHUNK = 1 << 20
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG the run draws from: python, numpy, torch CPU and (if present) CUDA."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def to_host(obj: Any) -> Any:
+    """A deep copy with every tensor cloned to CPU: safe to serialize while training goes on."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: to_host(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_host(v) for v in obj)
+    return obj
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return root / f"step-{step:08d}"
+
+
+class Checkpointer:
+    """Writes (rank 0 only) and finds checkpoints under `root`, keeping the newest `keep` (>= 2)."""
+
+    def __init__(self, root: Path, keep: int) -> None:
+        self.root, self.keep = Path(root), max(2, keep)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.last_path: Path | None = None
+        self.last_write_s = 0.0  # wall time of the last complete write (serialize + fsync)
+
+    def save(self, state: dict[str, Any], step: int, block: bool = True) -> float:
+        """Save `state` as step `step`. Returns the seconds the caller was blocked."""
+        t0 = time.perf_counter()
+        self.wait()
+        staged = to_host(state) if not block else state
+        if block:
+            self._write(staged, step)
+        else:
+            self._thread = threading.Thread(target=self._write_bg, args=(staged, step), daemon=True)
+            self._thread.start()
+        return time.perf_counter() - t0
+
+    def wait(self) -> None:
+        """Block until the in-flight background save (if any) is on disk; re-raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def _write_bg(self, state: dict[str, Any], step: int) -> None:
+        try:
+            self._write(state, step)
+        except BaseException as err:  # surfaced by the next wait()
+            self._error = err
+
+    def _write(self, state: dict[str, Any], step: int) -> None:
+        t0 = time.perf_counter()
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        folder = step_dir(self.root, step)
+        folder.mkdir(parents=True, exist_ok=True)
+        digest = _atomic_write(folder / STATE, buf.getbuffer())
+        marker = {"step": step, "bytes": buf.getbuffer().nbytes, "sha256": digest, "time": time.time()}
+        _atomic_write(folder / MARKER, json.dumps(marker).encode())
+        self.last_path, self.last_write_s = folder, time.perf_counter() - t0
+        self._prune()
+
+    def _prune(self) -> None:
+        complete = self.complete_steps()
+        for step in complete[:-self.keep]:
+            shutil.rmtree(step_dir(self.root, step), ignore_errors=True)
+        newest = complete[-1] if complete else -1
+        for folder in self.root.glob("step-*"):  # partial leftovers older than the newest complete
+            if not (folder / MARKER).exists() and _step_of(folder) < newest:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def complete_steps(self) -> list[int]:
+        """Steps with a completion marker, oldest first (content not yet verified)."""
+        return sorted(_step_of(p.parent) for p in self.root.glob(f"step-*/{MARKER}"))
+
+    def load_latest(self) -> tuple[Path, dict[str, Any]] | None:
+        """The newest checkpoint that loads and verifies; warns about each one skipped."""
+        for folder in sorted(self.root.glob("step-*"), key=_step_of, reverse=True):
+            try:
+                return folder, load(folder)
+            except CheckpointError as err:
+                log.warning("skipping checkpoint %s: %s", folder, err)
+        return None
+
+
+class CheckpointError(Exception):
+    """A checkpoint that is partial, corrupt or unreadable."""
+
+
+def load(path: Path | str) -> dict[str, Any]:
+    """Load a checkpoint folder (or its state.pt). Raises CheckpointError if partial or corrupt.
+
+    Uses weights_only=False (RNG states are Python objects): load only checkpoints you wrote.
+    """
+    folder = Path(path)
+    folder = folder.parent if folder.is_file() else folder
+    if not (folder / MARKER).exists():
+        raise CheckpointError("no completion marker (partial write)")
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+        data = (folder / STATE).read_bytes()
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"unreadable: {err}") from None
+    if len(data) != marker.get("bytes") or hashlib.sha256(data).hexdigest() != marker.get("sha256"):
+        raise CheckpointError("size or sha256 does not match the completion marker (corrupt)")
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    except Exception as err:  # a pickle/zip error of any kind means: not loadable
+        raise CheckpointError(f"does not load: {err}") from None
+
+
+def _step_of(folder: Path) -> int:
+    try:
+        return int(folder.name.split("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _atomic_write(path: Path, data: memoryview | bytes) -> str:
+    """temp file -> fsync -> os.replace -> fsync the folder. Returns the sha256 of `data`."""
+    tmp = path.with_name(path.name + ".tmp")
+    digest = hashlib.sha256()
+    with open(tmp, "wb") as f:
+        for i in range(0, len(data), CHUNK):
+            chunk = data[i:i + CHUNK]
+            f.write(chunk)
+            digest.update(chunk)
+            _fault_point(path)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return digest.hexdigest()
+
+
+def _fault_point(path: Path) -> None:
+    """Test hook: TRAINKIT_FAULT_KILL_IN_SAVE=<step> SIGKILLs this process mid-write of that step."""
+    target = os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE")
+    if target and path.name == STATE and path.parent.name == f"step-{int(target):08d}":
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,215 @@
+"""The training config: one YAML file (+ `key=value` overrides) -> a frozen, validated `TrainConfig`.
+
+Flow, as Ultralytics' `get_cfg` does it: YAML -> dict; overrides merged in (dotted keys reach into
+sections: `checkpoint.keep=3`); unknown keys rejected with a close-match suggestion; types checked
+strictly (pydantic, strict mode); the result is built once and passed explicitly to every part of
+the engine. `load_config` raises `InputError` (exit 2, one message, no traceback) and never returns a
+half-valid config. This module does not import torch: the control side validates train configs too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trainkit.errors import InputError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class CheckpointConfig(_Section):
+    """When and where checkpoints are written. Exactly one schedule applies, in this order:
+    `every_n_steps` if set, else `interval` (seconds, or "auto" = Young/Daly from the measured save
+    time and `mtbf_hours`). A checkpoint is always written at the end and on SIGTERM."""
+
+    dir: str | None = Field(None, description="Checkpoint root; default <run_dir>/checkpoints. "
+                                              "Put it on shared storage (NAS) for multi-node resume.")
+    every_n_steps: int | None = Field(None, ge=1, description="Save every N optimizer steps.")
+    interval: float | Literal["auto"] | None = Field(
+        "auto", description="Seconds between saves, or 'auto' (Young/Daly), or null (only end/SIGTERM).")
+    keep: int = Field(3, ge=2, description="Keep the newest N complete checkpoints (>= 2, torchtitan).")
+    mtbf_hours: float = Field(6.0, gt=0, description="Expected time between preemptions of ONE node, "
+                                                     "for interval 'auto' (divided by the node count).")
+    async_save: bool = Field(True, description="Write in a background thread after copying state "
+                                               "to host memory; SIGTERM and final saves always block.")
+
+
+class ExportConfig(_Section):
+    """ONNX export at the end of a run (model in eval(), CPU, fp32, dynamic batch axis)."""
+
+    onnx: bool = Field(False, description="Export <run_dir>/model.onnx and verify it with onnxruntime.")
+    opset: int = Field(18, ge=7, description="ONNX opset version.")
+    rtol: float = Field(1e-3, gt=0, description="Parity tolerance vs PyTorch (PyTorch ORT tutorial).")
+    atol: float = Field(1e-5, ge=0, description="Parity tolerance vs PyTorch (PyTorch ORT tutorial).")
+
+
+class TrainConfig(_Section):
+    """Everything a training run needs. `batch` is the GLOBAL batch (samples per optimizer step over
+    all ranks); per-rank micro-batch and accumulation are derived from the world size at start-up."""
+
+    model: str = Field("digits_cnn", description="Built-in name, or 'pkg.module:builder' called as "
+                                                 "builder(**model_args) -> torch.nn.Module.")
+    model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword args for the model.")
+    data: str = Field("digits", description="Built-in name, or 'pkg.module:builder' called as "
+                                            "builder(seed=..., **data_args) -> Dataset or (train, val, test).")
+    data_args: dict[str, Any] = Field(default_factory=dict, description="Keyword args for the data builder.")
+    split: list[float] = Field([0.7, 0.2, 0.1], description="train/val/test fractions when the data "
+                                                            "builder returns one Dataset (split by seed).")
+    epochs: int = Field(20, ge=1, description="Epochs to train for.")
+    max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (tests).")
+    batch: int = Field(64, ge=1, description="GLOBAL batch: samples per optimizer step, all ranks.")
+    micro_batch: int | None = Field(None, ge=1, description="Largest per-rank forward batch (memory bound); "
+                                                            "null = batch // world_size.")
+    grad_accum: int | Literal["auto"] = Field("auto", description="Micro-steps per optimizer step; "
+                                                                  "'auto' derives it from micro_batch.")
+    nbs: int = Field(64, ge=1, description="Nominal batch: lr0 is the LR at this global batch.")
+    lr_scaling: Literal["linear", "sqrt", "none"] = Field("linear", description="LR vs batch/nbs "
+                                                          "(linear: Goyal et al. 2017).")
+    optimizer: Literal["AdamW", "SGD"] = Field("AdamW", description="Optimizer.")
+    lr0: float = Field(1e-3, gt=0, description="Peak LR at the nominal batch `nbs`.")
+    lrf: float = Field(0.01, gt=0, le=1, description="Final LR = lr * lrf.")
+    cos_lr: bool = Field(False, description="Cosine decay after warmup (else linear, YOLOv8 default).")
+    momentum: float = Field(0.937, ge=0, lt=1, description="SGD momentum / AdamW beta1 (YOLOv8).")
+    weight_decay: float = Field(5e-4, ge=0, description="Weight decay (YOLOv8 default 5e-4).")
+    warmup_epochs: float = Field(1.0, ge=0, description="Linear warmup length in epochs (see schedule.py).")
+    grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
+    amp: bool = Field(True, description="Mixed precision on GPU (bf16, else fp16 + GradScaler); "
+                                        "ignored on CPU.")
+    workers: int | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
+                                           "max(1, cpu_count // local_world_size - 1) (Lightning).")
+    seed: int = Field(0, ge=0, description="Seed for split, init, sampler order and dropout.")
+    deterministic: bool = Field(True, description="torch.use_deterministic_algorithms (warn only).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")
+    run_dir: str = Field("runs/train", description="Where config.yaml, logs/, metrics.jsonl, "
+                                                   "summary.json, plots and model.onnx go.")
+    resume: bool | str = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
+                                                 "if any; false: start fresh; a path: that checkpoint.")
+    log_every: int = Field(10, ge=1, description="Steps per metrics.jsonl step record (window means).")
+    tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb if installed.")
+    plot: bool = Field(True, description="Write <run_dir>/curves.png at the end (matplotlib).")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
+
+    @model_validator(mode="after")
+    def _check_split(self) -> "TrainConfig":
+        if len(self.split) != 3 or any(f < 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
+            raise ValueError("split must be 3 non-negative fractions (train, val, test) summing to 1")
+        return self
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return Path(self.checkpoint.dir) if self.checkpoint.dir else Path(self.run_dir) / "checkpoints"
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def hash(self) -> str:
+        """sha256 (16 hex) of what shapes the training result (not where files go, not resume)."""
+        d = self.to_dict()
+        for key in ("run_dir", "resume", "log_every", "tensorboard", "plot", "checkpoint", "export"):
+            d.pop(key)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig}
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Read YAML at `path` (None = all defaults), apply `key=value` overrides, validate.
+
+    Raises InputError naming every bad key (with a close match) or bad value (with its key path).
+    """
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise InputError(f"cannot read train config {path}: {err}") from None
+        if not isinstance(raw, dict):
+            raise InputError(f"{path}: a train config is a mapping of keys to values")
+    for item in overrides:
+        _apply_override(raw, item)
+    return config_from_dict(raw, source=str(path or "<defaults>"))
+
+
+def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
+    """Validate a plain dict (e.g. the one stored in a checkpoint). Raises InputError."""
+    problems = _unknown_keys(raw)
+    if not problems:
+        try:
+            return TrainConfig.model_validate(raw)
+        except ValidationError as err:
+            problems = _render_errors(err)
+    raise InputError(f"{source}: {len(problems)} problem(s)\n  " + "\n  ".join(problems),
+                     fix="see docs/training.md for every key, its type and default")
+
+
+def _apply_override(raw: dict[str, Any], item: str) -> None:
+    """`a.b=value`: value parsed as YAML (so 3 is an int, true a bool, [1,2] a list)."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise InputError(f"override {item!r} is not key=value", fix="e.g. epochs=5 checkpoint.keep=3")
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        value = text
+    node = raw
+    *parents, leaf = key.split(".")
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise InputError(f"override {item!r}: {part} is not a section")
+        node = child
+    node[leaf] = value
+
+
+def _unknown_keys(raw: dict[str, Any]) -> list[str]:
+    problems = []
+    for key, value in raw.items():
+        if key not in TrainConfig.model_fields:
+            problems.append(_unknown(key, list(TrainConfig.model_fields)))
+        elif key in SECTIONS and isinstance(value, dict):
+            known = list(SECTIONS[key].model_fields)
+            problems += [_unknown(f"{key}.{sub}", [f"{key}.{k}" for k in known])
+                         for sub in value if sub not in known]
+    return problems
+
+
+def _unknown(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"{key}: unknown key{hint}"
+
+
+def _render_errors(err: ValidationError) -> list[str]:
+    """One line per key: the key path, what was expected, what was given."""
+    by_key: dict[str, list[str]] = {}
+    given: dict[str, Any] = {}
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"] if not str(p).startswith(("literal[", "int", "float", "str",
+                                                                   "bool", "none", "list", "dict"))]
+        key = ".".join(loc) or "<top level>"
+        by_key.setdefault(key, []).append(e["msg"].replace("Input should be", "expected").replace(
+            "Value error, ", ""))
+        given[key] = e.get("input")
+    lines = []
+    for key, msgs in by_key.items():
+        what = " or ".join(dict.fromkeys(msgs))
+        got = "" if key == "<top level>" else f" (got {given[key]!r})"
+        lines.append(f"{key}: {what}{got}")
+    return lines
+
+
+def write_config(cfg: TrainConfig, path: Path) -> None:
+    """Write the resolved config as YAML that `load_config` reads back to an equal config."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# resolved trainkit train config (hash {cfg.hash()})\n"
+                    + yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,146 @@
+"""Datasets and loaders: the built-in digits set, user datasets by import path, resumable sharding.
+
+Dataset contract (built-in or `data: pkg.module:builder`): `builder(seed=..., **data_args)` returns
+either one map-style Dataset (split here train/val/test by `cfg.split`, deterministic by seed) or a
+tuple/dict of three (train, val, test). Items are `(input_tensor, int_label)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+from typing import Any, Callable
+
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, TensorDataset
+
+from trainkit.errors import InputError
+from trainkit.train.config import TrainConfig
+from trainkit.train.dist import DistInfo
+from trainkit.train.schedule import suggested_workers
+
+
+def digits_dataset(seed: int = 0) -> Dataset:
+    """scikit-learn's 8x8 digits (1797 images, 10 classes, bundled: no download), scaled to [0, 1]."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    return TensorDataset(x, torch.tensor(bunch.target, dtype=torch.long))
+
+
+BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset}
+
+
+def resolve_import(spec: str, builtins: dict[str, Callable[..., Any]], key: str) -> Callable[..., Any]:
+    """A built-in name or 'pkg.module:attr' -> the callable. Raises InputError naming `key`."""
+    if spec in builtins:
+        return builtins[spec]
+    module_name, sep, attr = spec.partition(":")
+    if not sep:
+        raise InputError(f"{key}: {spec!r} is neither built in ({', '.join(builtins)}) "
+                         "nor an import path 'pkg.module:function'")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise InputError(f"{key}: cannot import {spec!r}: {err}",
+                         fix="check the module is importable (PYTHONPATH) and defines it") from None
+
+
+def build_splits(cfg: TrainConfig) -> dict[str, Dataset]:
+    """train/val/test datasets for `cfg` (user builder or built-in), split by seed if needed."""
+    builder = resolve_import(cfg.data, BUILTIN_DATA, "data")
+    out = builder(seed=cfg.seed, **cfg.data_args)
+    if isinstance(out, dict):
+        return {name: out[name] for name in ("train", "val", "test")}
+    if isinstance(out, (tuple, list)):
+        return dict(zip(("train", "val", "test"), out))
+    return split_dataset(out, cfg.split, cfg.seed)
+
+
+def split_dataset(ds: Dataset, fractions: list[float], seed: int) -> dict[str, Dataset]:
+    """Random disjoint train/val/test subsets; the same seed gives the same split on every rank."""
+    n = len(ds)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    n_train, n_val = int(round(fractions[0] * n)), int(round(fractions[1] * n))
+    cuts = {"train": perm[:n_train], "val": perm[n_train:n_train + n_val],
+            "test": perm[n_train + n_val:]}
+    return {name: Subset(ds, idx) for name, idx in cuts.items()}
+
+
+class ResumableSampler(DistributedSampler):
+    """DistributedSampler whose epoch can start part-way: `set_epoch(e, start=k)` skips the first k
+    indices of this rank's shard for epoch e, so a mid-epoch resume continues with exactly the
+    batches the interrupted run had not yet consumed (same permutation: seed + epoch)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.start = 0
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        super().set_epoch(epoch)
+        self.start = start
+
+    def __iter__(self):
+        return iter(list(super().__iter__())[self.start:])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.start
+
+
+def ignore_sigterm(worker_id: int) -> None:
+    """DataLoader worker_init_fn: the main process handles SIGTERM (olmoearth_pretrain PR #604)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def loader_options(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
+    """workers / pin_memory / persistent_workers / prefetch_factor from the machine and config."""
+    bound = suggested_workers(os.cpu_count() or 1, info.local_world_size)
+    workers = bound if cfg.workers == "auto" else cfg.workers
+    opts: dict[str, Any] = {"num_workers": workers, "pin_memory": info.device.type == "cuda"}
+    if workers > 0:
+        # prefetch_factor 2 is PyTorch's default; persistent workers avoid a re-fork per epoch.
+        opts.update(persistent_workers=True, prefetch_factor=2, worker_init_fn=ignore_sigterm)
+    return opts
+
+
+def train_loader(ds: Dataset, micro: int, cfg: TrainConfig, info: DistInfo
+                 ) -> tuple[DataLoader, ResumableSampler]:
+    """Shuffled, sharded, drop-last loader of per-rank micro-batches. Rank r's shard is the
+    permutation's r::world slice, so the union of all ranks' k-th micro-batches is the same set of
+    samples a single process would see: global-batch results do not depend on the world size."""
+    sampler = ResumableSampler(ds, num_replicas=info.world_size, rank=info.rank,
+                               shuffle=True, seed=cfg.seed, drop_last=False)
+    # a private generator: creating the iterator must not draw from the global torch RNG,
+    # or a resumed run's dropout masks would differ from the uninterrupted run's.
+    gen = torch.Generator().manual_seed(cfg.seed)
+    loader = DataLoader(ds, batch_size=micro, sampler=sampler, drop_last=True, generator=gen,
+                        **loader_options(cfg, info))
+    return loader, sampler
+
+
+def close_loader(loader: DataLoader) -> None:
+    """Stop persistent workers now. Needed because workers ignore SIGTERM: multiprocessing's exit
+    handler would SIGTERM them and join forever. (Uses DataLoader's private `_iterator`.)"""
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+    loader._iterator = None
+    for w in getattr(it, "_workers", []):  # belt and braces: SIGKILL any survivor
+        if w.is_alive():
+            w.kill()
+
+
+def eval_loader(ds: Dataset, batch: int, cfg: TrainConfig, info: DistInfo) -> DataLoader:
+    """Unshuffled loader of this rank's r::world slice (no padding, so metrics count each item once)."""
+    indices = list(range(info.rank, len(ds), info.world_size))
+    opts = loader_options(cfg, info)
+    opts.update(num_workers=0, persistent_workers=False)
+    opts.pop("prefetch_factor", None), opts.pop("worker_init_fn", None)
+    return DataLoader(Subset(ds, indices), batch_size=batch, shuffle=False, **opts)
+
+
+def input_shape(ds: Dataset) -> tuple[int, ...]:
+    """Shape of one input item (no batch axis), for ONNX export."""
+    return tuple(ds[0][0].shape)

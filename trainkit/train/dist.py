@@ -1,0 +1,119 @@
+"""Distributed setup from torchrun's environment, and the SIGTERM flag every rank agrees on.
+
+torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT. Without them the
+run is one process and no process group is created. Backend: nccl on GPU, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+# torchtitan's Comm.init_timeout_seconds: long enough for slow node start-up.
+INIT_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, self.world_size // self.local_world_size)
+
+
+def setup(device: str = "auto") -> DistInfo:
+    """Join the process group if launched by torchrun (WORLD_SIZE > 1); pick this rank's device."""
+    env = os.environ
+    rank, world = int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1))
+    local_rank = int(env.get("LOCAL_RANK", 0))
+    local_world = int(env.get("LOCAL_WORLD_SIZE", world))
+    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
+    else:
+        dev = torch.device("cpu")
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo",
+                                timeout=timedelta(seconds=INIT_TIMEOUT_S),
+                                device_id=dev if use_cuda else None)
+    return DistInfo(rank, local_rank, world, local_world, dev)
+
+
+def teardown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class Preemption:
+    """SIGTERM sets a flag; nothing else happens in the handler (the step finishes first).
+
+    torchrun forwards SIGTERM to every worker and SIGKILLs them 30 s later (pytorch PR #61602), so
+    the save that follows must fit in that window.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+
+    def restore(self) -> None:
+        signal.signal(signal.SIGTERM, self._previous)
+
+
+def agree(info: DistInfo, loss_sum: torch.Tensor, stop: bool, save: bool) -> tuple[float, bool, bool]:
+    """One all-reduce per step: global mean loss, and stop/save if ANY rank asks (so every rank
+    stops and saves at the same step). Single process: no collective."""
+    if not info.distributed:
+        return float(loss_sum), stop, save
+    t = torch.stack([loss_sum.detach().double().reshape(()).cpu(),
+                     torch.tensor(float(stop), dtype=torch.float64),
+                     torch.tensor(float(save), dtype=torch.float64)])
+    if info.device.type == "cuda":
+        t = t.to(info.device)
+    dist.all_reduce(t)
+    loss, n_stop, n_save = t.tolist()
+    return loss / info.world_size, n_stop > 0, n_save > 0
+
+
+def gather_objects(info: DistInfo, obj) -> list:
+    """Every rank's `obj`, in rank order (a list of one without a process group)."""
+    if not info.distributed:
+        return [obj]
+    out = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(info: DistInfo, obj):
+    """Rank 0's `obj` (any picklable object) on every rank."""
+    if not info.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(info: DistInfo) -> None:
+    if info.distributed:
+        dist.barrier()

@@ -1,0 +1,219 @@
+"""The training engine: `train(cfg)` builds a run, resumes it, runs the hot loop, finishes it.
+
+Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM
+stopped it after a checkpoint) and always leaves <run_dir>/summary.json. It works under torchrun
+(any world size; every rank calls it) and in a plain process. Raises InputError for bad input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trainkit.errors import OK, PREEMPTED
+from trainkit.train import checkpoint as ckpt
+from trainkit.train import data, dist, schedule
+from trainkit.train.config import TrainConfig, write_config
+from trainkit.train.lifecycle import Result, Run, build_run, describe, resume, save_checkpoint, summarize
+from trainkit.train.monitor import Monitor, plot_curves, setup_logging
+
+log = logging.getLogger("trainkit.train")
+
+
+def train(cfg: TrainConfig) -> Result:
+    """Run `cfg` to completion or preemption on this rank; see the module docstring."""
+    info = dist.setup(cfg.device)
+    try:
+        return _train(cfg, info)
+    finally:
+        dist.teardown()
+
+
+def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
+    t_start = time.time()
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    setup_logging(run_dir, info.rank)
+    if info.is_main:
+        write_config(cfg, run_dir / "config.yaml")
+    preempt = dist.Preemption()
+    run = build_run(cfg, info)
+    saver = ckpt.Checkpointer(cfg.checkpoint_dir, cfg.checkpoint.keep)
+    resume(run, saver)
+    monitor = Monitor(run_dir, info.is_main, cfg.log_every, cfg.tensorboard,
+                      info.local_rank if info.device.type == "cuda" else None)
+    monitor.write("run", **describe(run))
+    try:
+        reason = fit(run, saver, monitor, preempt)
+        return finish(run, saver, monitor, reason, time.time() - t_start)
+    finally:
+        data.close_loader(run.loader)
+        saver.wait()
+        monitor.close()
+        preempt.restore()
+
+
+def fit(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, preempt: dist.Preemption) -> str:
+    """The hot loop. Returns "completed", "max_steps" or "preempted"."""
+    cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
+    policy = SavePolicy(cfg, info)
+    while run.epoch < cfg.epochs and run.step < run.total_steps:
+        run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.micro * plan.accum)
+        batches = iter(run.loader)
+        while run.step_in_epoch < run.steps_per_epoch and run.step < run.total_steps:
+            t0, wait, loss_sum = time.perf_counter(), 0.0, torch.zeros((), device=dev)
+            for micro in range(plan.accum):
+                t = time.perf_counter()
+                x, y = next(batches)
+                wait += time.perf_counter() - t
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                last = micro == plan.accum - 1
+                sync = contextlib.nullcontext() if last or not info.distributed else run.ddp.no_sync()
+                with sync, run.autocast():
+                    loss = F.cross_entropy(run.ddp(x), y) / plan.accum
+                run.scaler.scale(loss).backward()
+                loss_sum += loss.detach()
+            optimizer_step(run)
+            run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
+            _fault_sigterm(run)
+            loss, stop, save = dist.agree(info, loss_sum, preempt.requested, policy.due(run.step))
+            monitor.step(run.step, run.epoch, loss, run.sched.get_last_lr()[0],
+                         time.perf_counter() - t0, wait, plan.global_batch)
+            if save or stop:
+                save_checkpoint(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
+                policy.saved(saver)
+            if stop:
+                return "preempted"
+        if run.step_in_epoch >= run.steps_per_epoch:  # a whole epoch: validate, next epoch
+            run.extra["val"] = evaluate(run, "val")
+            run.extra["val_step"] = run.step
+            monitor.epoch(run.epoch, run.step, run.extra["val"])
+            run.epoch, run.step_in_epoch = run.epoch + 1, 0
+    return "completed" if run.epoch >= cfg.epochs else "max_steps"
+
+
+def optimizer_step(run: Run) -> None:
+    """unscale -> clip -> step -> update -> zero_grad -> LR schedule (PyTorch AMP examples order)."""
+    if run.cfg.grad_clip:
+        run.scaler.unscale_(run.opt)
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.grad_clip)
+    run.scaler.step(run.opt)
+    run.scaler.update()
+    run.opt.zero_grad(set_to_none=True)
+    run.sched.step()
+
+
+@torch.no_grad()
+def evaluate(run: Run, split: str) -> dict[str, float]:
+    """Mean loss and top-1 accuracy on `split`, each rank on its r::world slice, summed over ranks."""
+    run.model.eval()
+    loader = data.eval_loader(run.splits[split], run.plan.micro * 4, run.cfg, run.info)
+    totals = torch.zeros(3, dtype=torch.float64, device=run.info.device)
+    for x, y in loader:
+        x, y = x.to(run.info.device), y.to(run.info.device)
+        with run.autocast():
+            logits = run.model(x)
+        totals += torch.stack([F.cross_entropy(logits.float(), y, reduction="sum").double(),
+                               (logits.argmax(1) == y).sum().double(),
+                               torch.tensor(float(len(y)), dtype=torch.float64, device=y.device)])
+    if run.info.distributed:
+        torch.distributed.all_reduce(totals)
+    run.model.train()
+    loss, correct, count = totals.tolist()
+    return {"loss": loss / max(count, 1), "acc": correct / max(count, 1)}
+
+
+class SavePolicy:
+    """When a scheduled checkpoint is due: every_n_steps, else interval seconds, else 'auto'
+    (first save after step 1 to measure the write time C, then Young/Daly with M = mtbf / nodes).
+    Time-based decisions are rank 0's clock; `dist.agree` makes every rank follow it."""
+
+    def __init__(self, cfg: TrainConfig, info: dist.DistInfo) -> None:
+        c = cfg.checkpoint
+        self.every, self.is_main = c.every_n_steps, info.is_main
+        self.auto = c.every_n_steps is None and c.interval == "auto"
+        self.interval = None if (c.every_n_steps or self.auto) else c.interval
+        self.mtbf_s = c.mtbf_hours * 3600 / info.num_nodes
+        self.last = time.monotonic()
+
+    def due(self, step: int) -> bool:
+        if self.every:
+            return step % self.every == 0
+        if self.auto and self.interval is None:
+            return step == 1
+        return (self.is_main and self.interval is not None
+                and time.monotonic() - self.last >= self.interval)
+
+    def saved(self, saver: ckpt.Checkpointer) -> None:
+        self.last = time.monotonic()
+        if self.auto and self.interval is None:
+            saver.wait()  # the first save's write time is C
+            self.interval = schedule.young_daly_interval(max(saver.last_write_s, 1e-3), self.mtbf_s)
+            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.0fs (Young/Daly)",
+                     saver.last_write_s, self.mtbf_s, self.interval)
+
+
+def _fault_sigterm(run: Run) -> None:
+    """Test hook: TRAINKIT_FAULT_SIGTERM_AT_STEP=k makes rank 0 send SIGTERM at step k to itself
+    (or, with TRAINKIT_FAULT_SIGTERM_TARGET=parent, to torchrun, which forwards it to all ranks)."""
+    at = os.environ.get("TRAINKIT_FAULT_SIGTERM_AT_STEP")
+    if at and run.info.is_main and run.step == int(at) and run.resumed_from is None:
+        target = os.getppid() if os.environ.get("TRAINKIT_FAULT_SIGTERM_TARGET") == "parent" else os.getpid()
+        os.kill(target, signal.SIGTERM)
+        if target != os.getpid():
+            time.sleep(0.5)  # let torchrun forward it (the step still ends in agreement either way)
+
+
+def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, wall: float) -> Result:
+    """Final checkpoint (unless preempted: already written), test metrics, ONNX, plot, summary."""
+    preempted = reason == "preempted"
+    if not preempted and run.extra.get("saved_step") != run.step:
+        save_checkpoint(run, saver, monitor, "final", block=True)
+    saver.wait()
+    metrics: dict[str, Any] = {"samples_per_s": monitor.throughput(),
+                               "data_wait_pct": monitor.data_wait_pct(),
+                               "checkpoint": str(saver.last_path) if saver.last_path else None,
+                               "checkpoint_write_s": saver.last_write_s or None}
+    if not preempted:
+        val = run.extra["val"] if run.extra.get("val_step") == run.step else evaluate(run, "val")
+        test = evaluate(run, "test")
+        metrics.update(val_loss=val["loss"], val_acc=val["acc"], test_loss=test["loss"],
+                       test_acc=test["acc"])
+    if monitor.epoch_losses or monitor.window:
+        metrics["train_loss"] = (monitor.epoch_losses or [w[0] for w in monitor.window])[-1]
+    opts = data.loader_options(run.cfg, run.info)
+    metrics["verdict"] = monitor.verdict(opts["num_workers"], schedule.suggested_workers(
+        os.cpu_count() or 1, run.info.local_world_size))
+    run_dir = Path(run.cfg.run_dir)
+    if run.info.is_main and run.cfg.export.onnx and not preempted:
+        metrics.update(export_and_verify(run, run_dir / "model.onnx"))
+    dist.barrier(run.info)
+    code = PREEMPTED if preempted else OK
+    metrics["wall_time_s"] = wall + 0.0
+    summary = summarize(run, reason, code, metrics)
+    if run.info.is_main:
+        if run.cfg.plot:
+            plot_curves(run_dir)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
+    return Result(code, summary)
+
+
+def export_and_verify(run: Run, out: Path) -> dict[str, Any]:
+    """export.onnx: write <run_dir>/model.onnx and check it against PyTorch with onnxruntime."""
+    from trainkit.train.export import export_onnx, verify_onnx
+
+    shape, e = run.extra["input_shape"], run.cfg.export
+    export_onnx(run.model, shape, out, e.opset)
+    check = verify_onnx(run.model, out, shape, e.rtol, e.atol)
+    log.info("exported %s (onnxruntime max abs diff %.2e)", out, check["max_abs_diff"])
+    return {"onnx": str(out), "onnx_max_abs_diff": check["max_abs_diff"]}

@@ -1,0 +1,204 @@
+"""Building a run, resuming it from a checkpoint, saving it, and summarising it.
+
+`build_run` turns a config + distributed info into a `Run` (model, optimizer, schedule, loaders);
+`resume` loads the newest complete checkpoint (or `resume=<path>`) into it so that training continues
+bitwise-identically; `save_checkpoint` is the collective save; `summarize` builds summary.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import trainkit
+from trainkit.errors import InputError
+from trainkit.train import checkpoint as ckpt
+from trainkit.train import data, dist, schedule
+from trainkit.train.config import TrainConfig
+from trainkit.train.model import build_model, build_optimizer
+
+log = logging.getLogger("trainkit.train")
+
+
+@dataclass
+class Result:
+    exit_code: int
+    summary: dict[str, Any]
+
+
+@dataclass
+class Run:
+    """Everything the hot loop touches; built once by `build_run`, mutated only by the loop/resume."""
+
+    cfg: TrainConfig
+    info: dist.DistInfo
+    plan: schedule.BatchPlan
+    model: torch.nn.Module            # unwrapped: what is saved, evaluated and exported
+    ddp: torch.nn.Module              # DDP-wrapped (what is trained), or the model itself
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    amp_dtype: torch.dtype | None
+    splits: dict[str, Any]
+    loader: Any
+    sampler: data.ResumableSampler
+    steps_per_epoch: int
+    total_steps: int
+    lr: float
+    warmup: int
+    step: int = 0
+    epoch: int = 0
+    step_in_epoch: int = 0
+    resumed_from: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def autocast(self):
+        return torch.autocast(self.info.device.type, dtype=self.amp_dtype,
+                              enabled=self.amp_dtype is not None)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
+    """Data, batch plan, model (same init on every rank: seed), optimizer, LR schedule, AMP, DDP."""
+    if cfg.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+    seed_everything(cfg.seed)
+    splits = data.build_splits(cfg)
+    plan = schedule.plan_batch(cfg.batch, info.world_size, cfg.micro_batch, cfg.grad_accum)
+    loader, sampler = data.train_loader(splits["train"], plan.micro, cfg, info)
+    spe = sampler.num_samples // (plan.micro * plan.accum)
+    if spe < 1:
+        raise InputError(f"the train split ({len(splits['train'])} items) is smaller than one global "
+                         f"batch ({cfg.batch})", fix="lower batch")
+    total = min(cfg.epochs * spe, cfg.max_steps or cfg.epochs * spe)
+    lr = schedule.scaled_lr(cfg.lr0, cfg.batch, cfg.nbs, cfg.lr_scaling)
+    warmup = schedule.warmup_steps(cfg.warmup_epochs, spe, total)
+    model = build_model(cfg).to(info.device)
+    opt = build_optimizer(model, cfg, lr)
+    factor = functools.partial(schedule.lr_factor, warmup=warmup, total_steps=total, lrf=cfg.lrf,
+                               cosine=cfg.cos_lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    amp_dtype = None
+    if cfg.amp and info.device.type == "cuda":  # bf16 needs no GradScaler (nanoGPT, AMP docs)
+        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    scaler = torch.amp.GradScaler(info.device.type, enabled=amp_dtype == torch.float16)
+    ddp = model
+    if info.distributed:
+        ddp = DDP(model, device_ids=[info.local_rank] if info.device.type == "cuda" else None)
+    seed_everything(cfg.seed + info.rank)  # per-rank streams (dropout) from here on
+    return Run(cfg, info, plan, model, ddp, opt, sched, scaler, amp_dtype, splits, loader, sampler,
+               spe, total, lr, warmup, extra={"input_shape": data.input_shape(splits["train"])})
+
+
+def resume(run: Run, saver: ckpt.Checkpointer) -> None:
+    """Load `cfg.resume` (a path) or, if true, the newest complete checkpoint, into `run`.
+
+    Rank 0 finds and reads it and broadcasts it (no shared storage needed); every rank then restores
+    model, optimizer, scheduler, scaler, step/epoch/sampler position and its own RNG states.
+    Raises InputError (on every rank) if an explicit `resume` path does not load.
+    """
+    cfg, info = run.cfg, run.info
+    found: tuple[Any, Any] = (None, None)
+    if info.is_main and cfg.resume:
+        if isinstance(cfg.resume, str):
+            try:
+                found = (cfg.resume, ckpt.load(cfg.resume))
+            except (ckpt.CheckpointError, OSError) as err:
+                found = (InputError(f"resume={cfg.resume}: {err}"), None)
+        else:
+            hit = saver.load_latest()
+            found = (str(hit[0]), hit[1]) if hit else (None, None)
+    path, state = dist.broadcast_object(info, found)
+    if isinstance(path, InputError):
+        raise path
+    if state is None:
+        return
+    apply_state(run, state)
+    log.info("resumed from %s (step %d, epoch %d, step %d of the epoch)", path, run.step, run.epoch,
+             run.step_in_epoch)
+
+
+def apply_state(run: Run, state: dict[str, Any]) -> None:
+    """Restore everything `save_checkpoint` stored; warn where the run differs from the saved one."""
+    run.model.load_state_dict(state["model"])
+    run.opt.load_state_dict(state["optimizer"])
+    run.sched.load_state_dict(state["scheduler"])
+    run.scaler.load_state_dict(state["scaler"])
+    run.step, run.epoch, run.step_in_epoch = state["step"], state["epoch"], state["step_in_epoch"]
+    run.resumed_from = run.extra["saved_step"] = run.step
+    rngs = state["rng"]
+    if len(rngs) == run.info.world_size:
+        ckpt.set_rng_state(rngs[run.info.rank])
+    else:
+        log.warning("world size %d -> %d: RNG streams reseeded, resume is not bitwise-exact",
+                    len(rngs), run.info.world_size)
+        seed_everything(run.cfg.seed + run.info.rank + 1000 * run.step)
+    if state["config_hash"] != run.cfg.hash():
+        log.warning("config differs from the checkpoint's (hash %s -> %s): resuming anyway",
+                    state["config_hash"], run.cfg.hash())
+    if state["global_batch"] != run.plan.global_batch:
+        log.warning("global batch %d -> %d: the sample order after resume differs",
+                    state["global_batch"], run.plan.global_batch)
+
+
+def save_checkpoint(run: Run, saver: ckpt.Checkpointer, monitor, reason: str, block: bool) -> None:
+    """Collective (every rank calls it): RNG states gathered from all ranks; rank 0 writes."""
+    rngs = dist.gather_objects(run.info, ckpt.rng_state())
+    run.extra["saved_step"] = run.step
+    if not run.info.is_main:
+        return
+    state = {"step": run.step, "epoch": run.epoch, "step_in_epoch": run.step_in_epoch,
+             "model": run.model.state_dict(), "optimizer": run.opt.state_dict(),
+             "scheduler": run.sched.state_dict(), "scaler": run.scaler.state_dict(), "rng": rngs,
+             "world_size": run.info.world_size, "global_batch": run.plan.global_batch,
+             "config": run.cfg.to_dict(), "config_hash": run.cfg.hash(),
+             "input_shape": run.extra["input_shape"], "torch_version": torch.__version__,
+             "trainkit_version": trainkit.__version__}
+    blocked = saver.save(state, run.step, block=block or not run.cfg.checkpoint.async_save)
+    if block:
+        saver.wait()
+    monitor.write("checkpoint", step=run.step, reason=reason, blocked_s=blocked,
+                  write_s=saver.last_write_s if block else None)
+    run.extra["checkpoint_blocked_s"] = blocked
+
+
+def describe(run: Run) -> dict[str, Any]:
+    """The `run` record of metrics.jsonl: what was derived from config + machine."""
+    opts = data.loader_options(run.cfg, run.info)
+    return {"world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
+            "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
+            "grad_accum": run.plan.accum, "lr": run.lr, "warmup_steps": run.warmup,
+            "total_steps": run.total_steps, "steps_per_epoch": run.steps_per_epoch,
+            "workers": opts["num_workers"], "pin_memory": opts["pin_memory"],
+            "persistent_workers": opts.get("persistent_workers", False),
+            "prefetch_factor": opts.get("prefetch_factor"), "device": str(run.info.device),
+            "amp": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype else None,
+            "resumed_from_step": run.resumed_from, "config_hash": run.cfg.hash()}
+
+
+def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) -> dict[str, Any]:
+    """summary.json (keys are a stable interface: see docs/training.md)."""
+    keys = ("train_loss", "val_loss", "val_acc", "test_loss", "test_acc", "samples_per_s",
+            "data_wait_pct", "verdict", "checkpoint", "checkpoint_write_s", "onnx",
+            "onnx_max_abs_diff", "wall_time_s")
+    return {"status": "preempted" if reason == "preempted" else "completed", "exit_reason": reason,
+            "exit_code": exit_code, "steps": run.step, "total_steps": run.total_steps,
+            "epochs_completed": run.epoch, "resumed_from_step": run.resumed_from,
+            "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
+            "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
+            "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
+            **{k: metrics.get(k) for k in keys}, "config_hash": run.cfg.hash(),
+            "torch_version": torch.__version__, "trainkit_version": trainkit.__version__}

@@ -1,0 +1,186 @@
+"""Metrics and logs: metrics.jsonl, TensorBoard (optional), GPU stats (optional), curves, verdict.
+
+Only rank 0 writes metrics; every rank logs to <run_dir>/logs/rank-N.log; rank 0 also prints
+progress to stderr. metrics.jsonl records (one JSON object a line, field `kind`):
+  run   : world_size, global_batch, micro_batch, grad_accum, lr, warmup_steps, total_steps,
+          steps_per_epoch, workers, pin_memory, persistent_workers, prefetch_factor, device, amp,
+          resumed_from_step, checkpoint_interval
+  step  : step, epoch, loss, lr, samples_per_s, step_time_s, data_wait_s, data_wait_pct,
+          [gpu_util_pct, gpu_mem_mb]   (means over the last `log_every` steps)
+  epoch : epoch, step, train_loss, val_loss, val_acc, epoch_time_s, samples_per_s, data_wait_pct
+  checkpoint : step, blocked_s, write_s, reason
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("trainkit.train")
+# torchtitan/Lightning-style rule: a run is data-bound when waiting for batches takes > 10% of steps.
+DATA_BOUND_PCT = 10.0
+# ... and, on GPU, NVML utilisation stays below ~80% (NVML "util" = kernel presence, not occupancy).
+GPU_BUSY_PCT = 80.0
+
+
+def setup_logging(run_dir: Path, rank: int) -> None:
+    """Per-rank log file; progress to stderr on rank 0 only."""
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    log.handlers.clear()
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    fh = logging.FileHandler(run_dir / "logs" / f"rank-{rank}.log")
+    fh.setFormatter(logging.Formatter(f"%(asctime)s rank{rank} %(levelname)s %(message)s"))
+    log.addHandler(fh)
+    if rank == 0:
+        sh = logging.StreamHandler(sys.stderr)
+        sh.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(sh)
+
+
+class GpuStats:
+    """NVML utilisation/memory of one device; every method returns {} when NVML is unavailable."""
+
+    def __init__(self, device_index: int | None) -> None:
+        self.handle = None
+        if device_index is None:
+            return
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self._nvml = pynvml
+        except Exception as err:  # missing package, no driver: degrade gracefully
+            log.info("GPU stats off (%s)", err)
+
+    def sample(self) -> dict[str, float]:
+        if self.handle is None:
+            return {}
+        try:
+            util = self._nvml.nvmlDeviceGetUtilizationRates(self.handle)
+            mem = self._nvml.nvmlDeviceGetMemoryInfo(self.handle)
+            return {"gpu_util_pct": float(util.gpu), "gpu_mem_mb": mem.used / 2**20}
+        except Exception:
+            return {}
+
+
+class Monitor:
+    """Collects per-step timings; writes windowed step records and epoch records (rank 0)."""
+
+    def __init__(self, run_dir: Path, is_main: bool, log_every: int, tensorboard: bool,
+                 gpu_index: int | None) -> None:
+        self.run_dir, self.is_main, self.log_every = run_dir, is_main, log_every
+        self.file = open(run_dir / "metrics.jsonl", "a") if is_main else None
+        self.tb = _tensorboard(run_dir / "tb") if (is_main and tensorboard) else None
+        self.gpu = GpuStats(gpu_index) if is_main else GpuStats(None)
+        self.window: list[tuple[float, float, float]] = []  # (loss, step_s, wait_s)
+        self.total_step_s = self.total_wait_s = 0.0
+        self.samples = 0
+        self.gpu_util: list[float] = []
+        self.epoch_t0 = time.perf_counter()
+        self.epoch_losses: list[float] = []
+
+    def write(self, kind: str, **fields: Any) -> None:
+        if self.file is None:
+            return
+        self.file.write(json.dumps({"kind": kind, "time": round(time.time(), 3), **fields}) + "\n")
+        self.file.flush()
+        if self.tb is not None and kind in ("step", "epoch"):
+            for key, value in fields.items():
+                if isinstance(value, (int, float)) and key not in ("step", "epoch"):
+                    self.tb.add_scalar(f"{kind}/{key}", value, fields.get("step", 0))
+
+    def step(self, step: int, epoch: int, loss: float, lr: float, step_s: float, wait_s: float,
+             batch: int) -> None:
+        self.window.append((loss, step_s, wait_s))
+        self.epoch_losses.append(loss)
+        self.total_step_s += step_s
+        self.total_wait_s += wait_s
+        self.samples += batch
+        if len(self.window) < self.log_every:
+            return
+        losses, times, waits = zip(*self.window)
+        self.window.clear()
+        rec = {"step": step, "epoch": epoch, "loss": sum(losses) / len(losses), "lr": lr,
+               "samples_per_s": batch * len(times) / sum(times), "step_time_s": sum(times) / len(times),
+               "data_wait_s": sum(waits) / len(waits), "data_wait_pct": 100 * sum(waits) / sum(times),
+               **self.gpu.sample()}
+        if "gpu_util_pct" in rec:
+            self.gpu_util.append(rec["gpu_util_pct"])
+        self.write("step", **rec)
+        log.info("epoch %d step %d loss %.4f lr %.2e %.0f samples/s data-wait %.1f%%", epoch, step,
+                 rec["loss"], lr, rec["samples_per_s"], rec["data_wait_pct"])
+
+    def epoch(self, epoch: int, step: int, val: dict[str, float]) -> dict[str, Any]:
+        took = time.perf_counter() - self.epoch_t0
+        train_loss = sum(self.epoch_losses) / max(1, len(self.epoch_losses))
+        rec = {"epoch": epoch, "step": step, "train_loss": train_loss, "val_loss": val["loss"],
+               "val_acc": val["acc"], "epoch_time_s": took, "data_wait_pct": self.data_wait_pct()}
+        self.write("epoch", **rec)
+        log.info("epoch %d done: train loss %.4f val loss %.4f val acc %.4f (%.1fs)", epoch,
+                 train_loss, val["loss"], val["acc"], took)
+        self.epoch_t0, self.epoch_losses = time.perf_counter(), []
+        return rec
+
+    def data_wait_pct(self) -> float:
+        return 100 * self.total_wait_s / self.total_step_s if self.total_step_s else 0.0
+
+    def throughput(self) -> float:
+        return self.samples / self.total_step_s if self.total_step_s else 0.0
+
+    def verdict(self, workers: int, max_workers: int) -> str:
+        """One line: data-bound (data wait > 10%, and GPU util < 80% where measured) or not."""
+        pct = self.data_wait_pct()
+        util = sum(self.gpu_util) / len(self.gpu_util) if self.gpu_util else None
+        util_txt = f", GPU util {util:.0f}%" if util is not None else ""
+        if pct > DATA_BOUND_PCT and (util is None or util < GPU_BUSY_PCT):
+            more = (f"raise workers (now {workers}, machine bound {max_workers})"
+                    if workers < max_workers else "make __getitem__/collate cheaper or pre-process")
+            return f"data-bound: data wait {pct:.1f}% of step time{util_txt}; {more}"
+        return f"compute-bound: data wait {pct:.1f}% of step time{util_txt}"
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def _tensorboard(path: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        log.info("TensorBoard events off (tensorboard is not installed; extra 'train')")
+        return None
+    return SummaryWriter(str(path))
+
+
+def plot_curves(run_dir: Path) -> Path | None:
+    """<run_dir>/curves.png: train loss per logged step, val loss/accuracy per epoch. None if no
+    matplotlib or no records."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    steps = [r for r in recs if r["kind"] == "step"]
+    epochs = [r for r in recs if r["kind"] == "epoch"]
+    if not steps and not epochs:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot([r["step"] for r in steps], [r["loss"] for r in steps], label="train loss")
+    ax1.plot([r["step"] for r in epochs], [r["val_loss"] for r in epochs], "o-", label="val loss")
+    ax1.set_xlabel("step"), ax1.set_yscale("log"), ax1.legend()
+    ax2.plot([r["epoch"] for r in epochs], [r["val_acc"] for r in epochs], "o-", label="val accuracy")
+    ax2.set_xlabel("epoch"), ax2.legend()
+    fig.tight_layout()
+    out = run_dir / "curves.png"
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    return out
