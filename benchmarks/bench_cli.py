@@ -1,0 +1,117 @@
+"""Control-side overhead, measured side by side in one run (not a test; `make bench`).
+
+1. `trainkit --help` vs `python -c "import click"`: the CLI's start-up cost over its floor.
+2. On a moto server (the AWS API emulator) on 127.0.0.1: `trainkit plan` vs the raw terraform
+   commands it wraps (init + plan -out + show -json) on the same rendered stack, and
+   `trainkit apply` + `destroy` vs raw `terraform apply` + `destroy`. Target overhead <= 5%.
+
+Prints medians and ratios. Needs terraform and the offline provider mirror (see tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+def timed(argv: list[str], cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def side_by_side(a: list[str], b: list[str], rounds: int, cwd_a=None, cwd_b=None) -> tuple[float, float]:
+    """Median wall time of `a` and `b`, run alternately so both see the same machine load."""
+    ta, tb = [], []
+    for _ in range(rounds):
+        ta.append(timed(a, cwd_a))
+        tb.append(timed(b, cwd_b))
+    return statistics.median(ta), statistics.median(tb)
+
+
+def report(name: str, ours: float, base: float, target: str) -> None:
+    print(f"{name:<44} trainkit {ours:7.2f} s  baseline {base:7.2f} s  ratio {ours / base:5.2f}  ({target})")
+
+
+def bench_help() -> None:
+    ours, base = side_by_side([PY, "-m", "trainkit", "--help"], [PY, "-c", "import click"], rounds=10)
+    report("`trainkit --help` vs `import click`", ours, base, "start-up over click alone")
+
+
+def _tf_config(tmp: Path) -> None:
+    from tests.conftest import _find_mirror  # the same discovery the tests use
+
+    mirror = os.environ.get("TRAINKIT_TF_MIRROR") or _find_mirror()
+    rc = tmp / "terraformrc"
+    rc.write_text(f'provider_installation {{\n  filesystem_mirror {{\n    path = "{mirror}"\n'
+                  '    include = ["registry.terraform.io/hashicorp/*"]\n  }\n'
+                  '  direct {\n    exclude = ["registry.terraform.io/hashicorp/*"]\n  }\n}\n')
+    os.environ.update(TF_CLI_CONFIG_FILE=str(rc), CHECKPOINT_DISABLE="1", NO_PROXY="127.0.0.1,localhost")
+
+
+def bench_terraform() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="trainkit-bench-"))
+    _tf_config(tmp)
+    port = 5600 + os.getpid() % 300
+    url = f"http://127.0.0.1:{port}"
+    moto = subprocess.Popen([PY, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        spec = yaml.safe_load((REPO / "examples/clusters/aws-moto.yaml").read_text())
+        spec["endpoints"] = {k: url for k in spec["endpoints"]}
+        spec_path = tmp / "cluster.yaml"
+        spec_path.write_text(yaml.safe_dump(spec))
+        ws, raw = tmp / "ws", tmp / "raw"
+        tk = [PY, "-m", "trainkit"]
+        subprocess.run(tk + ["render", str(spec_path), "--workdir", str(ws)], check=True,
+                       stdout=subprocess.DEVNULL)
+        shutil.copytree(ws / "terraform", raw)
+        shutil.copytree(ws / "ssh", tmp / "ssh", dirs_exist_ok=True)
+        raw_plan = ["sh", "-c", "terraform init -input=false >/dev/null && terraform plan -input=false "
+                                "-out=p.bin >/dev/null && terraform show -json p.bin >/dev/null"]
+        ours, base = side_by_side(tk + ["plan", str(spec_path), "--workdir", str(ws), "--format", "json"],
+                                  raw_plan, rounds=3, cwd_b=raw)
+        report("`trainkit plan` vs init+plan+show -json", ours, base, "target overhead <= 5%")
+        reset = urllib.request.Request(url + "/moto-api/reset", method="POST")
+        t_raw = timed(["terraform", "apply", "-input=false", "-auto-approve"], raw)
+        t_raw += timed(["terraform", "destroy", "-input=false", "-auto-approve"], raw)
+        urllib.request.urlopen(reset, timeout=5)
+        t_ours = timed(tk + ["apply", str(spec_path), "--workdir", str(ws), "--no-provision", "--yes"])
+        t_ours += timed(tk + ["destroy", str(spec_path), "--workdir", str(ws), "--yes"])
+        report("`trainkit apply+destroy` vs terraform apply+destroy", t_ours, t_raw,
+               "target overhead <= 5%; ours also re-plans and checks the state is empty")
+    finally:
+        moto.terminate()
+        moto.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    print("== control side (benchmarks/bench_cli.py) ==")
+    bench_help()
+    if shutil.which("terraform"):
+        bench_terraform()
+    else:
+        print("terraform not on PATH: plan/apply benchmark not run")
+
+
+if __name__ == "__main__":
+    main()
