@@ -9,6 +9,8 @@ CHECKOV_VENV := .venv-checkov
 SPEC ?= examples/clusters/local.yaml
 TRAIN ?= examples/train/digits.yaml
 PYTEST_ARGS ?=
+WORKDIR ?=
+WS := $(if $(WORKDIR),--workdir $(WORKDIR))
 # torch is pinned in pyproject's `train` extra (an unpinned torch pulls a multi-GB CUDA build).
 export CHECKPOINT_DISABLE := 1
 export OMP_NUM_THREADS ?= 1
@@ -16,7 +18,7 @@ export OMP_NUM_THREADS ?= 1
 .PHONY: help venv venv-dev checkov cluster train destroy test test-unit lint bench clean
 
 help:
-	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN)"
+	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN) [WORKDIR=dir]"
 	@echo "make test                    every test tier (unit, dist, infra, e2e)"
 	@echo "make bench                   benchmarks (side-by-side ratios)"
 
@@ -41,13 +43,13 @@ venv-dev: $(BIN)/.installed-dev
 checkov: $(CHECKOV_VENV)/bin/checkov
 
 cluster: venv
-	$(BIN)/trainkit apply $(SPEC) --yes
+	$(BIN)/trainkit apply $(SPEC) $(WS) --yes
 
 train: venv
-	$(BIN)/trainkit train $(SPEC) --config $(TRAIN)
+	$(BIN)/trainkit train $(SPEC) $(WS) --config $(TRAIN)
 
 destroy: venv
-	$(BIN)/trainkit destroy $(SPEC) --yes
+	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
 
 test: venv-dev checkov
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest $(PYTEST_ARGS)

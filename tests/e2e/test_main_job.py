@@ -1,0 +1,47 @@
+"""The main job exactly as the README runs it: `make cluster train destroy` on the local target.
+
+Real Ansible (ansible-runner on localhost), real torchrun with 2 CPU processes, real ONNX export
+checked with onnxruntime, then cleanup that keeps the run's results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+
+
+def test_make_cluster_train_destroy_on_local(repo, tmp_path):
+    ws = tmp_path / "ws"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["make", "-C", str(repo), "cluster", "train", "destroy", f"WORKDIR={ws}"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    runs = sorted((ws / "runs").iterdir())
+    assert len(runs) == 1
+    run = runs[0]
+    assert f"results in {run}" in proc.stdout  # the job says where its results are
+
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["world_size"] == 2
+    assert summary["val_acc"] >= 0.95
+    assert {p.name for p in (run / "logs").iterdir()} >= {"rank-0.log", "rank-1.log"}
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in lines if m["kind"] == "step"]
+    epochs = [m for m in lines if m["kind"] == "epoch"]
+    assert steps and all({"loss", "lr", "samples_per_s", "data_wait_pct"} <= m.keys() for m in steps)
+    assert epochs and epochs[-1]["val_acc"] == summary["val_acc"]
+
+    import onnxruntime as ort  # the exported model really runs, with a dynamic batch axis
+
+    session = ort.InferenceSession(str(run / "model.onnx"), providers=["CPUExecutionProvider"])
+    for batch in (1, 5):
+        x = np.random.default_rng(0).random((batch, 1, 8, 8), dtype=np.float32)
+        (logits,) = session.run(None, {session.get_inputs()[0].name: x})
+        assert logits.shape == (batch, 10)
+
+    # destroy removed what trainkit deployed and kept the results
+    assert sorted(p.name for p in ws.iterdir() if p.name != "lock") == ["runs"]
