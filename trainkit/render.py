@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO_ROOT / "templates" / "terraform"
 MODULES = REPO_ROOT / "terraform" / "modules"
 MANIFEST = ".trainkit-rendered"
-MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "nas.tf", "outputs.tf", "README.md")
+MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "nas.tf", "nat.tf", "outputs.tf", "README.md")
 
 
 def hcl(value: Any) -> str:

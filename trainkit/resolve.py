@@ -170,6 +170,7 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "ssh_public_key": ssh_public_key,
         "ssh_user": cluster.ssh_user,
         "public_ip": s.network.public_ip,
+        "nat_gateway": nat_gateway(s),
         "placement_group": s.network.placement_group,
         "spot": {"enabled": s.spot.enabled, "max_price": s.spot.max_price},
         "system_disk": cluster.system_disk,
@@ -179,6 +180,16 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "nfs_mount_options": cluster.nfs_mount_options,
         "tags": tags(s),
     }
+
+
+def nat_gateway(spec: ClusterSpec) -> bool:
+    """Whether the module creates a NAT gateway: `network.nat_gateway`, or when unset, exactly when
+    some node has no public IP (public_ip none, or head with workers). Such nodes have no other
+    route to the internet, and provisioning installs packages (apt, pip) on every node."""
+    net = spec.network
+    if net.nat_gateway is not None:
+        return net.nat_gateway
+    return net.public_ip == "none" or (net.public_ip == "head" and spec.nodes > 1)
 
 
 def _current_user() -> str:

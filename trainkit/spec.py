@@ -96,6 +96,9 @@ class NetworkSpec(_Model):
         False, description="Must be true to accept 0.0.0.0/0 in admin_cidrs")
     public_ip: Literal["head", "all", "none"] = "head"
     placement_group: bool = Field(True, description="Place nodes close together where the cloud can")
+    nat_gateway: bool | None = Field(
+        None, description="Outbound internet (packages) for nodes without a public IP through a NAT "
+                          "gateway, billed hourly; null = on exactly when some node has no public IP")
 
     @field_validator("vpc_cidr", "subnet_cidr")
     @classmethod
@@ -112,6 +115,9 @@ class NetworkSpec(_Model):
         vpc, sub = ipaddress.ip_network(self.vpc_cidr), ipaddress.ip_network(self.subnet_cidr)
         if not sub.subnet_of(vpc):
             raise ValueError(f"subnet_cidr {sub} is not inside vpc_cidr {vpc}")
+        if self.nat_gateway and self.public_ip == "all":
+            raise ValueError("nat_gateway: true with public_ip: all: every node already has a public "
+                             "IP, so the NAT gateway would only cost money; drop nat_gateway")
         if "0.0.0.0/0" in self.admin_cidrs and not self.allow_ssh_from_anywhere:
             raise ValueError("admin_cidrs contains 0.0.0.0/0, which opens SSH to the whole "
                              "internet; list your office/VPN CIDRs, or set "

@@ -59,6 +59,10 @@ def leftovers(moto_url: str, cluster: str) -> dict[str, list]:
         "subnets": [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"] if not s.get("DefaultForAz")],
         "vpcs": [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")],
         "addresses": [a.get("AllocationId") for a in ec2.describe_addresses()["Addresses"]],
+        "nat_gateways": [n["NatGatewayId"] for n in ec2.describe_nat_gateways()["NatGateways"]
+                         if n["State"] not in ("deleting", "deleted")],
+        "route_tables": [r["RouteTableId"] for r in ec2.describe_route_tables()["RouteTables"]
+                         if not any(a.get("Main") for a in r.get("Associations", []))],
     }
 
 
@@ -73,11 +77,16 @@ def test_plan_apply_replan_destroy_leaves_nothing(repo, tmp_path, moto):
     rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
     created = {}
     for change in rev["changes"]["addresses"]:
-        rtype = change["address"].split(".")[-2]
+        rtype, rname = change["address"].split("[")[0].split(".")[-2:]
         created[rtype] = created.get(rtype, 0) + 1
+        created[f"{rtype}.{rname}"] = created.get(f"{rtype}.{rname}", 0) + 1
     assert created["aws_instance"] == 2 and created["aws_ebs_volume"] == 2
     assert created["aws_volume_attachment"] == 2 and created["aws_efs_file_system"] == 1
-    assert created["aws_eip"] == 1  # the head node only
+    assert created["aws_eip.node"] == 1  # the head node only
+    # The worker has no public IP: it reaches the internet through the NAT gateway, which sits in
+    # the public subnet with the head node.
+    assert created["aws_nat_gateway"] == 1 and created["aws_eip.nat"] == 1
+    assert created["aws_subnet"] == 2 and created["aws_route_table"] == 2
     assert rev["cost"]["currency"] == "USD"
     assert rev["cost"]["items"][0]["per_hour"] == pytest.approx(2 * 5.672)  # g5.12xlarge, aws.yaml
     assert rev["findings"] == [] and not rev["blocking"]

@@ -80,6 +80,25 @@ def test_module_call_passes_every_module_variable(name):
     assert SSH_KEY in main
 
 
+@pytest.mark.parametrize(("public_ip", "nodes", "setting", "expected"), [
+    ("head", 2, None, True), ("head", 1, None, False), ("none", 1, None, True),
+    ("all", 4, None, False), ("head", 2, False, False), ("head", 1, True, True)])
+def test_nat_gateway_is_on_exactly_when_some_node_has_no_public_ip_unless_set(public_ip, nodes,
+                                                                               setting, expected):
+    cluster = load_cluster(EXAMPLES / "aws.yaml")
+    network = cluster.spec.network.model_copy(update={"public_ip": public_ip, "nat_gateway": setting})
+    spec = cluster.spec.model_copy(update={"network": network, "nodes": nodes})
+    assert module_variables(dataclasses.replace(cluster, spec=spec), SSH_KEY)["nat_gateway"] is expected
+
+
+def test_nat_gateway_with_every_node_public_is_rejected(tmp_path):
+    spec = tmp_path / "c.yaml"
+    spec.write_text((EXAMPLES / "aws.yaml").read_text().replace(
+        "  public_ip: head", "  public_ip: all\n  nat_gateway: true"))
+    with pytest.raises(Exception, match="nat_gateway"):
+        load_cluster(spec)
+
+
 def test_aws_emulator_settings_only_with_custom_endpoints():
     real, emulated = rendered("aws")["providers.tf"], rendered("aws-moto")["providers.tf"]
     for text in ("access_key", "secret_key", "skip_credentials_validation", "endpoints"):

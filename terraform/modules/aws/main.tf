@@ -1,6 +1,7 @@
 # trainkit GPU cluster on AWS: VPC, one subnet in one zone, a security group (SSH from admin_cidrs,
 # everything inside the group), a key pair, N GPU instances (spot optional) in a cluster placement
-# group, one encrypted EBS data volume per node, and optionally EFS (nas.tf).
+# group, one encrypted EBS data volume per node, optionally EFS (nas.tf), and optionally a NAT
+# gateway for the nodes without a public IP (nat.tf).
 
 locals {
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
@@ -9,6 +10,10 @@ locals {
   # they survive a stop/start, and the AWS API emulator used in tests reports the launch-time
   # flag and security groups inconsistently, which would make every later plan replace the nodes.
   public_indices = [for i, p in local.public : i if p]
+
+  # With nat_gateway, a node with a public IP lives in the public subnet (nat.tf): an Elastic IP
+  # only answers from a subnet whose default route is the internet gateway.
+  node_subnet_ids = [for p in local.public : p ? try(aws_subnet.public[0].id, aws_subnet.this.id) : aws_subnet.this.id]
 
   # g5/p4d/p5 are Nitro instances: the first EBS data volume shows up as an NVMe device, whatever
   # device_name says (AWS EC2 user guide, "Amazon EBS and NVMe"). Instance-store NVMe disks may
@@ -59,9 +64,11 @@ resource "aws_route_table" "this" {
   tags = merge(var.tags, { Name = var.name })
 }
 
+# The nodes' subnet goes out through the NAT gateway when there is one (nat.tf), else straight
+# through the internet gateway.
 resource "aws_route_table_association" "this" {
   subnet_id      = aws_subnet.this.id
-  route_table_id = aws_route_table.this.id
+  route_table_id = try(aws_route_table.nat[0].id, aws_route_table.this.id)
 }
 
 resource "aws_security_group" "this" {
@@ -128,7 +135,7 @@ resource "aws_instance" "node" {
 
   ami                    = var.image_id
   instance_type          = var.instance_type
-  subnet_id              = aws_subnet.this.id
+  subnet_id              = local.node_subnet_ids[count.index]
   vpc_security_group_ids = [aws_security_group.this.id]
   key_name               = aws_key_pair.this.key_name
   placement_group        = try(aws_placement_group.this[0].id, null)

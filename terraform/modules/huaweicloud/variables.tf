@@ -110,6 +110,12 @@ variable "public_ip" {
   }
 }
 
+variable "nat_gateway" {
+  description = "Create a NAT gateway (with its own public IP, billed hourly) so nodes without a public IP reach the internet"
+  type        = bool
+  default     = false
+}
+
 variable "placement_group" {
   description = "Create a placement group / deployment set for the nodes where the cloud has one"
   type        = bool

@@ -15,6 +15,7 @@ module "cluster" {
   ssh_public_key    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
   ssh_user          = "root"
   public_ip         = "head"
+  nat_gateway       = true
   placement_group   = true
   spot              = { "enabled" : true, "max_price" : 20.0 }
   system_disk       = { "category" : "GPSSD", "size_gb" : 200 }

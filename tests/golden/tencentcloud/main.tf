@@ -15,6 +15,7 @@ module "cluster" {
   ssh_public_key    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
   ssh_user          = "ubuntu"
   public_ip         = "head"
+  nat_gateway       = true
   placement_group   = true
   spot              = { "enabled" : false, "max_price" : null }
   system_disk       = { "category" : "CLOUD_HSSD", "size_gb" : 200 }
