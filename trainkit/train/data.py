@@ -8,10 +8,12 @@ tuple/dict of three (train, val, test). Items are `(input_tensor, int_label)`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import signal
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, TensorDataset
 
@@ -21,13 +23,29 @@ from trainkit.train.dist import DistInfo
 from trainkit.train.schedule import suggested_workers
 
 
-def digits_dataset(seed: int = 0) -> Dataset:
-    """scikit-learn's 8x8 digits (1797 images, 10 classes, bundled: no download), scaled to [0, 1]."""
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """(images (1797, 8, 8) in 0..16, labels (1797,)): what sklearn.datasets.load_digits returns.
+
+    Read straight from scikit-learn's bundled datasets/data/digits.csv.gz (no download) without
+    importing scikit-learn (seconds per process on a busy node); falls back to load_digits.
+    """
+    spec = importlib.util.find_spec("sklearn")
+    path = os.path.join((spec.submodule_search_locations or [""])[0] if spec else "",
+                        "datasets", "data", "digits.csv.gz")
+    if os.path.exists(path):
+        raw = np.loadtxt(path, delimiter=",", dtype=np.float64)
+        return raw[:, :-1].reshape(-1, 8, 8), raw[:, -1].astype(np.int64)
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    x = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
-    return TensorDataset(x, torch.tensor(bunch.target, dtype=torch.long))
+    return bunch.images, bunch.target
+
+
+def digits_dataset(seed: int = 0) -> Dataset:
+    """scikit-learn's 8x8 digits (1797 images, 10 classes, bundled: no download), scaled to [0, 1]."""
+    images, labels = digits_arrays()
+    x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
+    return TensorDataset(x, torch.tensor(labels, dtype=torch.long))
 
 
 BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset}

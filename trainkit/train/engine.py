@@ -163,14 +163,16 @@ class SavePolicy:
 
 
 def _fault_sigterm(run: Run) -> None:
-    """Test hook: TRAINKIT_FAULT_SIGTERM_AT_STEP=k makes rank 0 send SIGTERM at step k to itself
-    (or, with TRAINKIT_FAULT_SIGTERM_TARGET=parent, to torchrun, which forwards it to all ranks)."""
+    """Test hook: TRAINKIT_FAULT_SIGTERM_AT_STEP=k[,k2...] makes rank 0 send SIGTERM after step k to
+    itself (or, with TRAINKIT_FAULT_SIGTERM_TARGET=parent, to torchrun, which forwards it to all)."""
     at = os.environ.get("TRAINKIT_FAULT_SIGTERM_AT_STEP")
-    if at and run.info.is_main and run.step == int(at) and run.resumed_from is None:
-        target = os.getppid() if os.environ.get("TRAINKIT_FAULT_SIGTERM_TARGET") == "parent" else os.getpid()
-        os.kill(target, signal.SIGTERM)
-        if target != os.getpid():
-            time.sleep(0.5)  # let torchrun forward it (the step still ends in agreement either way)
+    if not at or not run.info.is_main or run.step not in {int(k) for k in at.split(",")}:
+        return
+    if os.environ.get("TRAINKIT_FAULT_SIGTERM_TARGET") == "parent":
+        os.kill(os.getppid(), signal.SIGTERM)
+        time.sleep(1.0)  # let torchrun forward it; ranks agree on the stop step either way
+    else:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, wall: float) -> Result:

@@ -72,7 +72,7 @@ def seed_everything(seed: int) -> None:
 
 def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     """Data, batch plan, model (same init on every rank: seed), optimizer, LR schedule, AMP, DDP."""
-    if cfg.deterministic:
+    if cfg.deterministic and info.device.type == "cuda":  # CPU kernels are deterministic already
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
     seed_everything(cfg.seed)
