@@ -122,7 +122,7 @@ def train(spec, workdir, config, overrides):
     with ws.lock("train"):
         result = lifecycle.train(cluster, ws, Path(config), list(overrides))
     click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
-    for key in ("val_accuracy", "test_accuracy", "onnx"):
+    for key in ("val_acc", "test_acc", "resumed_from_step", "onnx"):
         if result.get(key) is not None:
             click.echo(f"  {key}: {result[key]}")
 
