@@ -82,6 +82,10 @@ def cost(cluster: Cluster, resources: list[dict]) -> dict[str, Any]:
         size = cluster.nas["size_gb"]
         items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
                            nas_price / HOURS_PER_MONTH if nas_price is not None and size else None))
+    nat_gateways = sum(1 for r in resources if r["type"].endswith("_nat_gateway"))
+    if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
+        items.append(_item("NAT gateway", nat_gateways, "gateway",
+                           cat.storage_prices.get("nat_gateway_hour") if cat else None))
     known = [i["per_hour"] for i in items if i["per_hour"] is not None]
     per_hour = round(sum(known), 4)
     return {"currency": cat.currency if cat else None, "per_hour": per_hour,

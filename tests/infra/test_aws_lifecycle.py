@@ -89,6 +89,8 @@ def test_plan_apply_replan_destroy_leaves_nothing(repo, tmp_path, moto):
     assert created["aws_subnet"] == 2 and created["aws_route_table"] == 2
     assert rev["cost"]["currency"] == "USD"
     assert rev["cost"]["items"][0]["per_hour"] == pytest.approx(2 * 5.672)  # g5.12xlarge, aws.yaml
+    nat_cost, = [i for i in rev["cost"]["items"] if i["item"] == "NAT gateway"]
+    assert nat_cost["per_hour"] == pytest.approx(0.045)  # aws.yaml storage_prices.nat_gateway_hour
     assert rev["findings"] == [] and not rev["blocking"]
     assert (ws / "review.md").read_text().startswith("### trainkit plan")
 

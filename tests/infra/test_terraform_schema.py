@@ -7,6 +7,10 @@ argument the code requires is set, plus the arguments the docs require although 
 (DOCS_REQUIRED, from the snapshot's notes and cloud-facts.md section 8.1), and literal values are
 within the code's enums. hashicorp/aws is not in the snapshot: `terraform validate` checks it
 against the real provider schema (test_terraform_render.py).
+
+The snapshot is read-only here; resources it lacks (the NAT gateways) are in the supplement
+provider-schemas-extra.json beside this file, same structure, each with its `source`. The two are
+merged with the snapshot winning, and the supplement may not redefine a snapshot resource.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from trainkit.resolve import load_cluster
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"
 SCHEMAS = REPO.parent / "shared" / "reference" / "provider-schemas.json"
+EXTRA_SCHEMAS = Path(__file__).with_name("provider-schemas-extra.json")
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-test"
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
 META_ARGS = {"count", "for_each", "depends_on", "lifecycle", "provider", "provisioner", "connection"}
@@ -43,10 +48,40 @@ def cloud_examples() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def schemas() -> dict:
+def snapshot() -> dict:
     if not SCHEMAS.exists():
         pytest.fail(f"provider schema snapshot not found at {SCHEMAS} (CI copies shared/ beside the repo)")
     return json.loads(SCHEMAS.read_text())
+
+
+@pytest.fixture(scope="module")
+def extra() -> dict:
+    return json.loads(EXTRA_SCHEMAS.read_text())
+
+
+@pytest.fixture(scope="module")
+def schemas(snapshot, extra) -> dict:
+    """The snapshot plus the supplement's resources; the snapshot wins where both define one."""
+    return {**extra, **snapshot}
+
+
+def test_the_supplement_adds_resources_without_redefining_the_snapshot(snapshot, extra):
+    resources = {k: v for k, v in extra.items() if not k.startswith("_")}
+    assert resources
+    assert not set(resources) & set(snapshot), "supplement redefines snapshot resources"
+    for rtype, schema in resources.items():
+        assert {"required", "optional", "source"} <= set(schema), rtype
+        assert {"repo", "path", "commit"} <= set(schema["source"]), rtype
+        assert len(schema["source"]["commit"]) == 40, rtype
+        provider = schema["source"]["repo"]
+        assert schema["source"]["commit"] == snapshot["_meta"]["providers"][
+            {"aliyun/terraform-provider-alicloud": "aliyun/alicloud",
+             "tencentcloudstack/terraform-provider-tencentcloud": "tencentcloudstack/tencentcloud",
+             "huaweicloud/terraform-provider-huaweicloud": "huaweicloud/huaweicloud"}[provider]
+        ]["commit_read"], f"{rtype}: read at a different commit than the snapshot"
+        assert set(schema.get("deprecated", [])) <= set(schema["optional"]), rtype
+        for block in (schema.get("blocks") or {}):
+            assert block in schema["required"] + schema["optional"], f"{rtype}.{block}"
 
 
 def resources(files: dict[str, str]):

@@ -63,3 +63,13 @@ def test_module_has_the_house_files(cloud):
         assert f"`{name}`" in readme, f"{cloud} README lacks input {name}"
     for name in OUTPUTS:
         assert f"`{name}`" in readme, f"{cloud} README lacks output {name}"
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_nat_resources_exist_only_with_nat_gateway(cloud):
+    resources = blocks(cloud, "nat.tf", "resource")
+    assert resources, f"{cloud}: nat.tf declares no resource"
+    for rtype, named in resources.items():
+        for name, body in named.items():
+            assert "var.nat_gateway ? 1 : 0" in str(body.get("count")), f"{cloud}: {rtype}.{name}"
+    assert any(rtype.endswith("_nat_gateway") for rtype in resources), cloud

@@ -28,6 +28,8 @@ resource "tencentcloud_subnet" "this" {
   vpc_id            = tencentcloud_vpc.this.id
   availability_zone = var.zone
   cidr_block        = var.subnet_cidr
+  # With nat_gateway: the route table whose default route goes to the NAT gateway (nat.tf).
+  route_table_id = try(tencentcloud_route_table.this[0].id, null)
 
   tags = var.tags
 }
