@@ -206,7 +206,7 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, wa
         if run.cfg.plot:
             plot_curves(run_dir)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
+    log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
     return Result(code, summary)
 
 
