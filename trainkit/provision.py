@@ -15,6 +15,7 @@ ansible-playbook or ansible-runner is not installed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -302,8 +303,13 @@ def run_train(cluster: Cluster, workspace: Workspace, config_path: str | Path,
     codes = {host: int(res.get("rc", -1)) for host, res in result.results.get(TRAIN_TASK, {}).items()}
     files = sorted(p for p in run_dir.rglob("*") if p.is_file())
     train = TrainResult(run_dir, codes, files, result)
-    if any(rc == PREEMPTED for rc in codes.values()):
-        nodes = ", ".join(h for h, rc in codes.items() if rc == PREEMPTED)
+    preempted = [h for h, rc in codes.items() if rc == PREEMPTED]
+    if not preempted and _run_status(run_dir) == "preempted":
+        # torchrun reports workers that exited 75 as its own exit 1 (ChildFailedError); rank 0's
+        # summary.json says the ranks stopped on SIGTERM after writing their checkpoint.
+        preempted = [h for h, rc in codes.items() if rc != 0]
+    if preempted:
+        nodes = ", ".join(preempted)
         raise TrainkitError(f"preempted: training stopped by SIGTERM on {nodes}; checkpoint saved",
                             fix="run train again to resume from the newest checkpoint",
                             exit_code=PREEMPTED)
@@ -313,3 +319,11 @@ def run_train(cluster: Cluster, workspace: Workspace, config_path: str | Path,
         err.message += (f"\n  torchrun: {bad}" if bad else "") + f"\n  logs: {run_dir}/logs/"
         raise err
     return train
+
+
+def _run_status(run_dir: Path) -> str | None:
+    """`status` from the fetched summary.json (completed / preempted), None when absent."""
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
