@@ -1,7 +1,8 @@
 # Outbound internet for the nodes without a public IP (they install packages while provisioning):
 # an enhanced Internet NAT gateway in the nodes' vSwitch, an EIP bound to it, and one SNAT entry
 # for the whole vSwitch. On creation the enhanced gateway adds the 0.0.0.0/0 route to itself in
-# the VPC route table (provider docs, r/nat_gateway). Nodes with a public IP keep using their own.
+# the VPC route table (provider docs, r/nat_gateway). A node's own public IP should take precedence
+# over SNAT (Alibaba NAT docs; not re-checked for this module): the head node stays reachable.
 
 resource "alicloud_nat_gateway" "this" {
   count = var.nat_gateway ? 1 : 0

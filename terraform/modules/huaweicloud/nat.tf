@@ -1,7 +1,8 @@
 # Outbound internet for the nodes without a public IP (they install packages while provisioning):
 # a public NAT gateway in the nodes' subnet, an EIP, and one SNAT rule for the subnet. On creation
 # the gateway adds a 0.0.0.0/0 route to itself in the VPC's default route table (Huawei NAT docs,
-# "buy a public NAT gateway"). Nodes with their own EIP keep using it.
+# "buy a public NAT gateway"). An EIP bound to a node outranks that route (Huawei EIP FAQ, route
+# priorities), so the head node keeps its own EIP for SSH.
 
 resource "huaweicloud_vpc_eip" "nat" {
   count = var.nat_gateway ? 1 : 0
