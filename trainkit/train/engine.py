@@ -54,7 +54,7 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
     monitor.write("run", **describe(run))
     try:
         reason = fit(run, saver, monitor, preempt)
-        return finish(run, saver, monitor, reason, time.time() - t_start)
+        return finish(run, saver, monitor, reason, t_start)
     finally:
         data.close_loader(run.loader)
         saver.wait()
@@ -175,7 +175,7 @@ def _fault_sigterm(run: Run) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, wall: float) -> Result:
+def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_start: float) -> Result:
     """Final checkpoint (unless preempted: already written), test metrics, ONNX, plot, summary."""
     preempted = reason == "preempted"
     if not preempted and run.extra.get("saved_step") != run.step:
@@ -200,7 +200,7 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, wa
         metrics.update(export_and_verify(run, run_dir / "model.onnx"))
     dist.barrier(run.info)
     code = PREEMPTED if preempted else OK
-    metrics["wall_time_s"] = wall + 0.0
+    metrics["wall_time_s"] = time.time() - t_start
     summary = summarize(run, reason, code, metrics)
     if run.info.is_main:
         if run.cfg.plot:
