@@ -2,9 +2,9 @@
 
 `NetnsCluster(workdir, count, prefix).start()` builds, as root:
 
-    root namespace   bridge <prefix>-br 198.51.100.1/24 (RFC 5737 TEST-NET-2; addresses only on
-                     links created here, traffic only to them), one veth <prefix>-vN per host
-    namespace <prefix>-hN   tk0 = 198.51.100.(10+N)/24 and lo, no default route (nothing leaves);
+    root namespace   bridge <prefix>-br <subnet>.1/24 (default 198.51.100.0/24, RFC 5737 TEST-NET-2;
+                     addresses only on links created here, traffic only to them), a veth per host
+    namespace <prefix>-hN   tk0 = <subnet>.(10+N)/24 and lo, no default route (nothing leaves);
                      its own UTS namespace (`hostname` = <prefix>-hN) and mount namespace, where
                      /etc/hosts and /run are the host's own (a copy under workdir; a tmpfs) and
                      `local_root` (a path on the shared filesystem) is bind-mounted from
@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SUBNET_PREFIX = "198.51.100"  # RFC 5737 TEST-NET-2 /24; this machine's own eth0 is on TEST-NET-1
-BRIDGE_IP = f"{SUBNET_PREFIX}.1"
 NS_IFNAME = "tk0"
 SSHD = "/usr/sbin/sshd"
 READY_TIMEOUT_S = 20
@@ -75,6 +74,7 @@ class NetnsCluster:
     count: int = 2
     prefix: str = "tke2e"
     local_root: Path | None = None   # bind-mounted per host (node-local); None = all shared
+    subnet: str = SUBNET_PREFIX      # first three octets of the /24 (one per concurrent cluster)
     hosts: list[Host] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -83,7 +83,7 @@ class NetnsCluster:
         self.control_path_dir = self.workdir / f"{self.prefix}-cp"   # Ansible's ssh ControlPath dir
         self.key = self.workdir / "ssh" / "id_ed25519"
         self.known_hosts = self.workdir / "ssh" / "known_hosts"
-        self.hosts = [Host(f"{self.prefix}-h{i}", f"{SUBNET_PREFIX}.{10 + i}", 22,
+        self.hosts = [Host(f"{self.prefix}-h{i}", f"{self.subnet}.{10 + i}", 22,
                            self.workdir / f"{self.prefix}-h{i}") for i in range(1, self.count + 1)]
 
     # ------------------------------------------------------------------ start
@@ -94,7 +94,7 @@ class NetnsCluster:
         self.control_path_dir.mkdir(parents=True, exist_ok=True)
         self._client_key()
         sh("ip", "link", "add", self.bridge, "type", "bridge")
-        sh("ip", "addr", "add", f"{BRIDGE_IP}/24", "dev", self.bridge)
+        sh("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         for i, host in enumerate(self.hosts, 1):
             self._network(host, i)
@@ -184,6 +184,13 @@ class NetnsCluster:
         """Environment for Ansible runs against these hosts: its ssh control sockets under our
         workdir (so stop() finds the ControlPersist masters)."""
         return {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.control_path_dir)}
+
+    def ansible_fact_cache(self) -> dict[str, str]:
+        """Environment that keeps gathered facts between playbooks (ansible.cfg gathers `smart`),
+        so train.yml and cleanup.yml reuse what site.yml gathered: seconds per playbook here."""
+        return {"ANSIBLE_CACHE_PLUGIN": "jsonfile",
+                "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.workdir / "facts"),
+                "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600"}
 
     # ------------------------------------------------------------------ stop
 

@@ -19,6 +19,8 @@ Choices the namespace machines force, and why they are honest:
   clock and apt alone (base_manage_kernel/time_sync false, base_packages []), says the hosts have
   no accelerator, picks the reuse mode, and polls the training every 2 s. /etc/hosts IS managed:
   each host's /etc/hosts is its own file, and torchrun needs the node names to resolve.
+  For speed only, Ansible keeps facts in a cache under the test's folder, so train.yml and
+  cleanup.yml do not gather them again.
 - Preemption: the rank process on host 2 (the torchrun agent's child, found with `ip netns pids`)
   gets SIGTERM, as a spot notice would deliver it; every rank agrees to stop, rank 0 writes the
   checkpoint on the shared folder and `trainkit train` exits 75. The same command resumes.
@@ -72,7 +74,7 @@ def trainkit(cluster: NetnsCluster, *args: str, timeout: float = 300) -> subproc
 
 
 def _env(cluster: NetnsCluster) -> dict:
-    return {**os.environ, **cluster.ansible_env(), "OMP_NUM_THREADS": "1"}
+    return {**os.environ, **cluster.ansible_env(), **cluster.ansible_fact_cache(), "OMP_NUM_THREADS": "1"}
 
 
 def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_cleanly(
