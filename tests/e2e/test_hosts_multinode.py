@@ -17,7 +17,8 @@ Choices the namespace machines force, and why they are honest:
 - Site settings go where Ansible users put them: <workspace>/group_vars/all.yml next to the
   inventory (it overrides the inventory's group vars). It leaves this machine's kernel settings,
   clock and apt alone (base_manage_kernel/time_sync false, base_packages []), says the hosts have
-  no accelerator, picks the reuse mode, and polls the training every 2 s. /etc/hosts IS managed:
+  no accelerator, picks the reuse mode, polls the training every 2 s and fetches only what the test
+  reads (summary.json and the logs; each file is an SSH round trip). /etc/hosts IS managed:
   each host's /etc/hosts is its own file, and torchrun needs the node names to resolve.
   For speed only, Ansible keeps facts in a cache under the test's folder, so train.yml and
   cleanup.yml do not gather them again.
@@ -50,7 +51,7 @@ SITE_VARS = {
     "base_packages": [], "base_manage_kernel": False, "base_manage_time_sync": False,
     "nvidia_accelerator_override": "none",
     "trainkit_venv_mode": "reuse", "trainkit_node_python": sys.executable,
-    "train_poll_s": 2,
+    "train_poll_s": 2, "train_fetch_patterns": ["*.json", "*.log"],
 }
 
 
