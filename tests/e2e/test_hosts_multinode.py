@@ -70,8 +70,24 @@ def write_spec(cluster: NetnsCluster, shared: Path, root: Path, path: Path) -> P
 
 
 def trainkit(cluster: NetnsCluster, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(TRAINKIT), *args], cwd=REPO, env=_env(cluster), capture_output=True,
-                          text=True, timeout=timeout)
+    """Run the CLI in its own process group; on timeout the whole group (ansible-playbook too) dies."""
+    proc = _start(cluster, *args)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        _kill_group(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
+def _start(cluster: NetnsCluster, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([str(TRAINKIT), *args], cwd=REPO, env=_env(cluster), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _env(cluster: NetnsCluster) -> dict:
@@ -94,7 +110,7 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
     # apply: site.yml over SSH on both hosts
     t0 = time.monotonic()
     out = trainkit(cluster, "apply", *common, "--yes")
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout
     for host in (h1, h2):
         assert (host.dir / "local" / "trainkit" / "configs").is_dir()
         assert h1.name in cluster.ssh(host, "cat /etc/hosts").stdout
@@ -104,15 +120,13 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
     # train, and SIGTERM the rank on host 2 mid-run
     t0 = time.monotonic()
     runs = shared / CLUSTER / "runs"
-    proc = subprocess.Popen([str(TRAINKIT), "train", *common, *TRAIN_ARGS], cwd=REPO, env=_env(cluster),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = _start(cluster, "train", *common, *TRAIN_ARGS)
     try:
         rank_pid = _wait_for_rank(h2, runs, proc)
         os.kill(rank_pid, signal.SIGTERM)
         first_out, _ = proc.communicate(timeout=240)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _kill_group(proc)
     assert proc.returncode == 75, first_out
     first = _summary(ws)
     assert first["status"] == "preempted" and first["world_size"] == 2, first
@@ -125,7 +139,7 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
     # train again: resumes from the shared checkpoint and reaches the accuracy target
     t0 = time.monotonic()
     out = trainkit(cluster, "train", *common, *TRAIN_ARGS)
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout
     run_dir = _latest_run(ws)
     done = json.loads((run_dir / "summary.json").read_text())
     assert done["status"] == "completed" and done["resumed_from_step"] == stopped_at > 0, done
@@ -139,7 +153,7 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
 
     # destroy: trainkit's folder leaves both hosts; the hosts stay up
     out = trainkit(cluster, "destroy", *common, "--yes")
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 0, out.stdout
     for host in (h1, h2):
         assert not (host.dir / "local" / "trainkit").exists()
         assert cluster.ssh(host, "hostname").stdout.strip() == host.name
