@@ -25,7 +25,8 @@ def netns_hosts(request, tmp_path_factory) -> NetnsCluster:
     """
     missing = missing_tools()
     if missing:
-        pytest.skip("namespace hosts need: " + ", ".join(missing))
+        pytest.fail("namespace hosts need: " + ", ".join(missing) + " (run as root; .ci/run installs "
+                    "openssh-server and iproute2)")
     base = tmp_path_factory.mktemp("nn")  # short: ssh control sockets must fit in 108 bytes
     cluster = NetnsCluster(base, count=2, prefix=NETNS_PREFIX, local_root=base / "node-local",
                            subnet=NETNS_SUBNET)
