@@ -36,8 +36,9 @@ def is_cloud(cluster: Cluster) -> bool:
 def render_and_init(cluster: Cluster, ws: Workspace):
     """Render the root stack into the workspace and `terraform init` it; returns the runner."""
     from trainkit.render import write_stack
-    from trainkit.terraform import TerraformRunner
+    from trainkit.terraform import TerraformRunner, terraform_path
 
+    terraform_path()  # fail first, with install instructions, when terraform is missing
     ws.ensure()
     write_stack(cluster, ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}"), ws.terraform_dir)
     with progress.step("terraform init") as s:
