@@ -15,7 +15,7 @@ WS := $(if $(WORKDIR),--workdir $(WORKDIR))
 export CHECKPOINT_DISABLE := 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: help venv venv-dev checkov cluster train destroy test test-unit lint bench clean
+.PHONY: help venv venv-dev checkov cluster train destroy test test-gpu test-unit lint bench clean
 
 help:
 	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN) [WORKDIR=dir]"
@@ -52,7 +52,11 @@ destroy: venv
 	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
 
 test: venv-dev checkov
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu" $(PYTEST_ARGS)
+
+# Only on a machine with an NVIDIA GPU: AMP, NCCL, NVML utilisation.
+test-gpu: venv-dev
+	$(BIN)/pytest -m gpu tests/gpu $(PYTEST_ARGS)
 
 test-unit: venv-dev
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
