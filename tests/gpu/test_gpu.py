@@ -12,9 +12,14 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():  # the tier is opt-in; on a CPU machine there is nothing to check
-    pytest.skip("no CUDA device", allow_module_level=True)
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _cuda():
+    """The tier is opt-in (`make test-gpu`); on a machine without CUDA there is nothing to check."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
 
 
 def run(repo, tmp_path, argv, **over):
