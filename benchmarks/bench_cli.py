@@ -64,17 +64,9 @@ def _tf_config(tmp: Path) -> None:
 def bench_terraform() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="trainkit-bench-"))
     _tf_config(tmp)
-    port = 5600 + os.getpid() % 300
-    url = f"http://127.0.0.1:{port}"
-    moto = subprocess.Popen([PY, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url + "/moto-api/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+    from tests.conftest import running_moto
+
+    with running_moto() as url:
         spec = yaml.safe_load((REPO / "examples/clusters/aws-moto.yaml").read_text())
         spec["endpoints"] = {k: url for k in spec["endpoints"]}
         spec_path = tmp / "cluster.yaml"
@@ -98,10 +90,7 @@ def bench_terraform() -> None:
         t_ours += timed(tk + ["destroy", str(spec_path), "--workdir", str(ws), "--yes"])
         report("`trainkit apply+destroy` vs terraform apply+destroy", t_ours, t_raw,
                "target overhead <= 5%; ours also re-plans and checks the state is empty")
-    finally:
-        moto.terminate()
-        moto.wait(timeout=10)
-        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:

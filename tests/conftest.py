@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -69,17 +75,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def moto_server():
-    """A real moto server (the AWS API emulator) on 127.0.0.1; yields its base URL.
+@contextlib.contextmanager
+def running_moto() -> Iterator[str]:
+    """A real moto server (the AWS API emulator) on a free 127.0.0.1 port; yields its base URL.
 
-    Stands in for AWS, which cannot be reached from here. Killed at the end of the session.
+    Stands in for AWS, which cannot be reached from here. Killed when the block ends.
     """
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -99,11 +100,15 @@ def moto_server():
         proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="session")
+def moto_server():
+    with running_moto() as url:
+        yield url
+
+
 @pytest.fixture
 def moto(moto_server):
     """The moto server, reset to empty before the test."""
-    import urllib.request
-
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST"), timeout=5)
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     return moto_server
