@@ -37,8 +37,9 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     if as_json and result.summary and _is_rank0():
         click.echo(json.dumps(result.summary, indent=2))
     if result.exit_code:
-        click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing "
-                   f"{result.summary['checkpoint']}; run the same command to resume", err=True)
+        where = result.summary.get("checkpoint") or "a checkpoint (written by rank 0)"
+        click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "
+                   "run the same command to resume", err=True)
         sys.exit(result.exit_code)
 
 
