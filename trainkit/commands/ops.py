@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -205,5 +206,5 @@ def ssh_argv(host: dict) -> list[str]:
         argv += ["-i", host["ansible_ssh_private_key_file"]]
     if host.get("ansible_port"):
         argv += ["-p", str(host["ansible_port"])]
-    argv += (host.get("ansible_ssh_common_args") or "").split()
+    argv += shlex.split(host.get("ansible_ssh_common_args") or "")
     return argv + [f"{host.get('ansible_user', 'root')}@{host['ansible_host']}"]
