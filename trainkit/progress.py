@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
+import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 from rich.console import Console
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)  # no hard wraps in CI logs
 
 # Terraform lines worth a plain log line when there is no live display (CI logs).
 _NOTABLE = re.compile(r"(Creation complete|Destruction complete|Modifications complete|Error|"
@@ -58,3 +59,33 @@ def step(title: str) -> Iterator[Step]:
 
 def info(text: str) -> None:
     console.print(text, markup=False)
+
+
+@contextlib.contextmanager
+def follow(path: Path, prefix: str, poll_s: float = 1.0) -> Iterator[None]:
+    """While the block runs, print each new line of `path` (which may not exist yet) with `prefix`."""
+    stop = threading.Event()
+
+    def tail() -> None:
+        offset = 0
+        while True:
+            finished = stop.wait(poll_s)
+            if path.exists():
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    for raw in iter(fh.readline, b""):
+                        if not raw.endswith(b"\n"):
+                            break  # a line still being written: read it whole next time
+                        offset += len(raw)
+                        text = raw.decode(errors="replace").rstrip()
+                        console.print(f"{prefix}{text}", markup=False, highlight=False)
+            if finished:
+                return
+
+    thread = threading.Thread(target=tail, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)

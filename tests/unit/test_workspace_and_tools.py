@@ -62,3 +62,18 @@ def test_ssh_to_a_worker_goes_through_the_head_node():
     assert argv[-1] == "ubuntu@10.0.1.6"
     assert "ProxyCommand=ssh -W %h:%p -q -i /ws/ssh/id_ed25519 ubuntu@203.0.113.9" in argv
     assert argv[argv.index("-i") + 1] == "/ws/ssh/id_ed25519"
+
+
+def test_follow_prints_whole_new_lines_of_a_growing_log(tmp_path, capsys):
+    from trainkit.progress import follow
+
+    log = tmp_path / "logs" / "rank-0.log"
+    with follow(log, prefix="rank 0 | ", poll_s=0.05):
+        log.parent.mkdir()
+        log.write_text("epoch 0 step 10 loss 2.1\nepoch 0 step 2")  # second line still being written
+        import time
+        time.sleep(0.3)
+        with open(log, "a") as fh:
+            fh.write("0 loss 1.7\n")
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["rank 0 | epoch 0 step 10 loss 2.1", "rank 0 | epoch 0 step 20 loss 1.7"]
