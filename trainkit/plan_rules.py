@@ -24,11 +24,13 @@ PUBLIC_IP_ATTRS = {
     "huaweicloud_compute_instance": ("eip_type", lambda v: bool(v)),
 }
 
-# Disk resource type -> (attribute, value that means encrypted is OFF).
-ENCRYPTION_ATTRS = {
-    "aws_ebs_volume": "encrypted",
-    "alicloud_ecs_disk": "encrypted",
-    "tencentcloud_cbs_storage": "encrypt",
+# Disk resource type -> predicate on its planned values that is true when the disk is NOT encrypted.
+# Huawei EVS encrypts only with a KMS key (`kms_id`); the others have a boolean.
+UNENCRYPTED = {
+    "aws_ebs_volume": lambda v: v.get("encrypted") is False,
+    "alicloud_ecs_disk": lambda v: v.get("encrypted") is False,
+    "tencentcloud_cbs_storage": lambda v: v.get("encrypt") is False,
+    "huaweicloud_evs_volume": lambda v: not v.get("kms_id"),
 }
 
 SSH_PORT = 22
@@ -94,8 +96,8 @@ def public_ip_nodes(resources: Iterable[dict]) -> Iterator[str]:
 
 def disks_unencrypted(resources: Iterable[dict]) -> Iterator[str]:
     for r in resources:
-        attr = ENCRYPTION_ATTRS.get(r["type"])
-        if attr and r["values"].get(attr) is False:
+        unencrypted = UNENCRYPTED.get(r["type"])
+        if unencrypted and unencrypted(r["values"]):
             yield r["address"]
         if r["type"] == "aws_instance":
             for dev in r["values"].get("root_block_device") or []:

@@ -86,6 +86,14 @@ def test_rules_for_every_cloud_shape_are_read():
         "a.tencentcloud_security_group_rule_set.this"]
 
 
+def test_huawei_evs_without_a_kms_key_is_reported_unencrypted():
+    plain = rc("m.huaweicloud_evs_volume.data[0]", "huaweicloud_evs_volume", {"volume_type": "GPSSD"}, index=0)
+    keyed = rc("m.huaweicloud_evs_volume.data[1]", "huaweicloud_evs_volume", {"kms_id": "k-1"}, index=1)
+    found = [f["message"] for f in review(plan_of(plain, keyed), resolve(spec()))["findings"]
+             if f["code"] == "disk-unencrypted"]
+    assert found == ["m.huaweicloud_evs_volume.data[0] is not encrypted"]
+
+
 def test_public_ip_on_a_worker_and_unencrypted_disk_are_warnings():
     worker = rc("m.alicloud_instance.node[1]", "alicloud_instance", {"internet_max_bandwidth_out": 5}, index=1)
     disk = rc("m.alicloud_ecs_disk.data[0]", "alicloud_ecs_disk", {"encrypted": False}, index=0)
