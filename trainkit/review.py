@@ -154,6 +154,8 @@ def _money(value: float | None, rev: dict) -> str:
 
 
 def to_text(rev: dict) -> str:
+    if rev.get("note"):  # local / hosts: nothing for terraform to do
+        return rev["note"]
     ch = rev["changes"]
     lines = [f"Plan for {rev['cluster']} ({rev['cloud']}): "
              f"{ch['add']} to add, {ch['change']} to change, {ch['destroy']} to destroy"]
