@@ -20,7 +20,7 @@ from typing import Any
 from trainkit import errors, progress
 from trainkit.errors import TrainkitError
 from trainkit.resolve import Cluster
-from trainkit.review import review
+from trainkit.review import ROLES, review
 from trainkit.spec import CLOUD_TARGETS
 from trainkit.workspace import Workspace
 
@@ -66,7 +66,7 @@ def plan(cluster: Cluster, ws: Workspace, destroy: bool = False) -> dict[str, An
 
 def _no_terraform_review(cluster: Cluster) -> dict[str, Any]:
     return {"cluster": cluster.name, "cloud": cluster.spec.cloud,
-            "changes": {"by_role": {}, "add": 0, "change": 0, "destroy": 0, "addresses": [],
+            "changes": {"by_role": {role: {} for role in ROLES}, "add": 0, "change": 0, "destroy": 0, "addresses": [],
                         "has_changes": False},
             "cost": {"currency": None, "per_hour": 0.0, "per_day": 0.0, "complete": True,
                      "unknown": [], "items": [], "price_source": None, "price_date": None},

@@ -172,6 +172,8 @@ def to_text(rev: dict) -> str:
 
 
 def to_markdown(rev: dict) -> str:
+    if rev.get("note"):
+        return f"### trainkit plan: `{rev['cluster']}` on {rev['cloud']}\n\n{rev['note']}\n"
     ch = rev["changes"]
     out = [f"### trainkit plan: `{rev['cluster']}` on {rev['cloud']}", "",
            f"**{ch['add']}** to add, **{ch['change']}** to change, **{ch['destroy']}** to destroy", "",

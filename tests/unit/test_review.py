@@ -4,6 +4,8 @@ installed on this machine; the aws review is also checked on a real plan in test
 
 from __future__ import annotations
 
+import pytest
+
 from trainkit.resolve import resolve
 from trainkit.review import review, to_markdown, to_text
 from trainkit.spec import ClusterSpec
@@ -115,3 +117,13 @@ def test_markdown_is_a_pull_request_comment():
     md = to_markdown(review(plan_of(SSH_OK, *NODES), resolve(spec())))
     assert md.startswith("### trainkit plan: `demo` on alicloud")
     assert "| compute | 2 | 0 | 0 | 0 |" in md and "**Findings**: none" in md
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_plan_on_local_says_there_is_nothing_to_provision_in_every_format(repo, tmp_path, capsys, fmt):
+    from trainkit.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path), "--format", fmt])
+    assert exc.value.code == 0
+    assert "nothing to provision with terraform" in capsys.readouterr().out
