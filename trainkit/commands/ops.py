@@ -148,8 +148,10 @@ def destroy(spec, workdir, yes):
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
     with ws.lock("destroy"):
         result = lifecycle.destroy(cluster, ws)
-    click.echo(f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}"
-               if result["destroyed"] else "nothing destroyed")
+    if result.get("note"):
+        click.echo(f"cluster {cluster.name}: {result['note']}")
+    else:
+        click.echo(f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
 
 
 @click.command()
