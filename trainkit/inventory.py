@@ -64,6 +64,12 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
     }}
 
 
+def inventory_hosts(inventory: dict) -> dict[str, dict]:
+    """`{node name: host vars}` in rank order (head first) from an inventory built by inventory_for."""
+    children = inventory["all"]["children"]
+    return {**children[HEAD_GROUP]["hosts"], **(children[WORKER_GROUP].get("hosts") or {})}
+
+
 def write_inventory(inventory: dict, workspace: Workspace) -> Path:
     """Write `inventory` to workspace/inventory.yml (the only I/O here; kept apart from inventory_for)."""
     workspace.ensure()

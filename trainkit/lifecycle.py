@@ -105,12 +105,14 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
         rev, outputs = _terraform_apply(cluster, ws, confirm)
         ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
         (ws.root / "applied.json").write_text(json.dumps({"applied_at": time.time()}))
-    write_inventory(cluster, ws)
-    if provision:
-        from trainkit.provision import run_site
+    from trainkit.provision import prepare_inventory, run_site
+
+    if provision:  # run_site writes inventory.yml itself
         if is_cloud(cluster) or cluster.spec.cloud == "hosts":
             wait_for_ssh(_ssh_targets(cluster, ws))
         run_site(cluster, ws)
+    else:
+        prepare_inventory(cluster, ws)
     return ApplyResult(review=rev, outputs=outputs, provisioned=provision)
 
 
@@ -141,16 +143,6 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
             (ws.root / "plan.fingerprint").unlink(missing_ok=True)
         outputs = {k: v["value"] for k, v in runner.outputs().items()}
     return rev, outputs
-
-
-def write_inventory(cluster: Cluster, ws: Workspace) -> dict:
-    """inventory.yml from the spec (local, hosts) or from outputs.json (cloud targets)."""
-    from trainkit.inventory import inventory_for
-    from trainkit.inventory import write_inventory as write
-
-    inventory = inventory_for(cluster, ws.read_outputs() if is_cloud(cluster) else None, ws)
-    write(inventory, ws.ensure())
-    return inventory
 
 
 def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:

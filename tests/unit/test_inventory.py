@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from trainkit.errors import InputError
-from trainkit.inventory import inventory_for, write_inventory
+from trainkit.inventory import inventory_for, inventory_hosts, write_inventory
 from trainkit.resolve import Cluster
 from trainkit.spec import ClusterSpec
 from trainkit.workspace import Workspace
@@ -52,8 +52,9 @@ def cloud_cluster(**more) -> Cluster:
 
 
 def hosts_of(inv: dict) -> dict[str, dict]:
-    groups = inv["all"]["children"]
-    return {**groups["head"]["hosts"], **groups["workers"]["hosts"]}
+    hosts = inventory_hosts(inv)
+    assert list(hosts) == sorted(hosts, key=lambda n: hosts[n]["trainkit_node_rank"])  # head first
+    return hosts
 
 
 def test_cloud_inventory_from_outputs_json_ranks_nodes_and_points_rendezvous_at_head(ws):

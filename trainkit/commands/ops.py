@@ -191,10 +191,15 @@ def ssh(spec, workdir, node):
     """
     import yaml
 
+    from trainkit.inventory import inventory_hosts
+
     cluster, ws = _load(spec, workdir)
+    if cluster.spec.cloud == "local":
+        raise InputError("the local target is this machine: no ssh needed",
+                         fix=f"its files are in {ws.root / 'node'}")
     if not ws.inventory_yml.exists():
         raise InputError(f"{cluster.name} has no inventory yet", fix="run `trainkit apply` first")
-    hosts = yaml.safe_load(ws.inventory_yml.read_text())["all"]["hosts"]
+    hosts = inventory_hosts(yaml.safe_load(ws.inventory_yml.read_text()))
     name = node or next(iter(hosts))
     if name not in hosts:
         raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(hosts)}")
