@@ -8,9 +8,11 @@ import hcl2
 import pytest
 import yaml
 
+from trainkit import clouds
+
 REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "terraform" / "modules"
-CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
+CLOUDS = clouds.TERRAFORM_TARGETS
 OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user"]
 
 
@@ -47,10 +49,10 @@ def test_admin_cidrs_has_no_default(cloud):
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_module_defaults_match_the_catalog(cloud):
+def test_module_defaults_match_the_catalog_and_the_room(cloud):
     defaults = yaml.safe_load((REPO / "trainkit" / "catalog" / f"{cloud}.yaml").read_text())["defaults"]
     variables = blocks(cloud, "variables.tf", "variable")
-    assert unquote(variables["nfs_mount_options"]["default"]) == defaults["nfs_mount_options"]
+    assert unquote(variables["nfs_mount_options"]["default"]) == clouds.get(cloud).nfs_mount_options
     assert unquote(variables["ssh_user"]["default"]) == defaults["ssh_user"]
 
 

@@ -1,6 +1,7 @@
 """GPU instance catalog: one YAML file per cloud (specs, prices with source and date, defaults).
 
-Pure data in, data out. `load_catalog(cloud)` reads `<cloud>.yaml` next to this file;
+Pure data in, data out. `load_catalog(cloud)` reads the file the cloud's room names (the shipped
+clouds' `<cloud>.yaml` next to this file);
 `with_prices(catalog, path)` overlays a user's own price file; `matching()` filters and sorts
 cheapest first; `select()` picks the cheapest feasible type. Unknown prices stay `None` and
 sort after every known price; they are never estimated.
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from trainkit import clouds
 from trainkit.errors import InputError
 
 CATALOG_DIR = Path(__file__).parent
@@ -62,12 +64,16 @@ class Catalog:
 
 
 def catalog_clouds() -> list[str]:
-    return sorted(p.stem for p in CATALOG_DIR.glob("*.yaml"))
+    """Every cloud whose room has a catalog file, sorted."""
+    return sorted(c.name for c in clouds.all_clouds() if c.catalog_file and c.catalog_file.is_file())
 
 
 def load_catalog(cloud: str) -> Catalog:
-    """Read the shipped catalog of `cloud`; InputError for a cloud with no catalog."""
-    path = CATALOG_DIR / f"{cloud}.yaml"
+    """Read the catalog of `cloud` (the file its room names); InputError for a cloud with none."""
+    try:
+        path = clouds.get(cloud).catalog_file or CATALOG_DIR / f"{cloud}.yaml"
+    except KeyError:
+        path = CATALOG_DIR / f"{cloud}.yaml"
     if not path.is_file():
         raise InputError(f"no instance catalog for cloud {cloud!r}",
                          fix=f"clouds with a catalog: {', '.join(catalog_clouds())}")
