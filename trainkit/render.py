@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,17 @@ def _environment(room: clouds.Cloud) -> jinja2.Environment:
     folders = [str(TEMPLATES)]
     if room.provider_template is not None:
         folders.append(str(room.provider_template.parent))
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(folders),
+    return _jinja(tuple(folders))
+
+
+@lru_cache(maxsize=16)
+def _jinja(folders: tuple[str, ...]) -> jinja2.Environment:
+    """One environment per template search path (jinja re-reads a template when it changes)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(list(folders)),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                               trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["hcl"] = hcl
+    return env
 
 
 def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
@@ -108,7 +117,6 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "backend_notes": notes,
     }
     env = _environment(room)
-    env.filters["hcl"] = hcl
     provider = room.provider_template.name if room.provider_template else f"provider-{spec.cloud}.tf.j2"
     files = {
         "versions.tf": env.get_template("versions.tf.j2").render(context),

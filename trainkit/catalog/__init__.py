@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,13 @@ def load_catalog(cloud: str) -> Catalog:
     if not path.is_file():
         raise InputError(f"no instance catalog for cloud {cloud!r}",
                          fix=f"clouds with a catalog: {', '.join(catalog_clouds())}")
-    data = yaml.safe_load(path.read_text())
+    return _read(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _read(path: str, mtime_ns: int) -> Catalog:
+    """Parse a catalog file once per version of it (Catalog is immutable, so sharing is safe)."""
+    data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     instances = tuple(InstanceType(**row) for row in data["instances"])
     return Catalog(cloud=data["cloud"], currency=data["currency"], instances=instances,
                    defaults=data.get("defaults", {}), choices=data.get("choices", {}),

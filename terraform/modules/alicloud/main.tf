@@ -110,6 +110,7 @@ resource "alicloud_ecs_disk" "data" {
   performance_level = local.data_disk_performance_level
   size              = var.data_disk.size_gb
   encrypted         = var.data_disk.encrypted
+  kms_key_id        = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = var.tags
 }

@@ -189,13 +189,14 @@ resource "aws_eip" "node" {
 }
 
 resource "aws_ebs_volume" "data" {
-  #checkov:skip=CKV_AWS_189:encrypted with the AWS-managed EBS key; a customer key would outlive the cluster
+  #checkov:skip=CKV_AWS_189:AWS-managed EBS key by default (a customer key would outlive the cluster); data_disk.kms_key_id names one
   count = var.data_disk.enabled ? var.node_count : 0
 
   availability_zone = var.zone
   type              = var.data_disk.category
   size              = var.data_disk.size_gb
   encrypted         = var.data_disk.encrypted
+  kms_key_id        = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = merge(var.tags, { Name = "${var.name}-data-${count.index}" })
 }

@@ -87,7 +87,6 @@ resource "huaweicloud_compute_instance" "node" {
   count = var.node_count
 
   name               = "${var.name}-node-${count.index}"
-  hostname           = "${var.name}-node-${count.index}"
   flavor_id          = var.instance_type
   image_id           = var.image_id
   availability_zone  = var.zone
@@ -134,6 +133,8 @@ resource "huaweicloud_evs_volume" "data" {
   availability_zone = var.zone
   volume_type       = var.data_disk.category
   size              = var.data_disk.size_gb
+  # EVS encrypts only with a KMS key; trainkit validate refuses encrypted without one.
+  kms_id = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = var.tags
 }
