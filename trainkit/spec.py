@@ -200,7 +200,8 @@ class ClusterSpec(_Model):
     backend: BackendSpec = BackendSpec()
     tags: dict[str, str] = {}
     hosts: tuple[HostSpec, ...] = ()
-    endpoints: dict[str, str] = Field({}, description="aws only: custom API endpoints (emulators)")
+    endpoints: dict[str, str] = Field({}, description="Custom API endpoints (emulators), where "
+                                                      "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
 
