@@ -4,6 +4,10 @@
 # gateway for the nodes without a public IP (nat.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). NVMe serial = the volume id without its dash (/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol...).
+  data_disk_serials = [for d in aws_ebs_volume.data : replace(d.id, "-", "")]
+
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
   # Public IPs are Elastic IPs attached after launch (aws_eip.node), not associate_public_ip_address:

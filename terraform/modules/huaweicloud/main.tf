@@ -3,6 +3,10 @@
 # in a server group, one EVS data disk per node, and optionally SFS Turbo (nas.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). Virtio serial = the first 20 characters of the EVS volume id (/dev/disk/by-id/virtio-<serial>).
+  data_disk_serials = [for d in huaweicloud_evs_volume.data : substr(d.id, 0, 20)]
+
   # Node 0 is the head node; it alone gets a public IP (an EIP created with it) unless
   # public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]

@@ -3,6 +3,10 @@
 # a placement group, one encrypted CBS data disk per node, and optionally CFS (nas.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). Virtio serial = the CBS disk id (/dev/disk/by-id/virtio-disk-...).
+  data_disk_serials = [for d in tencentcloud_cbs_storage.data : d.id]
+
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
 
