@@ -97,7 +97,7 @@ def fields(cloud: str, **over) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("cloud, over, field, words", [
-    ("aws", {"region": "cn-hangzhou", "zone": "cn-hangzhou-i"}, "region", "not a AWS region"),
+    ("aws", {"region": "cn-hangzhou", "zone": "cn-hangzhou-i"}, "region", "not a region of AWS"),
     ("aws", {"region": "us-east1", "zone": "us-east-1a"}, "region", "us-east-1"),
     ("aws", {"zone": "us-west-2a"}, "zone", "not a zone of region us-east-1"),
     ("alicloud", {"zone": "cn-shanghai-b"}, "zone", "cn-hangzhou"),

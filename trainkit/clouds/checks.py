@@ -37,7 +37,7 @@ def _location(cloud: Cloud, spec: Any) -> list[Problem]:
         close = difflib.get_close_matches(region, list(cloud.regions), n=3, cutoff=0.6)
         fix = f"did you mean {', '.join(close)}?" if close else \
             f"{cloud.title} regions: {', '.join(sorted(cloud.regions))}"
-        return [("region", f"{region!r} is not a {cloud.title} region", fix)]
+        return [("region", f"{region!r} is not a region of {cloud.title}", fix)]
     pattern = cloud.zone_pattern.replace("{region}", re.escape(region))
     known = cloud.regions.get(region, ())
     if not re.fullmatch(pattern, zone) or (known and zone not in known):
