@@ -104,6 +104,9 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
     require_terraform(cluster)
     spec = cluster.spec
     room = clouds.get(spec.cloud)
+    for service in spec.endpoints:  # attribute names in the provider block, never free text
+        if not service.isidentifier() or not service.isascii():
+            raise InputError(f"endpoints.{service}: not a service name", fix="e.g. ec2, s3")
     variables = module_variables(cluster, ssh_public_key)
     backend_type, backend_args, notes = backend_config(cluster)
     context = {
@@ -141,8 +144,15 @@ def module_files(cloud: str) -> dict[str, str]:
     folder = clouds.get(cloud).module_dir
     if folder is None or not folder.is_dir():
         raise InputError(f"cloud {cloud}: no Terraform module at {folder}")
-    return {f"modules/{cloud}/{name}": (folder / name).read_text()
-            for name in MODULE_FILES if (folder / name).exists()}
+    versions = tuple((name, (folder / name).stat().st_mtime_ns) for name in MODULE_FILES
+                     if (folder / name).exists())
+    return dict(_read_module(cloud, str(folder), versions))
+
+
+@lru_cache(maxsize=16)
+def _read_module(cloud: str, folder: str, versions: tuple) -> tuple[tuple[str, str], ...]:
+    """The module's files, read once per version of them."""
+    return tuple((f"modules/{cloud}/{name}", (Path(folder) / name).read_text()) for name, _ in versions)
 
 
 def backend_config(cluster: Cluster) -> tuple[str, dict[str, Any], list[str]]:

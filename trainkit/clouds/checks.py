@@ -16,7 +16,6 @@ from typing import Any
 from trainkit.clouds.base import Cloud
 
 Problem = tuple[str, str, "str | None"]
-RESERVED_TAG = "trainkit-cluster"
 # Tags the modules add themselves besides the user's: trainkit-cluster and Name.
 MODULE_TAGS = 2
 
