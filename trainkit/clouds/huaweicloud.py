@@ -5,9 +5,9 @@ Sources: the provider's `huaweicloud/provider.go` (credential variables), its gu
 holding the Huawei keys), and the `huaweicloud_compute_instance` docs (`auto_terminate_time`,
 `system_disk_size` 1-1024 GB). EVS: `huaweicloud_evs_volume` docs (data disk 10-32768 GB;
 encryption only with a KMS key, `kms_id`). SFS Turbo: `huaweicloud_sfs_turbo` docs (name 4-64
-characters; STANDARD/PERFORMANCE 500-32768 GB). Tags: Huawei Cloud TMS docs "Tag limits"
-(20 per resource, key 1-128 not starting with `_sys_`, value 0-255; letters, digits, spaces and
-_ . : = + - @, `/` in values too).
+characters; STANDARD/PERFORMANCE 500-32768 GB). Tags: Huawei Cloud docs "Tag Character Set
+Specifications" (key 1-128 not starting with `_sys_`, value 0-255; letters, digits, spaces and
+_ . : = + - @, `/` in values too) and TMS "Tag limits" (20 tags per resource).
 """
 
 from __future__ import annotations

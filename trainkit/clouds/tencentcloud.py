@@ -4,9 +4,10 @@ Sources: the provider's `tencentcloud/provider.go` (credential variables), Terra
 (`internal/backend/remote-state/cos`), Tencent CVM docs "Spot instance reclamation" (metadata path
 `spot/termination-time`). CVM has no release-at argument: TTL uses the node-side timer.
 Key pair names: the provider's `ValidateKeyPairName` (at most 25 characters; letters, digits and
-underscores). Tags: Tencent Cloud Tag docs "Use limits" (50 per resource, key 1-127 characters not
-starting with `qcloud`, `tencent` or `project`, value 0-255; letters, digits, spaces and
-+ - = . _ : / @ ( ) [ ]). CBS sizes: Tencent CBS docs "Cloud disk types" (data disks 20-32000 GB,
+underscores). Tags: Tencent Tag API CreateTag error codes (keys starting with `qcloud`,
+`tencent` or `project` are reserved) and Tencent COS docs "Bucket Tag Overview" (updated
+2025-09-24: 50 tags per resource, key 1-127 characters, value up to 255, `qcs:` reserved; UTF-8
+letters, digits, spaces and + - = . _ : / @). CBS sizes: Tencent CBS docs "Cloud disk types" (data disks 20-32000 GB,
 CLOUD_PREMIUM from 10 GB) and CVM "system disk" (20-1024 GB).
 """
 
@@ -22,7 +23,7 @@ _KEYS = CredentialSet(
     variables=(("TENCENTCLOUD_SECRET_ID",), ("TENCENTCLOUD_SECRET_KEY",)),
     files=("~/.tccli/default.credential",),
 )
-_TAG_TEXT = r"[\w\s+\-=.:/@()\[\]]"
+_TAG_TEXT = r"[\w\s+\-=.:/@]"
 
 
 def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
@@ -66,9 +67,9 @@ CLOUD = Cloud(
     ttl_argument=None,
     zone_pattern=r"{region}-\d+",
     tags=TagRules(max_count=50, key_max=127, value_max=255,
-                  reserved_prefixes=("qcloud", "tencent", "project"),
+                  reserved_prefixes=("qcloud", "tencent", "project", "qcs:"),
                   key_pattern=_TAG_TEXT + "+", value_pattern=_TAG_TEXT + "*",
-                  allowed_text="letters, digits, spaces and + - = . _ : / @ ( ) [ ]"),
+                  allowed_text="letters, digits, spaces and + - = . _ : / @"),
     # The module names the key pair after the cluster (dashes -> underscores).
     derived_names={"key pair": ("", 25)},
     disks=DiskRules(system_size=(20, 1024),
