@@ -118,7 +118,8 @@ def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspac
         nodes.append(_node(n["name"], i, n.get("public_ip") or n["private_ip"], n["private_ip"],
                            user, nproc, ansible_ssh_private_key_file=key,
                            ansible_ssh_common_args=_ssh_args(key, known),
-                           trainkit_public_ip=n.get("public_ip")))
+                           trainkit_public_ip=n.get("public_ip"),
+                           disks_serial=str(n.get("data_disk_serial") or "")))
     head = raw[0]
     if head.get("public_ip"):
         jump = _proxy_command(user, head["public_ip"], key, known)

@@ -21,14 +21,14 @@ from trainkit import errors, progress
 from trainkit.errors import TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.review import ROLES, review
-from trainkit.spec import CLOUD_TARGETS
+from trainkit import clouds
 from trainkit.workspace import Workspace
 
 SSH_WAIT_S = 300  # cloud images usually accept SSH within 1-2 minutes of "running"
 
 
 def is_cloud(cluster: Cluster) -> bool:
-    return cluster.spec.cloud in CLOUD_TARGETS
+    return clouds.is_cloud(cluster.spec.cloud)
 
 
 # ---------------------------------------------------------------- plan

@@ -28,7 +28,7 @@ from typing import Any, Callable, TextIO
 from trainkit.errors import PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for, write_inventory
 from trainkit.resolve import Cluster
-from trainkit.spec import CLOUD_TARGETS
+from trainkit import clouds
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def find_ansible_playbook() -> str:
 def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
     """Write workspace/inventory.yml from the spec and (cloud targets) outputs.json."""
     outputs = None
-    if cluster.spec.cloud in CLOUD_TARGETS:
+    if clouds.is_cloud(cluster.spec.cloud):
         if not workspace.outputs_json.is_file():
             raise TrainkitError(f"{workspace.outputs_json} is missing: the cluster was not applied",
                                 fix=f"run `trainkit apply {cluster.source}` first",

@@ -7,47 +7,93 @@ reviewer reads everything in one place. Same cluster and key -> byte-identical f
 
 `write_stack(cluster, ssh_public_key, terraform_dir)` renders and writes them, removing files an
 earlier render wrote that this one no longer does (listed in `.trainkit-rendered`); state, `.terraform/` and anything else
-in the folder is left alone. Python never builds HCL: templates do, and values go in through the
-`hcl` filter (JSON, which HCL accepts for strings, numbers, bools, null, lists and maps).
+in the folder is left alone. Python never builds HCL: templates do, and every value goes in
+through the `hcl` filter, which writes literals only: a string can never become a template
+(`${`, `%{`), an escape HCL rejects, or a second line. The cloud's room supplies the backend,
+the provider template and the module folder.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import unicodedata
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from trainkit import clouds
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster, module_variables
-from trainkit.spec import CLOUD_TARGETS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO_ROOT / "templates" / "terraform"
-MODULES = REPO_ROOT / "terraform" / "modules"
 MANIFEST = ".trainkit-rendered"
 MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "nas.tf", "nat.tf", "outputs.tf", "README.md")
 
 
-def hcl(value: Any) -> str:
-    """One value as HCL in JSON syntax, spaced the way `terraform fmt` leaves it.
+# HCL native syntax string escapes (hcl/v2 hclsyntax spec, "Template Literals"); every other
+# control, format or separator character is written as \uNNNN / \UNNNNNNNN.
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HIDDEN = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
-    Keys keep their order, so the output is deterministic. Scalars are plain `json.dumps`.
+
+def hcl_string(text: str) -> str:
+    """`text` as an HCL quoted string that Terraform reads back as exactly `text`.
+
+    Escapes backslashes, quotes and invisible characters, and doubles the template openers
+    (`${` -> `$${`, `%{` -> `%%{`) so nothing in it is ever interpolated. HCL normalises strings
+    to Unicode NFC, so only NFC text round-trips (trainkit.clouds.checks refuses the rest).
+    """
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif unicodedata.category(ch) in _HIDDEN or (ch.isspace() and ch != " "):
+            out.append(f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out).replace("${", "$${").replace("%{", "%%{") + '"'
+
+
+def hcl(value: Any) -> str:
+    """One value as an HCL literal, spaced the way `terraform fmt` leaves it.
+
+    Strings (map keys included) go through `hcl_string`; numbers, bools and None are JSON
+    literals; lists and maps are written inline and keep their order, so output is deterministic.
     """
     if isinstance(value, dict):
         if not value:
             return "{}"
-        return "{ " + ", ".join(f"{json.dumps(str(k))} : {hcl(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{hcl_string(str(k))} : {hcl(v)}" for k, v in value.items()) + " }"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(hcl(v) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        return hcl_string(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} has no HCL literal")
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    raise TypeError(f"no HCL literal for {type(value).__name__}")
 
 
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+def _environment(room: clouds.Cloud) -> jinja2.Environment:
+    folders = [str(TEMPLATES)]
+    if room.provider_template is not None:
+        folders.append(str(room.provider_template.parent))
+    return _jinja(tuple(folders))
+
+
+@lru_cache(maxsize=16)
+def _jinja(folders: tuple[str, ...]) -> jinja2.Environment:
+    """One environment per template search path (jinja re-reads a template when it changes)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(list(folders)),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                               trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["hcl"] = hcl
+    return env
 
 
 def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
@@ -57,6 +103,10 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
     """
     require_terraform(cluster)
     spec = cluster.spec
+    room = clouds.get(spec.cloud)
+    for service in spec.endpoints:  # attribute names in the provider block, never free text
+        if not service.isidentifier() or not service.isascii():
+            raise InputError(f"endpoints.{service}: not a service name", fix="e.g. ec2, s3")
     variables = module_variables(cluster, ssh_public_key)
     backend_type, backend_args, notes = backend_config(cluster)
     context = {
@@ -69,11 +119,11 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "backend_args": backend_args,
         "backend_notes": notes,
     }
-    env = _environment()
-    env.filters["hcl"] = hcl
+    env = _environment(room)
+    provider = room.provider_template.name if room.provider_template else f"provider-{spec.cloud}.tf.j2"
     files = {
         "versions.tf": env.get_template("versions.tf.j2").render(context),
-        "providers.tf": env.get_template(f"provider-{spec.cloud}.tf.j2").render(context),
+        "providers.tf": env.get_template(provider).render(context),
         "main.tf": env.get_template("main.tf.j2").render(context),
         "outputs.tf": env.get_template("outputs.tf.j2").render(context),
     }
@@ -83,67 +133,41 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
 
 def require_terraform(cluster: Cluster) -> None:
     """InputError unless the cluster's target is provisioned with Terraform."""
-    if cluster.spec.cloud not in CLOUD_TARGETS:
+    if not clouds.is_cloud(cluster.spec.cloud):
         raise InputError(f"cloud {cluster.spec.cloud}: there is no Terraform to render for this target",
-                         fix=f"render works for {', '.join(CLOUD_TARGETS)} specs; "
+                         fix=f"render works for {', '.join(clouds.terraform_targets())} specs; "
                              f"`trainkit apply` handles {cluster.spec.cloud} directly")
 
 
 def module_files(cloud: str) -> dict[str, str]:
     """The cloud's module as `{modules/<cloud>/<file>: content}`."""
-    folder = MODULES / cloud
-    if not folder.is_dir():
+    folder = clouds.get(cloud).module_dir
+    if folder is None or not folder.is_dir():
         raise InputError(f"cloud {cloud}: no Terraform module at {folder}")
-    return {f"modules/{cloud}/{name}": (folder / name).read_text()
-            for name in MODULE_FILES if (folder / name).exists()}
+    versions = tuple((name, (folder / name).stat().st_mtime_ns) for name in MODULE_FILES
+                     if (folder / name).exists())
+    return dict(_read_module(cloud, str(folder), versions))
+
+
+@lru_cache(maxsize=16)
+def _read_module(cloud: str, folder: str, versions: tuple) -> tuple[tuple[str, str], ...]:
+    """The module's files, read once per version of them."""
+    return tuple((f"modules/{cloud}/{name}", (Path(folder) / name).read_text()) for name, _ in versions)
 
 
 def backend_config(cluster: Cluster) -> tuple[str, dict[str, Any], list[str]]:
-    """(backend type, its arguments in order, comment lines) from `spec.backend`.
-
-    Credentials are never arguments: each backend reads them from the environment.
+    """(backend type, its arguments in order, comment lines) from `spec.backend`; the cloud's
+    room writes its own backend. Credentials are never arguments: backends read the environment.
     """
     spec, b = cluster.spec, cluster.spec.backend
-    region = b.region or spec.region
-    prefix = b.prefix or spec.name
     if b.type == "local":
         return "local", {"path": "terraform.tfstate"}, [
             "State stays in this folder; set `backend:` in the spec to share and lock it."]
-    if b.type == "oss":
-        args = {"bucket": b.bucket, "prefix": prefix, "key": b.key, "region": region,
-                "encrypt": b.encrypt}
-        args.update(_present(endpoint=b.endpoint, tablestore_endpoint=b.tablestore_endpoint,
-                             tablestore_table=b.tablestore_table))
-        notes = ["Alibaba OSS; credentials from ALICLOUD_ACCESS_KEY / ALICLOUD_SECRET_KEY."]
-        if not b.tablestore_table:
-            notes.append("No Tablestore table: this state is NOT locked (set backend.tablestore_table).")
-        return "oss", args, notes
-    if b.type == "cos":
-        args = {"bucket": b.bucket, "prefix": prefix, "key": b.key, "region": region,
-                "encrypt": b.encrypt, **_present(endpoint=b.endpoint)}
-        return "cos", args, ["Tencent COS, locked by the backend itself; credentials from "
-                             "TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY."]
-    if b.type == "obs":
-        endpoint = b.endpoint or f"https://obs.{region}.myhuaweicloud.com"
-        args = {"bucket": b.bucket, "key": f"{prefix}/{b.key}", "region": region,
-                "endpoints": {"s3": endpoint}, "skip_region_validation": True,
-                "skip_credentials_validation": True, "skip_metadata_api_check": True,
-                "skip_requesting_account_id": True, "skip_s3_checksum": True}
-        return "s3", args, [
-            "Huawei OBS through the s3 backend (huaweicloud provider guide remote_state_backend).",
-            "Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; OBS offers no state lock."]
-    args = {"bucket": b.bucket, "key": f"{prefix}/{b.key}", "region": region, "encrypt": b.encrypt}
-    if b.dynamodb_table:
-        args["dynamodb_table"] = b.dynamodb_table
-    else:
-        args["use_lockfile"] = True  # S3-native lock object (Terraform >= 1.10)
-    if b.endpoint:
-        args["endpoints"] = {"s3": b.endpoint}
-    return "s3", args, ["AWS S3; credentials from the usual AWS_* variables or profile."]
-
-
-def _present(**kwargs: Any) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if v is not None}
+    room = clouds.get(spec.cloud)
+    if room.backend is None or b.type != room.backend_type:
+        raise InputError(f"backend.type: {b.type!r} is not a backend of {room.title}",
+                         fix=f"use {room.backend_type!r} or 'local'")
+    return room.backend(b, b.region or spec.region, b.prefix or spec.name)
 
 
 def write_stack(cluster: Cluster, ssh_public_key: str, terraform_dir: str | Path) -> list[Path]:

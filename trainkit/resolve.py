@@ -10,18 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainkit import clouds
 from trainkit.catalog import Catalog, InstanceType, load_catalog, select, with_prices
+from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
-from trainkit.spec import CLOUD_TARGETS, RESERVED_TAG, ClusterSpec, load_spec, node_count
+from trainkit.spec import RESERVED_TAG, ClusterSpec, load_spec, node_count
 
 # Sizing advice from the project seed (design brief); warnings, never errors.
 VCPU_PER_GPU = (6, 8)          # vCPUs per GPU to keep data loading ahead of the GPUs
 RAM_PER_GPU_MEMORY = (4, 6)    # host RAM as a multiple of total GPU memory
 MIN_MULTINODE_GBPS = 25        # network for multi-node gradient all-reduce
 LARGE_MODEL_GPU_MEMORY_GB = 32
-
-# Alibaba ESSD minimum size per performance level (cloud-facts.md 3.3, alicloud_ecs_disk docs).
-ESSD_MIN_SIZE_GB = {"PL0": 1, "PL1": 20, "PL2": 461, "PL3": 1261}
 
 
 @dataclass(frozen=True)
@@ -57,17 +56,31 @@ def load_cluster(path: str | Path, price_file: str | Path | None = None) -> Clus
     """Load, validate and resolve a spec file. SpecError names the file and the field."""
     spec = load_spec(path)
     try:
-        return resolve(spec, str(path), price_file)
+        cluster = resolve(spec, str(path), price_file)
     except SpecError:
         raise
     except InputError as err:
         field_path, _, what = err.message.partition(": ")
         raise SpecError(str(path), [(field_path, what or err.message, err.fix)]) from None
+    found = check(cluster)
+    if found:
+        raise SpecError(str(path), found)
+    return cluster
+
+
+def check(cluster: Cluster) -> list[tuple[str, str, str | None]]:
+    """What the cluster's cloud would refuse (the room's rules); [] for hosts and local."""
+    spec = cluster.spec
+    if cluster.instance is None or not clouds.is_cloud(spec.cloud):
+        return []
+    return cloud_problems(clouds.get(spec.cloud), spec, {
+        "instance_type": cluster.instance.type, "image": cluster.image,
+        "system_disk": cluster.system_disk, "data_disk": cluster.data_disk, "nas": cluster.nas})
 
 
 def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | None = None) -> Cluster:
     """Fill defaults from the cloud's catalog and pick the instance type (pure, no I/O but the catalog)."""
-    if spec.cloud not in CLOUD_TARGETS:
+    if not clouds.is_cloud(spec.cloud):
         user = spec.ssh.user or ("root" if spec.cloud == "hosts" else _current_user())
         return Cluster(spec=spec, source=source, ssh_user=user,
                        data_disk=spec.storage.data_disk.model_dump(),
@@ -85,14 +98,16 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
     dd = spec.storage.data_disk
     data_disk = {"enabled": dd.enabled, "category": dd.category or d["data_disk"]["category"],
                  "performance_level": dd.performance_level or d["data_disk"].get("performance_level"),
-                 "size_gb": dd.size_gb, "mount_point": dd.mount_point, "encrypted": dd.encrypted}
+                 "size_gb": dd.size_gb, "mount_point": dd.mount_point, "encrypted": dd.encrypted,
+                 "kms_key_id": dd.kms_key_id}
     ns = spec.storage.nas
     nas = {"enabled": ns.enabled, "type": ns.type or d["nas"]["type"],
            "size_gb": ns.size_gb or d["nas"].get("size_gb"), "mount_point": ns.mount_point}
     _check_choices(catalog, system_disk, data_disk, nas)
     return Cluster(spec=spec, source=source, instance=inst, catalog=catalog, image=image,
                    ssh_user=spec.ssh.user or d.get("ssh_user", "root"), system_disk=system_disk,
-                   data_disk=data_disk, nas=nas, nfs_mount_options=d["nfs_mount_options"],
+                   data_disk=data_disk, nas=nas,
+                   nfs_mount_options=clouds.get(spec.cloud).nfs_mount_options,
                    warnings=tuple(advise(inst, spec.nodes)))
 
 
@@ -116,15 +131,6 @@ def _check_choices(catalog: Catalog, system_disk: dict, data_disk: dict, nas: di
             hint = f"{catalog.cloud} accepts: {', '.join(allowed)}" if allowed else \
                 f"{catalog.cloud} has no such setting; remove it"
             raise InputError(f"{field_path}: {value!r} is not valid for {catalog.cloud}", fix=hint)
-    level = data_disk["performance_level"]
-    if catalog.cloud == "alicloud" and data_disk["category"] == "cloud_essd" and level:
-        if data_disk["size_gb"] < ESSD_MIN_SIZE_GB[level]:
-            raise InputError(f"storage.data_disk.size_gb: ESSD {level} needs at least "
-                             f"{ESSD_MIN_SIZE_GB[level]} GB, got {data_disk['size_gb']}",
-                             fix=f"raise size_gb or lower performance_level")
-    if catalog.cloud == "huaweicloud" and nas["enabled"] and (nas["size_gb"] or 0) < 500:
-        raise InputError(f"storage.nas.size_gb: SFS Turbo {nas['type']} needs 500..32768 GB",
-                         fix="set storage.nas.size_gb: 500 or more")
 
 
 def advise(inst: InstanceType, nodes: int) -> list[str]:
@@ -175,7 +181,8 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "spot": {"enabled": s.spot.enabled, "max_price": s.spot.max_price},
         "system_disk": cluster.system_disk,
         "data_disk": {k: cluster.data_disk[k] for k in
-                      ("enabled", "category", "performance_level", "size_gb", "encrypted")},
+                      ("enabled", "category", "performance_level", "size_gb", "encrypted",
+                       "kms_key_id")},
         "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
         "nfs_mount_options": cluster.nfs_mount_options,
         "tags": tags(s),

@@ -2,7 +2,8 @@
 
 `review(plan, cluster)` returns a dict whose keys are stable for CI (`--format json`);
 `to_text` and `to_markdown` render it for terminals and pull requests. Per-cloud knowledge
-(which resource is compute, which attribute opens SSH or a public IP) is data in `trainkit.plan_rules`.
+(which resource is compute, which attribute opens SSH or a public IP) is asked of the cloud's room
+through `trainkit.plan_rules`.
 """
 
 from __future__ import annotations
@@ -105,16 +106,16 @@ def findings(cluster: Cluster, resources: list[dict], cost_: dict) -> list[dict]
     spec, out = cluster.spec, []
     allowed = [ipaddress.ip_network(c) for c in spec.network.admin_cidrs]
     inside = ipaddress.ip_network(spec.network.vpc_cidr)
-    for address, cidr in ssh_sources(resources):
+    for address, cidr in ssh_sources(spec.cloud, resources):
         net = ipaddress.ip_network(cidr, strict=False)
-        if net.subnet_of(inside) or any(net.subnet_of(a) for a in allowed if a.version == net.version):
+        if (net.version == inside.version and net.subnet_of(inside)) or any(net.subnet_of(a) for a in allowed if a.version == net.version):
             continue
         open_world = net.prefixlen == 0
         severity = "block" if open_world and not spec.network.allow_ssh_from_anywhere else "warn"
         out.append(_finding("ssh-open", severity, f"{address} allows SSH from {cidr}, outside admin_cidrs"))
-    for address in public_ip_nodes(resources):
+    for address in public_ip_nodes(spec.cloud, resources):
         out.append(_finding("worker-public-ip", "warn", f"{address} is a worker with a public IP"))
-    for address in disks_unencrypted(resources):
+    for address in disks_unencrypted(spec.cloud, resources):
         out.append(_finding("disk-unencrypted", "warn", f"{address} is not encrypted"))
     if spec.spot.enabled and not cluster.nas["enabled"]:
         out.append(_finding("spot-no-shared-checkpoints", "warn",

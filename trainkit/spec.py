@@ -17,12 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trainkit import clouds
 from trainkit.errors import SpecError
 
-CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
-CLOUD_TARGETS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
-# Remote state backend each cloud's users reach for; `local` works everywhere.
-BACKEND_FOR_CLOUD = {"alicloud": "oss", "tencentcloud": "cos", "huaweicloud": "obs", "aws": "s3"}
 RESERVED_TAG = "trainkit-cluster"
 
 
@@ -63,6 +60,8 @@ class DataDiskSpec(_Model):
     size_gb: int = Field(500, ge=20, le=65536)
     mount_point: str = "/data"
     encrypted: bool = True
+    kms_key_id: str | None = Field(None, description="KMS key to encrypt with; required where the "
+                                                      "cloud encrypts only with a key")
 
     @field_validator("mount_point")
     @classmethod
@@ -135,7 +134,8 @@ class SshSpec(_Model):
 class BackendSpec(_Model):
     """Terraform state backend. Credentials always come from the environment, never from here."""
 
-    type: Literal["local", "oss", "cos", "obs", "s3"] = "local"
+    type: str = Field("local", description="local, or the backend of the spec's cloud (its room's "
+                                            "backend_type)")
     bucket: str | None = None
     key: str = "terraform.tfstate"
     prefix: str | None = None
@@ -187,7 +187,7 @@ class BudgetSpec(_Model):
 class ClusterSpec(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,28}[a-z0-9]$",
                       description="Lowercase letters, digits and dashes, 3-30 characters")
-    cloud: Literal["alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local"]
+    cloud: str = Field(description="A target: a cloud with a room (trainkit.clouds) or hosts/local")
     region: str | None = None
     zone: str | None = None
     nodes: int = Field(1, ge=1, le=64)
@@ -200,9 +200,20 @@ class ClusterSpec(_Model):
     backend: BackendSpec = BackendSpec()
     tags: dict[str, str] = {}
     hosts: tuple[HostSpec, ...] = ()
-    endpoints: dict[str, str] = Field({}, description="aws only: custom API endpoints (emulators)")
+    endpoints: dict[str, str] = Field({}, description="Custom API endpoints (emulators), where "
+                                                      "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
+
+    @field_validator("cloud")
+    @classmethod
+    def _known_target(cls, v: str) -> str:
+        known = clouds.targets()
+        if v not in known:
+            close = difflib.get_close_matches(v, known, n=1)
+            raise ValueError(f"{v!r} is not one of {', '.join(known)}"
+                             + (f"; did you mean {close[0]!r}?" if close else ""))
+        return v
 
     @model_validator(mode="after")
     def _per_target_rules(self) -> "ClusterSpec":
@@ -215,7 +226,8 @@ class ClusterSpec(_Model):
 def _target_problems(s: ClusterSpec) -> list[str]:
     """Rules that depend on the target; each string names its field first."""
     out: list[str] = []
-    if s.cloud in CLOUD_TARGETS:
+    if clouds.is_cloud(s.cloud):
+        room = clouds.get(s.cloud)
         for field in ("region", "zone"):
             if not getattr(s, field):
                 out.append(f"{field}: required for cloud {s.cloud}")
@@ -226,11 +238,13 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append("instance: give `type` or requirements (gpu, gpus_per_node)")
         if s.hosts:
             out.append("hosts: only for cloud: hosts")
-        if s.cloud == "tencentcloud" and s.spot.enabled and s.spot.max_price is None:
-            out.append("spot.max_price: Tencent spot instances (SPOTPAID) need a max price per hour")
-        if s.backend.type != "local" and s.backend.type != BACKEND_FOR_CLOUD[s.cloud]:
+        if room.spot_needs_max_price and s.spot.enabled and s.spot.max_price is None:
+            out.append(f"spot.max_price: {room.title} spot instances need a max price per hour")
+        if s.backend.type != "local" and s.backend.type != room.backend_type:
             out.append(f"backend.type: {s.backend.type!r} does not fit cloud {s.cloud}; use "
-                       f"{BACKEND_FOR_CLOUD[s.cloud]!r} or 'local'")
+                       f"{room.backend_type!r} or 'local'")
+        if s.endpoints and not room.supports_endpoints:
+            out.append(f"endpoints: custom API endpoints are not supported for {room.title}")
     else:
         if s.spot.enabled:
             out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")
@@ -247,8 +261,8 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
     if s.cloud == "local" and s.nodes != 1:
         out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
-    if s.endpoints and s.cloud != "aws":
-        out.append("endpoints: custom API endpoints are only supported for cloud: aws")
+        if s.endpoints:
+            out.append(f"endpoints: custom API endpoints need a cloud target, not {s.cloud}")
     if RESERVED_TAG in s.tags:
         out.append(f"tags.{RESERVED_TAG}: reserved, trainkit sets it to the cluster name")
     return out

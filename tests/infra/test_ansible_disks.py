@@ -143,3 +143,19 @@ def test_disks_cleanup_unmounts_and_removes_the_fstab_entry(loopdev, tmp_path):
     assert r.rc == 0, _failure_text(r)
     assert not _mounted(mnt)
     assert str(mnt) not in fstab.read_text()
+
+
+def test_disks_role_finds_the_disk_by_its_serial_link_whatever_the_device_name(loopdev, tmp_path):
+    """The module outputs each node's disk serial; the role follows the by-id link that ends with
+    it (here a scratch by-id folder), even when the named device does not exist and no disk has
+    the expected size."""
+    dev, mnt, fstab = loopdev
+    by_id = tmp_path / "by-id"
+    by_id.mkdir()
+    (by_id / "virtio-bp1serial0001").symlink_to(dev)
+    (by_id / "virtio-bp1other0002").symlink_to("/dev/null")
+    r, _ = run_role(tmp_path, **disk_vars("/dev/trainkit-no-such-disk", mnt, fstab,
+                                          disks_serial="bp1serial0001", disks_by_id_dir=str(by_id),
+                                          disks_expected_size_gb=12345))
+    assert r.rc == 0, _failure_text(r)
+    assert _mounted(mnt) and _blkid(dev, "TYPE") == "ext4"

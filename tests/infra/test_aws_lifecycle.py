@@ -155,3 +155,13 @@ def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, mo
 
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")
+
+
+def test_a_worker_with_a_public_ip_is_found_in_a_real_aws_plan(repo, tmp_path, moto):
+    """The AWS room reads the public IP the module really emits (aws_eip.node), not the
+    launch-time flag the module never sets: with public_ip: all, the worker's EIP is a finding."""
+    spec = write_spec(repo, tmp_path, moto, network={"admin_cidrs": ["203.0.113.0/24"],
+                                                     "public_ip": "all", "placement_group": False})
+    rev = json.loads(trainkit("plan", spec, "--workdir", tmp_path / "ws", "--format", "json").stdout)
+    found = [f["message"] for f in rev["findings"] if f["code"] == "worker-public-ip"]
+    assert found == ["module.cluster.aws_eip.node[1] is a worker with a public IP"]

@@ -51,7 +51,6 @@ def test_catalog_rows_are_complete_and_unique(cloud):
         assert inst.gpu
         if inst.on_demand is not None:
             assert inst.on_demand > 0 and cat.price_source and cat.price_date
-    assert cat.defaults["nfs_mount_options"]
 
 
 def test_prices_file_overrides_and_reorders(tmp_path):

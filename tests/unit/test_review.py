@@ -11,6 +11,18 @@ from trainkit.review import review, to_markdown, to_text
 from trainkit.spec import ClusterSpec
 
 
+# A spec per cloud shape; the review reads a plan with the room of the spec's cloud.
+SPEC_OF = {
+    "tencentcloud": {"cloud": "tencentcloud", "region": "ap-guangzhou", "zone": "ap-guangzhou-4",
+                     "instance": {"type": "GN7.2XLARGE32"}},
+    "huaweicloud": {"cloud": "huaweicloud", "region": "cn-north-4", "zone": "cn-north-4a",
+                    "instance": {"type": "p2s.4xlarge.8"}, "image": "img",
+                    "storage": {"data_disk": {"kms_key_id": "k-1"}}},
+    "aws": {"cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+            "instance": {"type": "g5.xlarge"}},
+}
+
+
 def spec(**over) -> ClusterSpec:
     base = {"name": "demo", "cloud": "alicloud", "region": "cn-hangzhou", "zone": "cn-hangzhou-i",
             "nodes": 2, "instance": {"type": "ecs.gn7i-c8g1.2xlarge"},
@@ -73,25 +85,34 @@ def test_ssh_rule_outside_admin_cidrs_is_found_and_world_open_blocks():
     assert rev["blocking"]
 
 
-def test_rules_for_every_cloud_shape_are_read():
-    tencent = rc("a.tencentcloud_security_group_rule_set.this", "tencentcloud_security_group_rule_set",
-                 {"ingress": [{"cidr_block": "0.0.0.0/0", "port": "ALL", "protocol": "ALL"}]})
-    huawei = rc("a.huaweicloud_networking_secgroup_rule.ssh", "huaweicloud_networking_secgroup_rule",
-                {"direction": "ingress", "ports": "22", "remote_ip_prefix": ""})
-    aws = rc("a.aws_vpc_security_group_ingress_rule.ssh", "aws_vpc_security_group_ingress_rule",
-             {"cidr_ipv4": "0.0.0.0/0", "from_port": 22, "to_port": 22})
-    inside = rc("a.aws_security_group_rule.self", "aws_security_group_rule",
-                {"type": "ingress", "cidr_blocks": ["10.42.0.0/16"], "from_port": 0, "to_port": 65535})
-    rev = review(plan_of(tencent, huawei, aws, inside), resolve(spec()))
-    assert sorted(f["message"].split()[0] for f in rev["findings"] if f["code"] == "ssh-open") == [
-        "a.aws_vpc_security_group_ingress_rule.ssh", "a.huaweicloud_networking_secgroup_rule.ssh",
-        "a.tencentcloud_security_group_rule_set.this"]
+@pytest.mark.parametrize("cloud, resources, expected", [
+    ("tencentcloud", [rc("a.tencentcloud_security_group_rule_set.this",
+                         "tencentcloud_security_group_rule_set",
+                         {"ingress": [{"cidr_block": "0.0.0.0/0", "port": "ALL", "protocol": "ALL"}]})],
+     ["a.tencentcloud_security_group_rule_set.this"]),
+    ("huaweicloud", [rc("a.huaweicloud_networking_secgroup_rule.ssh",
+                        "huaweicloud_networking_secgroup_rule",
+                        {"direction": "ingress", "ports": "22", "remote_ip_prefix": ""})],
+     ["a.huaweicloud_networking_secgroup_rule.ssh"]),
+    ("aws", [rc("a.aws_vpc_security_group_ingress_rule.ssh", "aws_vpc_security_group_ingress_rule",
+                {"cidr_ipv4": "0.0.0.0/0", "from_port": 22, "to_port": 22}),
+             rc("a.aws_security_group_rule.v6", "aws_security_group_rule",
+                {"type": "ingress", "ipv6_cidr_blocks": ["::/0"], "from_port": 22, "to_port": 22}),
+             rc("a.aws_security_group_rule.self", "aws_security_group_rule",
+                {"type": "ingress", "cidr_blocks": ["10.42.0.0/16"], "from_port": 0,
+                 "to_port": 65535})],
+     ["a.aws_security_group_rule.v6", "a.aws_vpc_security_group_ingress_rule.ssh"]),
+])
+def test_rules_for_every_cloud_shape_are_read(cloud, resources, expected):
+    rev = review(plan_of(*resources), resolve(spec(**SPEC_OF[cloud])))
+    assert sorted(f["message"].split()[0] for f in rev["findings"] if f["code"] == "ssh-open") == expected
 
 
 def test_huawei_evs_without_a_kms_key_is_reported_unencrypted():
     plain = rc("m.huaweicloud_evs_volume.data[0]", "huaweicloud_evs_volume", {"volume_type": "GPSSD"}, index=0)
     keyed = rc("m.huaweicloud_evs_volume.data[1]", "huaweicloud_evs_volume", {"kms_id": "k-1"}, index=1)
-    found = [f["message"] for f in review(plan_of(plain, keyed), resolve(spec()))["findings"]
+    found = [f["message"] for f in review(plan_of(plain, keyed),
+                                          resolve(spec(**SPEC_OF["huaweicloud"])))["findings"]
              if f["code"] == "disk-unencrypted"]
     assert found == ["m.huaweicloud_evs_volume.data[0] is not encrypted"]
 

@@ -84,7 +84,7 @@ BAD_SPECS = [
     ("wrong disk category for the cloud", GOOD_ALICLOUD + "storage: {data_disk: {category: CLOUD_HSSD}}\n",
      "storage.data_disk.category: 'CLOUD_HSSD' is not valid for alicloud (alicloud accepts: cloud_essd"),
     ("essd level too small", GOOD_ALICLOUD + "storage: {data_disk: {performance_level: PL3, size_gb: 500}}\n",
-     "storage.data_disk.size_gb: ESSD PL3 needs at least 1261 GB"),
+     "storage.data_disk.size_gb: 500 GB; Alibaba Cloud cloud_essd PL3 disks are 1261-65536 GB"),
     ("relative mount point", GOOD_ALICLOUD + "storage: {nas: {enabled: true, mount_point: shared}}\n",
      "storage.nas.mount_point: 'shared' must be an absolute path"),
     ("backend for another cloud", GOOD_ALICLOUD + "backend: {type: cos, bucket: tf-1250000000}\n",
@@ -98,10 +98,10 @@ BAD_SPECS = [
      "hosts: duplicate host names ['a']"),
     ("host without address", "name: demo\ncloud: hosts\nhosts: [{name: a}]\n", "hosts[0].address: required field is missing"),
     ("endpoints on alicloud", GOOD_ALICLOUD + "endpoints: {ec2: 'http://127.0.0.1:1'}\n",
-     "endpoints: custom API endpoints are only supported for cloud: aws"),
+     "endpoints: custom API endpoints are not supported for Alibaba Cloud"),
     ("tencent spot without a price", GOOD_ALICLOUD.replace("alicloud", "tencentcloud").replace(
         "ecs.gn7i-c8g1.2xlarge", "GN7.2XLARGE32") + "spot: {enabled: true}\n",
-     "spot.max_price: Tencent spot instances (SPOTPAID) need a max price"),
+     "spot.max_price: Tencent Cloud spot instances need a max price per hour"),
     ("not a mapping", "- just\n- a list\n", "must be a YAML mapping"),
     ("broken yaml", "name: [demo\n", "not valid YAML"),
 ]

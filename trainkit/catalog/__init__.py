@@ -1,6 +1,7 @@
 """GPU instance catalog: one YAML file per cloud (specs, prices with source and date, defaults).
 
-Pure data in, data out. `load_catalog(cloud)` reads `<cloud>.yaml` next to this file;
+Pure data in, data out. `load_catalog(cloud)` reads the file the cloud's room names (the shipped
+clouds' `<cloud>.yaml` next to this file);
 `with_prices(catalog, path)` overlays a user's own price file; `matching()` filters and sorts
 cheapest first; `select()` picks the cheapest feasible type. Unknown prices stay `None` and
 sort after every known price; they are never estimated.
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from trainkit import clouds
 from trainkit.errors import InputError
 
 CATALOG_DIR = Path(__file__).parent
@@ -62,16 +65,26 @@ class Catalog:
 
 
 def catalog_clouds() -> list[str]:
-    return sorted(p.stem for p in CATALOG_DIR.glob("*.yaml"))
+    """Every cloud whose room has a catalog file, sorted."""
+    return sorted(c.name for c in clouds.all_clouds() if c.catalog_file and c.catalog_file.is_file())
 
 
 def load_catalog(cloud: str) -> Catalog:
-    """Read the shipped catalog of `cloud`; InputError for a cloud with no catalog."""
-    path = CATALOG_DIR / f"{cloud}.yaml"
+    """Read the catalog of `cloud` (the file its room names); InputError for a cloud with none."""
+    try:
+        path = clouds.get(cloud).catalog_file or CATALOG_DIR / f"{cloud}.yaml"
+    except KeyError:
+        path = CATALOG_DIR / f"{cloud}.yaml"
     if not path.is_file():
         raise InputError(f"no instance catalog for cloud {cloud!r}",
                          fix=f"clouds with a catalog: {', '.join(catalog_clouds())}")
-    data = yaml.safe_load(path.read_text())
+    return _read(str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=32)
+def _read(path: str, mtime_ns: int) -> Catalog:
+    """Parse a catalog file once per version of it (Catalog is immutable, so sharing is safe)."""
+    data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     instances = tuple(InstanceType(**row) for row in data["instances"])
     return Catalog(cloud=data["cloud"], currency=data["currency"], instances=instances,
                    defaults=data.get("defaults", {}), choices=data.get("choices", {}),

@@ -1,33 +1,115 @@
 """One room per cloud: `get(name)` returns the `Cloud` that knows everything about that cloud.
 
-Rooms are found by name: `trainkit/clouds/<name>.py` defining `CLOUD`. `TERRAFORM_TARGETS` lists
-the rooms shipped with trainkit; `hosts` and `local` are targets without a cloud (nothing to
-provision) and have no room.
+Shipped rooms are `trainkit/clouds/<name>.py` defining `CLOUD`, with their catalog in
+`trainkit/catalog/<name>.yaml`, provider template `templates/terraform/provider-<name>.tf.j2` and
+module `terraform/modules/<name>/`. More clouds can live outside the package: every folder listed
+in `TRAINKIT_CLOUD_PATH` (os.pathsep-separated) holds one folder per cloud,
+
+    <folder>/<name>/cloud.py        defines CLOUD (a trainkit.clouds.Cloud)
+    <folder>/<name>/catalog.yaml    instance catalog (same format as the shipped ones)
+    <folder>/<name>/provider.tf.j2  provider template
+    <folder>/<name>/module/         the Terraform module (same interface as the shipped ones)
+    <folder>/<name>/regions.yaml    regions and zones (optional)
+
+`hosts` and `local` are targets without a cloud (nothing to provision) and have no room.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
+import os
 from functools import lru_cache
+from pathlib import Path
 
-from trainkit.clouds.base import Cloud, CredentialSet
+import yaml
 
+from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
+
+PACKAGE = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE.parent.parent
 TERRAFORM_TARGETS: tuple[str, ...] = ("alicloud", "tencentcloud", "huaweicloud", "aws")
 OTHER_TARGETS: tuple[str, ...] = ("hosts", "local")
 TARGETS: tuple[str, ...] = TERRAFORM_TARGETS + OTHER_TARGETS
+PATH_VARIABLE = "TRAINKIT_CLOUD_PATH"
 
-__all__ = ["Cloud", "CredentialSet", "TARGETS", "TERRAFORM_TARGETS", "OTHER_TARGETS", "get",
-           "all_clouds"]
+__all__ = ["Cloud", "CredentialSet", "DiskRules", "NasRules", "TagRules", "TARGETS",
+           "TERRAFORM_TARGETS", "OTHER_TARGETS", "get", "all_clouds", "terraform_targets",
+           "targets", "is_cloud"]
 
 
-@lru_cache(maxsize=None)
+def _extra_rooms() -> dict[str, Path]:
+    """name -> folder of every cloud found on TRAINKIT_CLOUD_PATH (first folder wins)."""
+    found: dict[str, Path] = {}
+    for entry in filter(None, os.environ.get(PATH_VARIABLE, "").split(os.pathsep)):
+        folder = Path(entry)
+        if folder.is_dir():
+            for room in sorted(folder.iterdir()):
+                if (room / "cloud.py").is_file() and room.name not in TARGETS:
+                    found.setdefault(room.name, room)
+    return found
+
+
+def terraform_targets() -> tuple[str, ...]:
+    """Every cloud with a room: the shipped ones, then those on TRAINKIT_CLOUD_PATH."""
+    return TERRAFORM_TARGETS + tuple(_extra_rooms())
+
+
+def targets() -> tuple[str, ...]:
+    """Every value `cloud:` may take."""
+    return terraform_targets() + OTHER_TARGETS
+
+
+def is_cloud(name: str) -> bool:
+    """True when `name` is provisioned with Terraform (it has a room)."""
+    return name in terraform_targets()
+
+
 def get(name: str) -> Cloud:
     """The room of cloud `name`. KeyError when trainkit has no such cloud."""
-    if name not in TERRAFORM_TARGETS:
-        raise KeyError(name)
-    return importlib.import_module(f"trainkit.clouds.{name}").CLOUD
+    extra = _extra_rooms()
+    if name in TERRAFORM_TARGETS:
+        return _shipped(name)
+    if name in extra:
+        return _external(name, str(extra[name]))
+    raise KeyError(name)
 
 
 def all_clouds() -> list[Cloud]:
-    """Every shipped cloud room, in TERRAFORM_TARGETS order."""
-    return [get(n) for n in TERRAFORM_TARGETS]
+    """Every cloud room, in terraform_targets() order."""
+    return [get(n) for n in terraform_targets()]
+
+
+@lru_cache(maxsize=None)
+def _shipped(name: str) -> Cloud:
+    cloud = importlib.import_module(f"trainkit.clouds.{name}").CLOUD
+    return _with_files(cloud, regions=PACKAGE / "data" / f"{name}-regions.yaml",
+                       catalog=PACKAGE.parent / "catalog" / f"{name}.yaml",
+                       template=REPO_ROOT / "templates" / "terraform" / f"provider-{name}.tf.j2",
+                       module=REPO_ROOT / "terraform" / "modules" / name)
+
+
+@lru_cache(maxsize=None)
+def _external(name: str, folder: str) -> Cloud:
+    root = Path(folder)
+    spec = importlib.util.spec_from_file_location(f"trainkit_cloud_{name}", root / "cloud.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cloud = module.CLOUD
+    if cloud.name != name:
+        raise KeyError(f"{root / 'cloud.py'} defines cloud {cloud.name!r}, expected {name!r}")
+    return _with_files(cloud, regions=root / "regions.yaml", catalog=root / "catalog.yaml",
+                       template=root / "provider.tf.j2", module=root / "module")
+
+
+def _with_files(cloud: Cloud, regions: Path, catalog: Path, template: Path, module: Path) -> Cloud:
+    """The room with its file locations and its region list (from `regions` when it exists)."""
+    changes: dict = {"catalog_file": catalog, "provider_template": template, "module_dir": module}
+    if not cloud.regions and regions.is_file():
+        data = yaml.safe_load(regions.read_text())
+        changes["regions"] = {str(r): tuple(str(z) for z in (zones or ()))
+                              for r, zones in data["regions"].items()}
+        changes["regions_source"] = f"{data.get('source', '')} ({data.get('date', 'undated')})"
+    return dataclasses.replace(cloud, **changes)

@@ -3,9 +3,20 @@
 Sources: the provider's `alicloud/provider.go` (credential variables), Terraform's oss backend
 (`internal/backend/remote-state/oss`), Alibaba ECS docs "Spot instance interruption events"
 (metadata path `instance/spot/termination-time`) and the `alicloud_instance` docs (`auto_release_time`).
+Tags: Alibaba Cloud Resource Management docs "Tag limits" (20 per resource, key 1-128 characters
+not starting with `aliyun` or `acs:`, value 0-128, neither containing `http://` or `https://`).
+Disks: `alicloud_ecs_disk` docs (cloud_essd PL0 1-65536, PL1 20-65536, PL2 461-65536,
+PL3 1261-65536 GiB; cloud_auto 1-65536; cloud_essd_entry 10-32768; cloud_ssd/cloud_efficiency
+20-32768), ECS docs "Block storage overview" (system disk 20-2048 GiB) and "GPU-accelerated
+compute-optimized instance families" (gn7, gn7e, gn7i: ESSD family disks only).
 """
 
-from trainkit.clouds.base import Cloud, CredentialSet
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of,
+                                  port_range)
 
 _KEYS = CredentialSet(
     label="access key",
@@ -14,6 +25,38 @@ _KEYS = CredentialSet(
                 "ALIBABACLOUD_ACCESS_KEY_SECRET")),
     files=("~/.aliyun/config.json",),
 )
+_ESSD_FAMILY = ("cloud_essd", "cloud_auto")
+
+
+def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+    args = {"bucket": b.bucket, "prefix": prefix, "key": b.key, "region": region, "encrypt": b.encrypt}
+    args.update({k: v for k, v in (("endpoint", b.endpoint),
+                                   ("tablestore_endpoint", b.tablestore_endpoint),
+                                   ("tablestore_table", b.tablestore_table)) if v is not None})
+    notes = ["Alibaba OSS; credentials from ALICLOUD_ACCESS_KEY / ALICLOUD_SECRET_KEY."]
+    if not b.tablestore_table:
+        notes.append("No Tablestore table: this state is NOT locked (set backend.tablestore_table).")
+    return "oss", args, notes
+
+
+def _public_ip_node(r: dict) -> int | None:
+    if r["type"] == "alicloud_instance" and r["values"].get("internet_max_bandwidth_out"):
+        return index_of(r)
+    return None
+
+
+def _unencrypted(r: dict) -> Iterator[str]:
+    if r["type"] == "alicloud_ecs_disk" and r["values"].get("encrypted") is False:
+        yield r["address"]
+
+
+def _ingress(r: dict) -> Iterator[Ingress]:
+    v = r["values"]
+    if r["type"] == "alicloud_security_group_rule" and v.get("type") == "ingress":
+        for cidr in (v.get("cidr_ip"), v.get("ipv6_cidr_ip")):
+            if cidr:
+                yield (cidr, *port_range(v.get("port_range")))
+
 
 CLOUD = Cloud(
     name="alicloud",
@@ -24,8 +67,27 @@ CLOUD = Cloud(
     region_variables=("ALICLOUD_REGION", "ALIBABA_CLOUD_REGION"),
     backend_type="oss",
     backend_credentials=(_KEYS,),
+    backend=_backend,
     spot_notice_url="http://100.100.100.200/latest/meta-data/instance/spot/termination-time",
     ttl_argument="auto_release_time",
-    public_ip_attrs={"alicloud_instance": ("internet_max_bandwidth_out", lambda v: bool(v))},
-    unencrypted={"alicloud_ecs_disk": lambda v: v.get("encrypted") is False},
+    zone_pattern="{region}-[a-z]",
+    tags=TagRules(max_count=20, key_max=128, value_max=128, reserved_prefixes=("aliyun", "acs:"),
+                  forbidden=("http://", "https://"),
+                  allowed_text="any characters but http:// and https://, keys not starting "
+                               "with aliyun or acs:"),
+    disks=DiskRules(system_size=(20, 2048),
+                    data_size={"cloud_essd": (1, 65536), "cloud_auto": (1, 65536),
+                               "cloud_essd_entry": (10, 32768), "cloud_ssd": (20, 32768),
+                               "cloud_efficiency": (20, 32768)},
+                    level_min_size={"PL0": 1, "PL1": 20, "PL2": 461, "PL3": 1261},
+                    leveled_categories=("cloud_essd",),
+                    family_categories={"gn7": _ESSD_FAMILY, "gn7e": _ESSD_FAMILY,
+                                       "gn7i": _ESSD_FAMILY},
+                    kms_key_argument="kms_key_id"),
+    # Alibaba NAS docs "Mount an NFS file system": NFSv3 with the recommended options.
+    nfs_mount_options="vers=3,nolock,proto=tcp,rsize=1048576,wsize=1048576,hard,timeo=600,"
+                      "retrans=2,_netdev,noresvport",
+    public_ip_node=_public_ip_node,
+    unencrypted=_unencrypted,
+    ingress_rules=_ingress,
 )

@@ -3,16 +3,73 @@
 Sources: the AWS provider and SDK credential chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or
 AWS_PROFILE with ~/.aws/credentials), Terraform's s3 backend, EC2 docs "Spot Instance interruption
 notices" (`spot/instance-action`, IMDSv2). EC2 has no release-at argument: TTL uses the node-side
-timer with `instance_initiated_shutdown_behavior = "terminate"`.
+timer with `instance_initiated_shutdown_behavior = "terminate"`. Tags: AWS General Reference,
+"Tagging your AWS resources" (50 per resource, key 1-128, value 0-256, `aws:` reserved; characters
+common to all services, which EFS enforces). EBS sizes: EC2 user guide "Amazon EBS volume types"
+(gp2/gp3 1-16384 GiB, io2 4-65536 GiB, st1 125-16384 GiB).
 """
 
-from trainkit.clouds.base import Cloud, CredentialSet
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of)
 
 _KEYS = (
     CredentialSet(label="access key", variables=(("AWS_ACCESS_KEY_ID",), ("AWS_SECRET_ACCESS_KEY",))),
     CredentialSet(label="profile", variables=(("AWS_PROFILE",),),
                   files=("~/.aws/credentials", "~/.aws/config")),
 )
+
+
+def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+    args: dict[str, Any] = {"bucket": b.bucket, "key": f"{prefix}/{b.key}", "region": region,
+                            "encrypt": b.encrypt}
+    if b.dynamodb_table:
+        args["dynamodb_table"] = b.dynamodb_table
+    else:
+        args["use_lockfile"] = True  # S3-native lock object (Terraform >= 1.10)
+    if b.endpoint:
+        args["endpoints"] = {"s3": b.endpoint}
+    return "s3", args, ["AWS S3; credentials from the usual AWS_* variables or profile."]
+
+
+def _public_ip_node(r: dict) -> int | None:
+    """The module gives a node its public IP through `aws_eip.node` (Name tag `<name>-node-<i>`);
+    `associate_public_ip_address` would do it at launch."""
+    v = r["values"]
+    if r["type"] == "aws_eip":
+        match = re.search(r"-node-(\d+)$", str((v.get("tags") or {}).get("Name", "")))
+        return int(match.group(1)) if match else None
+    if r["type"] == "aws_instance" and v.get("associate_public_ip_address") is True:
+        return index_of(r)
+    return None
+
+
+def _unencrypted(r: dict) -> Iterator[str]:
+    v = r["values"]
+    if r["type"] == "aws_ebs_volume" and v.get("encrypted") is False:
+        yield r["address"]
+    if r["type"] == "aws_instance":
+        if any(d.get("encrypted") is False for d in v.get("root_block_device") or []):
+            yield r["address"] + " (root volume)"
+
+
+def _ingress(r: dict) -> Iterator[Ingress]:
+    t, v = r["type"], r["values"]
+    if t == "aws_security_group":
+        for rule in v.get("ingress") or []:
+            for cidr in [*(rule.get("cidr_blocks") or []), *(rule.get("ipv6_cidr_blocks") or [])]:
+                yield cidr, rule.get("from_port"), rule.get("to_port")
+    elif t == "aws_security_group_rule" and v.get("type") == "ingress":
+        for cidr in [*(v.get("cidr_blocks") or []), *(v.get("ipv6_cidr_blocks") or [])]:
+            yield cidr, v.get("from_port"), v.get("to_port")
+    elif t == "aws_vpc_security_group_ingress_rule":
+        for cidr in (v.get("cidr_ipv4"), v.get("cidr_ipv6")):
+            if cidr:
+                yield cidr, v.get("from_port"), v.get("to_port")
+
 
 CLOUD = Cloud(
     name="aws",
@@ -23,10 +80,22 @@ CLOUD = Cloud(
     region_variables=("AWS_REGION", "AWS_DEFAULT_REGION"),
     backend_type="s3",
     backend_credentials=_KEYS,
+    backend=_backend,
     spot_notice_url="http://169.254.169.254/latest/meta-data/spot/instance-action",
     ttl_argument=None,
-    # The module gives a node its public IP through aws_eip.node (an EIP per public node).
-    public_ip_attrs={"aws_instance": ("associate_public_ip_address", lambda v: v is True)},
-    unencrypted={"aws_ebs_volume": lambda v: v.get("encrypted") is False},
+    zone_pattern="{region}[a-z]",
+    tags=TagRules(max_count=50, key_max=128, value_max=256, reserved_prefixes=("aws:",),
+                  key_pattern=r"[\w\s.:/=+\-@]+", value_pattern=r"[\w\s.:/=+\-@]*",
+                  allowed_text="letters, digits, spaces and _ . : / = + - @"),
+    # Key pair, security group and placement group names take 255 characters: no limit bites.
+    disks=DiskRules(system_size=(8, 16384),
+                    data_size={"gp3": (1, 16384), "gp2": (1, 16384), "io2": (4, 65536),
+                               "st1": (125, 16384)},
+                    kms_key_argument="kms_key_id"),
+    # EFS recommended NFS options (AWS EFS user guide, "Mounting with NFS").
+    nfs_mount_options="nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev",
+    public_ip_node=_public_ip_node,
+    unencrypted=_unencrypted,
+    ingress_rules=_ingress,
     supports_endpoints=True,
 )

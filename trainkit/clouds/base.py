@@ -1,19 +1,22 @@
 """The interface every cloud room implements: what Python must know about one cloud.
 
 A cloud room (`trainkit/clouds/<cloud>.py`) is one `Cloud` instance named `CLOUD`, plus data files
-beside it. spec, resolve, render, plan_rules, review, check, cost and the node-side helpers ask the
-room; no other module branches on a cloud's name. Adding a cloud = a Terraform module, a cloud room,
-a catalog file and a provider template (see docs/design.md).
+beside it (`data/<cloud>-regions.yaml`). spec, resolve, render, plan_rules, review and the commands
+ask the room; no other module branches on a cloud's name. Adding a cloud = a Terraform module, a
+cloud room, a catalog file and a provider template (see `trainkit.clouds` for the search path).
 
-Contract: every field is plain data or a small pure function; nothing here does I/O except the
-optional adapters (`price_adapter`, `tag_sweeper`), which are imported lazily by the commands that
-need them.
+Contract: every field is plain data or a small pure function; nothing here does I/O except reading
+the room's own data files once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+# (cidr, first port, last port) of one ingress rule; None ports = all ports.
+Ingress = tuple[str, "int | None", "int | None"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,43 @@ class CredentialSet:
     label: str                                  # e.g. "access key"
     variables: tuple[tuple[str, ...], ...]      # each inner tuple: alternatives for one value
     files: tuple[str, ...] = ()                 # profile files that also satisfy it, ~-relative
+
+
+@dataclass(frozen=True)
+class TagRules:
+    """What the cloud accepts as resource tags (each room cites its docs)."""
+
+    max_count: int                              # tags per resource, trainkit's own tag included
+    key_max: int                                # characters
+    value_max: int
+    reserved_prefixes: tuple[str, ...] = ()     # case-insensitive key prefixes the cloud keeps
+    key_pattern: str | None = None              # full-match regex a key must satisfy, or None
+    value_pattern: str | None = None
+    forbidden: tuple[str, ...] = ()             # substrings neither keys nor values may contain
+    allowed_text: str = "any characters"        # the rule in words, for the fix hint
+
+
+@dataclass(frozen=True)
+class DiskRules:
+    """Disk categories and sizes (GiB) the cloud accepts."""
+
+    system_size: tuple[int, int]                # (min, max) for every system disk category
+    data_size: dict[str, tuple[int, int]]       # category -> (min, max); "*" = any other category
+    level_min_size: dict[str, int] = field(default_factory=dict)   # performance level -> min size
+    leveled_categories: tuple[str, ...] = ()    # categories that take a performance level
+    # instance family prefix -> the only categories it accepts (system and data disk)
+    family_categories: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    kms_key_argument: str | None = None         # provider argument the module maps kms_key_id to
+    encryption_needs_key: bool = False          # True: encrypted without a key is impossible
+
+
+@dataclass(frozen=True)
+class NasRules:
+    """Shared file system limits: name length and size range per type (GiB)."""
+
+    name_length: tuple[int, int] | None = None  # (min, max) of the name the module derives
+    name_suffix: str = ""                       # what the module appends to the cluster name
+    size: dict[str, tuple[int, int]] = field(default_factory=dict)  # type -> (min, max)
 
 
 @dataclass(frozen=True)
@@ -36,24 +76,41 @@ class Cloud:
     # Credentials the provider reads from the environment (provider.go); never from files we write.
     credentials: tuple[CredentialSet, ...] = ()
     region_variables: tuple[str, ...] = ()
-    # State backend: the Terraform backend type users of this cloud reach for, and the variables it
-    # reads credentials from (Huawei OBS goes through the s3 backend with AWS_* variables).
+    # State backend: the `backend.type` users of this cloud write, and the variables it reads
+    # credentials from (Huawei OBS goes through the s3 backend with AWS_* variables).
     backend_type: str = "local"
     backend_credentials: tuple[CredentialSet, ...] = ()
+    # (BackendSpec, region, prefix) -> (Terraform backend type, arguments in order, comment lines)
+    backend: Callable[[Any, str, str], tuple[str, dict[str, Any], list[str]]] | None = None
     # Spot termination notice on the instance metadata service (None: not documented).
     spot_notice_url: str | None = None
     # Terraform argument that releases an instance at a time (TTL), or None: use the node timer.
     ttl_argument: str | None = None
-    # Limits the cloud enforces (provider validation or API docs); see each room for the source.
-    limits: dict[str, Any] = field(default_factory=dict)
-    # Review facts: instance resource type -> (attribute, predicate) meaning "has a public IP";
-    # disk resource type -> predicate meaning "not encrypted".
-    public_ip_attrs: dict[str, tuple[str, Callable[[Any], bool]]] = field(default_factory=dict)
-    unencrypted: dict[str, Callable[[dict], bool]] = field(default_factory=dict)
+    # Regions: region -> known zones ([] = not listed); filled from data/<name>-regions.yaml.
+    regions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    regions_source: str = ""
+    # How a zone name is built from its region: a regex with `{region}` (escaped before use).
+    zone_pattern: str = "{region}.+"
+    tags: TagRules = TagRules(max_count=50, key_max=128, value_max=256)
+    # Resource names trainkit derives from the cluster name: label -> (suffix, max length).
+    derived_names: dict[str, tuple[str, int]] = field(default_factory=dict)
+    disks: DiskRules = DiskRules(system_size=(20, 2048), data_size={"*": (20, 65536)})
+    nas: NasRules = NasRules()
+    nfs_mount_options: str = "vers=3,nolock,proto=tcp,hard,timeo=600,retrans=2,noresvport"
+    # Review facts, each a reader of one planned resource `{type, index, address, values}`:
+    # the node index it gives a public IP to (None: none), the labels of its unencrypted disks,
+    # and its ingress rules from CIDRs.
+    public_ip_node: Callable[[dict], "int | None"] = lambda r: None
+    unencrypted: Callable[[dict], Iterator[str]] = lambda r: iter(())
+    ingress_rules: Callable[[dict], Iterator[Ingress]] = lambda r: iter(())
     # Whether spot needs an explicit max price (Tencent SPOTPAID does).
     spot_needs_max_price: bool = False
-    # Whether the spec may set custom API `endpoints:` (emulators); only AWS today.
+    # Whether the spec may set custom API `endpoints:` (emulators).
     supports_endpoints: bool = False
+    # Where this room's files live; set by `trainkit.clouds` when it loads the room.
+    catalog_file: Path | None = None
+    provider_template: Path | None = None
+    module_dir: Path | None = None
 
     def credential_variables(self) -> list[str]:
         """Every environment variable name this cloud's provider and backend may read."""
@@ -62,3 +119,23 @@ class Cloud:
             for alternatives in cs.variables:
                 names.extend(n for n in alternatives if n not in names)
         return names
+
+
+def index_of(resource: dict) -> int:
+    """The count index of a planned resource (0 when it has none)."""
+    index = resource.get("index")
+    return index if isinstance(index, int) else 0
+
+
+def port_range(text: str | None) -> tuple[int | None, int | None]:
+    """'22', '22/22', '20-30', 'ALL', '-1/-1' -> (lo, hi); (None, None) = all ports.
+
+    A list like '22,80' yields the first range that covers port 22, else (0, 0).
+    """
+    if not text or str(text).upper() == "ALL" or str(text).startswith("-1"):
+        return None, None
+    ranges = []
+    for part in str(text).split(","):
+        lo, _, hi = part.strip().replace("/", "-").partition("-")
+        ranges.append((int(lo), int(hi or lo)))
+    return next((r for r in ranges if r[0] <= 22 <= r[1]), (0, 0))

@@ -2,10 +2,53 @@
 
 Sources: the provider's `huaweicloud/provider.go` (credential variables), its guide
 `docs/guides/remote_state_backend.md` (OBS through Terraform's s3 backend, with AWS_* variables
-holding the Huawei keys), and the `huaweicloud_compute_instance` docs (`auto_terminate_time`).
+holding the Huawei keys), and the `huaweicloud_compute_instance` docs (`auto_terminate_time`,
+`system_disk_size` 1-1024 GB). EVS: `huaweicloud_evs_volume` docs (data disk 10-32768 GB;
+encryption only with a KMS key, `kms_id`). SFS Turbo: `huaweicloud_sfs_turbo` docs (name 4-64
+characters; STANDARD/PERFORMANCE 500-32768 GB). Tags: Huawei Cloud docs "Tag Character Set
+Specifications" (key 1-128 not starting with `_sys_`, value 0-255; letters, digits, spaces and
+_ . : = + - @, `/` in values too) and TMS "Tag limits" (20 tags per resource).
 """
 
-from trainkit.clouds.base import Cloud, CredentialSet
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, NasRules, TagRules,
+                                  index_of, port_range)
+
+
+def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+    endpoint = b.endpoint or f"https://obs.{region}.myhuaweicloud.com"
+    args = {"bucket": b.bucket, "key": f"{prefix}/{b.key}", "region": region,
+            "endpoints": {"s3": endpoint}, "skip_region_validation": True,
+            "skip_credentials_validation": True, "skip_metadata_api_check": True,
+            "skip_requesting_account_id": True, "skip_s3_checksum": True}
+    return "s3", args, [
+        "Huawei OBS through the s3 backend (huaweicloud provider guide remote_state_backend).",
+        "Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; OBS offers no state lock."]
+
+
+def _public_ip_node(r: dict) -> int | None:
+    if r["type"] == "huaweicloud_compute_instance" and r["values"].get("eip_type"):
+        return index_of(r)
+    return None
+
+
+def _unencrypted(r: dict) -> Iterator[str]:
+    if r["type"] == "huaweicloud_evs_volume" and not r["values"].get("kms_id"):
+        yield r["address"]
+
+
+def _ingress(r: dict) -> Iterator[Ingress]:
+    v = r["values"]
+    if (r["type"] == "huaweicloud_networking_secgroup_rule" and v.get("direction") == "ingress"
+            and not v.get("remote_group_id")):
+        ports = v.get("ports") or (f"{v['port_range_min']}-{v['port_range_max']}"
+                                   if v.get("port_range_min") else None)
+        world = "::/0" if v.get("ethertype") == "IPv6" else "0.0.0.0/0"
+        yield (v.get("remote_ip_prefix") or world, *port_range(ports))
+
 
 CLOUD = Cloud(
     name="huaweicloud",
@@ -21,9 +64,19 @@ CLOUD = Cloud(
     backend_credentials=(CredentialSet(label="OBS keys (Huawei keys in AWS_* variables)",
                                        variables=(("AWS_ACCESS_KEY_ID",),
                                                   ("AWS_SECRET_ACCESS_KEY",))),),
+    backend=_backend,
     spot_notice_url=None,
     ttl_argument="auto_terminate_time",
-    public_ip_attrs={"huaweicloud_compute_instance": ("eip_type", lambda v: bool(v))},
-    # EVS encrypts only with a KMS key (`kms_id`).
-    unencrypted={"huaweicloud_evs_volume": lambda v: not v.get("kms_id")},
+    zone_pattern="{region}[a-z]",
+    tags=TagRules(max_count=20, key_max=128, value_max=255, reserved_prefixes=("_sys_",),
+                  key_pattern=r"[\w\s.:=+\-@]+", value_pattern=r"[\w\s.:/=+\-@]*",
+                  allowed_text="letters, digits, spaces and _ . : = + - @ (and / in values)"),
+    disks=DiskRules(system_size=(1, 1024), data_size={"*": (10, 32768)},
+                    kms_key_argument="kms_id", encryption_needs_key=True),
+    nas=NasRules(name_length=(4, 64), size={"STANDARD": (500, 32768), "PERFORMANCE": (500, 32768)}),
+    # Huawei SFS Turbo docs "Mounting a file system": NFSv3 only.
+    nfs_mount_options="vers=3,timeo=600,noresvport,nolock,tcp",
+    public_ip_node=_public_ip_node,
+    unencrypted=_unencrypted,
+    ingress_rules=_ingress,
 )

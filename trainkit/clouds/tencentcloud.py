@@ -3,15 +3,55 @@
 Sources: the provider's `tencentcloud/provider.go` (credential variables), Terraform's cos backend
 (`internal/backend/remote-state/cos`), Tencent CVM docs "Spot instance reclamation" (metadata path
 `spot/termination-time`). CVM has no release-at argument: TTL uses the node-side timer.
+Key pair names: the provider's `ValidateKeyPairName` (at most 25 characters; letters, digits and
+underscores). Tags: Tencent Tag API CreateTag error codes (keys starting with `qcloud`,
+`tencent` or `project` are reserved) and Tencent COS docs "Bucket Tag Overview" (updated
+2025-09-24: 50 tags per resource, key 1-127 characters, value up to 255, `qcs:` reserved; UTF-8
+letters, digits, spaces and + - = . _ : / @). CBS sizes: Tencent CBS docs "Cloud disk types" (data disks 20-32000 GB,
+CLOUD_PREMIUM from 10 GB) and CVM "system disk" (20-1024 GB).
 """
 
-from trainkit.clouds.base import Cloud, CredentialSet
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of,
+                                  port_range)
 
 _KEYS = CredentialSet(
     label="secret id and key",
     variables=(("TENCENTCLOUD_SECRET_ID",), ("TENCENTCLOUD_SECRET_KEY",)),
     files=("~/.tccli/default.credential",),
 )
+_TAG_TEXT = r"[\w\s+\-=.:/@]"
+
+
+def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+    args = {"bucket": b.bucket, "prefix": prefix, "key": b.key, "region": region, "encrypt": b.encrypt}
+    if b.endpoint is not None:
+        args["endpoint"] = b.endpoint
+    return "cos", args, ["Tencent COS, locked by the backend itself; credentials from "
+                         "TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY."]
+
+
+def _public_ip_node(r: dict) -> int | None:
+    if r["type"] == "tencentcloud_instance" and r["values"].get("allocate_public_ip") is True:
+        return index_of(r)
+    return None
+
+
+def _unencrypted(r: dict) -> Iterator[str]:
+    if r["type"] == "tencentcloud_cbs_storage" and r["values"].get("encrypt") is False:
+        yield r["address"]
+
+
+def _ingress(r: dict) -> Iterator[Ingress]:
+    if r["type"] == "tencentcloud_security_group_rule_set":
+        for rule in r["values"].get("ingress") or []:
+            for cidr in (rule.get("cidr_block"), rule.get("ipv6_cidr_block")):
+                if cidr:
+                    yield (cidr, *port_range(rule.get("port")))
+
 
 CLOUD = Cloud(
     name="tencentcloud",
@@ -22,9 +62,23 @@ CLOUD = Cloud(
     region_variables=("TENCENTCLOUD_REGION",),
     backend_type="cos",
     backend_credentials=(_KEYS,),
+    backend=_backend,
     spot_notice_url="http://metadata.tencentyun.com/latest/meta-data/spot/termination-time",
     ttl_argument=None,
-    public_ip_attrs={"tencentcloud_instance": ("allocate_public_ip", lambda v: v is True)},
-    unencrypted={"tencentcloud_cbs_storage": lambda v: v.get("encrypt") is False},
+    zone_pattern=r"{region}-\d+",
+    tags=TagRules(max_count=50, key_max=127, value_max=255,
+                  reserved_prefixes=("qcloud", "tencent", "project", "qcs:"),
+                  key_pattern=_TAG_TEXT + "+", value_pattern=_TAG_TEXT + "*",
+                  allowed_text="letters, digits, spaces and + - = . _ : / @"),
+    # The module names the key pair after the cluster (dashes -> underscores).
+    derived_names={"key pair": ("", 25)},
+    disks=DiskRules(system_size=(20, 1024),
+                    data_size={"CLOUD_PREMIUM": (10, 32000), "*": (20, 32000)},
+                    kms_key_argument="kms_key_id"),
+    # Tencent CFS docs "Mounting on Linux": NFSv3 defaults of the Tencent SDK.
+    nfs_mount_options="vers=3,nolock,proto=tcp,noresvport",
+    public_ip_node=_public_ip_node,
+    unencrypted=_unencrypted,
+    ingress_rules=_ingress,
     spot_needs_max_price=True,
 )

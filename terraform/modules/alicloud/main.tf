@@ -3,6 +3,10 @@
 # LowLatency deployment set, one encrypted ESSD data disk per node, and optionally NAS (nas.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). Virtio serial = the disk id without "d-" (/dev/disk/by-id/virtio-<serial>, NVMe links end with it too).
+  data_disk_serials = [for d in alicloud_ecs_disk.data : trimprefix(d.id, "d-")]
+
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
 
@@ -110,6 +114,7 @@ resource "alicloud_ecs_disk" "data" {
   performance_level = local.data_disk_performance_level
   size              = var.data_disk.size_gb
   encrypted         = var.data_disk.encrypted
+  kms_key_id        = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = var.tags
 }

@@ -11,6 +11,8 @@ resource "alicloud_nas_file_system" "this" {
   storage_type     = var.nas.type
   file_system_type = "standard"
   encrypt_type     = 1 # NAS-managed key
+  # The cluster's zone (unset, Alibaba picks a random zone of the region).
+  zone_id = var.zone
 
   tags = var.tags
 }

@@ -4,6 +4,10 @@
 # gateway for the nodes without a public IP (nat.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). NVMe serial = the volume id without its dash (/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol...).
+  data_disk_serials = [for d in aws_ebs_volume.data : replace(d.id, "-", "")]
+
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
   # Public IPs are Elastic IPs attached after launch (aws_eip.node), not associate_public_ip_address:
@@ -189,13 +193,14 @@ resource "aws_eip" "node" {
 }
 
 resource "aws_ebs_volume" "data" {
-  #checkov:skip=CKV_AWS_189:encrypted with the AWS-managed EBS key; a customer key would outlive the cluster
+  #checkov:skip=CKV_AWS_189:AWS-managed EBS key by default (a customer key would outlive the cluster); data_disk.kms_key_id names one
   count = var.data_disk.enabled ? var.node_count : 0
 
   availability_zone = var.zone
   type              = var.data_disk.category
   size              = var.data_disk.size_gb
   encrypted         = var.data_disk.encrypted
+  kms_key_id        = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = merge(var.tags, { Name = "${var.name}-data-${count.index}" })
 }

@@ -1,11 +1,12 @@
 output "nodes" {
-  description = "Nodes in order (node 0 is the head): name, id, private_ip, public_ip (null when none)"
+  description = "Nodes in order (node 0 is the head): name, id, private_ip, public_ip (null when none), data_disk_serial (the end of the data disk's /dev/disk/by-id link, or null)"
   value = [
     for i, node in aws_instance.node : {
-      name       = node.tags["Name"]
-      id         = node.id
-      private_ip = node.private_ip
-      public_ip  = contains(local.public_indices, i) ? aws_eip.node[index(local.public_indices, i)].public_ip : null
+      name             = node.tags["Name"]
+      id               = node.id
+      private_ip       = node.private_ip
+      public_ip        = contains(local.public_indices, i) ? aws_eip.node[index(local.public_indices, i)].public_ip : null
+      data_disk_serial = try(local.data_disk_serials[i], null)
     }
   ]
 }

@@ -3,6 +3,10 @@
 # in a server group, one EVS data disk per node, and optionally SFS Turbo (nas.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). Virtio serial = the first 20 characters of the EVS volume id (/dev/disk/by-id/virtio-<serial>).
+  data_disk_serials = [for d in huaweicloud_evs_volume.data : substr(d.id, 0, 20)]
+
   # Node 0 is the head node; it alone gets a public IP (an EIP created with it) unless
   # public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
@@ -87,7 +91,6 @@ resource "huaweicloud_compute_instance" "node" {
   count = var.node_count
 
   name               = "${var.name}-node-${count.index}"
-  hostname           = "${var.name}-node-${count.index}"
   flavor_id          = var.instance_type
   image_id           = var.image_id
   availability_zone  = var.zone
@@ -134,6 +137,8 @@ resource "huaweicloud_evs_volume" "data" {
   availability_zone = var.zone
   volume_type       = var.data_disk.category
   size              = var.data_disk.size_gb
+  # EVS encrypts only with a KMS key; trainkit validate refuses encrypted without one.
+  kms_id = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = var.tags
 }

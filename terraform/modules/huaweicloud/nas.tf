@@ -1,6 +1,6 @@
 # Shared file system: SFS Turbo (NFSv3) in the cluster subnet and security group. The group's
-# intra-cluster rule lets the nodes reach it; auto_create_security_group_rules adds its own
-# NFS ports (111, 2049, 2051, 2052, 20048) as the service expects.
+# intra-cluster rule already lets the nodes reach it, so the service adds no rules of its own
+# (auto_create_security_group_rules = false; its default opens the NFS ports to the subnet).
 
 resource "huaweicloud_sfs_turbo" "this" {
   count = var.nas.enabled ? 1 : 0
@@ -13,6 +13,8 @@ resource "huaweicloud_sfs_turbo" "this" {
   vpc_id            = huaweicloud_vpc.this.id
   subnet_id         = huaweicloud_vpc_subnet.this.id
   security_group_id = huaweicloud_networking_secgroup.this.id
+
+  auto_create_security_group_rules = false
 
   tags = var.tags
 }

@@ -162,6 +162,7 @@ variable "data_disk" {
     performance_level = optional(string)
     size_gb           = number
     encrypted         = optional(bool, true)
+    kms_key_id        = optional(string)
   })
 
   validation {

@@ -3,11 +3,16 @@
 # a placement group, one encrypted CBS data disk per node, and optionally CFS (nas.tf).
 
 locals {
+  # Each node's data disk is found by its serial, not a device name (NVMe types such as
+  # gn8v or Nitro name disks differently). Virtio serial = the CBS disk id (/dev/disk/by-id/virtio-disk-...).
+  data_disk_serials = [for d in tencentcloud_cbs_storage.data : d.id]
+
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
 
-  # Key pair names allow letters, digits and underscores only.
-  key_name = replace(var.name, "-", "_")
+  # Key pair names allow letters, digits and underscores only, at most 25 characters
+  # (provider ValidateKeyPairName); trainkit validate refuses longer cluster names for Tencent.
+  key_name = substr(replace(var.name, "-", "_"), 0, 25)
 
   # Virtio block devices: the first data disk is vdb on current CVM images.
   data_disk_device = "/dev/vdb"
@@ -28,8 +33,10 @@ resource "tencentcloud_subnet" "this" {
   vpc_id            = tencentcloud_vpc.this.id
   availability_zone = var.zone
   cidr_block        = var.subnet_cidr
-  # With nat_gateway: the route table whose default route goes to the NAT gateway (nat.tf).
-  route_table_id = try(tencentcloud_route_table.this[0].id, null)
+  # With nat_gateway: the route table whose default route goes to the NAT gateway (nat.tf);
+  # without: the VPC's default table, set explicitly (route_table_id is Optional+Computed, so
+  # null would keep the custom table and turning the NAT gateway off could not delete it).
+  route_table_id = try(tencentcloud_route_table.this[0].id, tencentcloud_vpc.this.default_route_table_id)
 
   tags = var.tags
 }
@@ -133,6 +140,7 @@ resource "tencentcloud_cbs_storage" "data" {
   availability_zone = var.zone
   charge_type       = "POSTPAID_BY_HOUR"
   encrypt           = var.data_disk.encrypted
+  kms_key_id        = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
 
   tags = var.tags
 }

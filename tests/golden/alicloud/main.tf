@@ -19,7 +19,7 @@ module "cluster" {
   placement_group   = true
   spot              = { "enabled" : true, "max_price" : 8.0 }
   system_disk       = { "category" : "cloud_essd", "size_gb" : 200 }
-  data_disk         = { "enabled" : true, "category" : "cloud_essd", "performance_level" : "PL1", "size_gb" : 500, "encrypted" : true }
+  data_disk         = { "enabled" : true, "category" : "cloud_essd", "performance_level" : "PL1", "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }
   nas               = { "enabled" : true, "type" : "Performance", "size_gb" : null }
   nfs_mount_options = "vers=3,nolock,proto=tcp,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,_netdev,noresvport"
   tags              = { "team" : "ml-platform", "trainkit-cluster" : "ali-demo" }

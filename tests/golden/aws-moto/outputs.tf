@@ -1,5 +1,5 @@
 output "nodes" {
-  description = "Nodes in order (node 0 is the head): name, id, private_ip, public_ip (null when none)"
+  description = "Nodes in order (node 0 is the head): name, id, private_ip, public_ip (null when none), data_disk_serial"
   value       = module.cluster.nodes
 }
 

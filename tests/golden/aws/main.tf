@@ -19,7 +19,7 @@ module "cluster" {
   placement_group   = true
   spot              = { "enabled" : true, "max_price" : 3.5 }
   system_disk       = { "category" : "gp3", "size_gb" : 200 }
-  data_disk         = { "enabled" : true, "category" : "gp3", "performance_level" : null, "size_gb" : 500, "encrypted" : true }
+  data_disk         = { "enabled" : true, "category" : "gp3", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }
   nas               = { "enabled" : true, "type" : "generalPurpose", "size_gb" : null }
   nfs_mount_options = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev"
   tags              = { "cost-center" : "research", "team" : "ml-platform", "trainkit-cluster" : "aws-demo" }

@@ -19,7 +19,7 @@ module "cluster" {
   placement_group   = true
   spot              = { "enabled" : false, "max_price" : null }
   system_disk       = { "category" : "CLOUD_HSSD", "size_gb" : 200 }
-  data_disk         = { "enabled" : true, "category" : "CLOUD_HSSD", "performance_level" : null, "size_gb" : 500, "encrypted" : true }
+  data_disk         = { "enabled" : true, "category" : "CLOUD_HSSD", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }
   nas               = { "enabled" : true, "type" : "SD", "size_gb" : null }
   nfs_mount_options = "vers=3,nolock,proto=tcp,noresvport"
   tags              = { "team" : "ml-platform", "trainkit-cluster" : "tencent-demo" }
