@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trainkit import grammar
 from trainkit.errors import SpecError
 
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
@@ -66,8 +67,8 @@ class DataDiskSpec(_Model):
 
     @field_validator("mount_point")
     @classmethod
-    def _absolute(cls, v: str) -> str:
-        return _absolute_path(v)
+    def _mount_point(cls, v: str) -> str:
+        return grammar.check_mount_point(v)
 
 
 class NasSpec(_Model):
@@ -78,14 +79,42 @@ class NasSpec(_Model):
 
     @field_validator("mount_point")
     @classmethod
-    def _absolute(cls, v: str) -> str:
-        return _absolute_path(v)
+    def _mount_point(cls, v: str) -> str:
+        return grammar.check_mount_point(v)
 
 
 class StorageSpec(_Model):
     system_disk: SystemDiskSpec = SystemDiskSpec()
     data_disk: DataDiskSpec = DataDiskSpec()
     nas: NasSpec = NasSpec()
+
+
+def _network_problems(net: "NetworkSpec") -> list[str]:
+    """IPv4 VPC, not the whole internet, subnet of the same family inside it."""
+    vpc, sub = ipaddress.ip_network(net.vpc_cidr), ipaddress.ip_network(net.subnet_cidr)
+    if vpc.version != 4:
+        return [f"vpc_cidr: {vpc} is IPv6; the cluster network is an IPv4 VPC on every target "
+                "(e.g. 10.42.0.0/16)"]
+    if vpc.prefixlen == 0:
+        return [f"vpc_cidr: {vpc} is the whole internet; use a private range such as 10.42.0.0/16 "
+                "(RFC 1918)"]
+    if sub.version != vpc.version:
+        return [f"subnet_cidr: {sub} is IPv{sub.version} but vpc_cidr {vpc} is IPv{vpc.version}; use a "
+                f"range inside the VPC, e.g. {next(vpc.subnets(new_prefix=max(vpc.prefixlen, 24)))}"]
+    if not sub.subnet_of(vpc):
+        return [f"subnet_cidr: subnet_cidr {sub} is not inside vpc_cidr {vpc}"]
+    return []
+
+
+def _whole_internet(cidrs: tuple[str, ...]) -> list[str]:
+    """The CIDRs in `cidrs` of a family whose union is that family's whole address space."""
+    out: list[str] = []
+    for version in (4, 6):
+        nets = [ipaddress.ip_network(c) for c in cidrs if ipaddress.ip_network(c).version == version]
+        if nets and [n.prefixlen for n in ipaddress.collapse_addresses(nets)] == [0]:
+            out += [str(n) for n in nets]
+    return out
+
 
 
 class NetworkSpec(_Model):
@@ -112,16 +141,16 @@ class NetworkSpec(_Model):
 
     @model_validator(mode="after")
     def _subnet_inside_vpc(self) -> "NetworkSpec":
-        vpc, sub = ipaddress.ip_network(self.vpc_cidr), ipaddress.ip_network(self.subnet_cidr)
-        if not sub.subnet_of(vpc):
-            raise ValueError(f"subnet_cidr {sub} is not inside vpc_cidr {vpc}")
+        problems = _network_problems(self)
         if self.nat_gateway and self.public_ip == "all":
-            raise ValueError("nat_gateway: true with public_ip: all: every node already has a public "
-                             "IP, so the NAT gateway would only cost money; drop nat_gateway")
-        if "0.0.0.0/0" in self.admin_cidrs and not self.allow_ssh_from_anywhere:
-            raise ValueError("admin_cidrs contains 0.0.0.0/0, which opens SSH to the whole "
-                             "internet; list your office/VPN CIDRs, or set "
-                             "network.allow_ssh_from_anywhere: true if you really mean it")
+            problems.append("nat_gateway: true with public_ip: all: every node already has a public "
+                            "IP, so the NAT gateway would only cost money; drop nat_gateway")
+        if _whole_internet(self.admin_cidrs) and not self.allow_ssh_from_anywhere:
+            problems.append(f"admin_cidrs: {', '.join(_whole_internet(self.admin_cidrs))} opens SSH to "
+                            "the whole internet; list your office/VPN CIDRs, or set "
+                            "network.allow_ssh_from_anywhere: true if you really mean it")
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
 
@@ -129,7 +158,18 @@ class SshSpec(_Model):
     user: str | None = Field(None, description="Login user; default per cloud image")
     public_key: str | None = Field(None, description="Path to a public key; empty = generate one "
                                                      "per cluster in the workspace")
-    private_key: str | None = Field(None, description="Path to the matching private key (hosts)")
+    private_key: str | None = Field(None, description="Path to the matching private key; default = "
+                                                      "public_key without .pub")
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_user(v)
+
+    @field_validator("public_key", "private_key")
+    @classmethod
+    def _key_path(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_key_path(v)
 
 
 class BackendSpec(_Model):
@@ -168,6 +208,16 @@ class HostSpec(_Model):
     user: str | None = None
     gpus: int = Field(0, ge=0, le=16)
 
+    @field_validator("address", "private_ip")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_address(v)
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_user(v)
+
 
 class LaunchSpec(_Model):
     """How torchrun is started on each node."""
@@ -178,6 +228,20 @@ class LaunchSpec(_Model):
                            description="torchrun's default c10d rendezvous port")
     python: str = Field("/usr/bin/python3", description="System Python used to create the node venv")
     root: str = Field("/opt/trainkit", description="Install and work folder on each node")
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str) -> str:
+        return grammar.check_path(v)
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v: str) -> str:
+        v = grammar.check_path(v)
+        if len([p for p in v.split("/") if p]) < 2 or v.rstrip("/") in grammar.SYSTEM_DIRS:
+            raise ValueError(f"{v!r} is too close to /: `trainkit destroy` removes launch.root, so it "
+                             "must be a folder of its own at least two levels deep, e.g. /opt/trainkit")
+        return v
 
 
 class BudgetSpec(_Model):
@@ -245,8 +309,12 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append(f"hosts: duplicate host names {dupes}")
         if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
             out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
+        out += _host_problems(s)
     if s.cloud == "local" and s.nodes != 1:
         out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
+    if s.cloud == "local" and s.storage.nas.enabled:
+        out.append("storage.nas.enabled: the local target mounts no shared filesystem and keeps runs "
+                   "in its workspace; set storage.nas.enabled: false")
     if s.endpoints and s.cloud != "aws":
         out.append("endpoints: custom API endpoints are only supported for cloud: aws")
     if RESERVED_TAG in s.tags:
@@ -305,10 +373,16 @@ def pydantic_problems(err: ValidationError, model: type[BaseModel]) -> list[tupl
             fix = f"did you mean {close[0]!r}?" if close else None
         elif e["type"] == "missing":
             msg = "required field is missing"
-        elif e["type"] == "value_error" and not loc:
+        elif e["type"] == "value_error" and (not loc or "\n" in msg or ": " in msg):
+            known = _fields_at(model, loc)
             for part in msg.split("\n"):
                 head, _, rest = part.partition(": ")
-                problems.append((head, rest or part, None))
+                if not loc:
+                    problems.append((head, rest or part, None))
+                elif rest and head.split(".")[0].split("[")[0] in known:
+                    problems.append((f"{field}.{head}", rest, None))
+                else:
+                    problems.append((field, part, None))
             continue
         problems.append((field, msg, fix))
     return problems
@@ -351,7 +425,19 @@ def _parse_cidr(value: str) -> str:
         raise ValueError(f"{value!r} is not a valid CIDR ({err}); write it like 10.0.0.0/16")
 
 
-def _absolute_path(value: str) -> str:
-    if not value.startswith("/"):
-        raise ValueError(f"{value!r} must be an absolute path, e.g. /data")
-    return value
+def _host_problems(s: ClusterSpec) -> list[str]:
+    """`hosts`: each (address, port) once; no NAS that trainkit would have to create."""
+    out: list[str] = []
+    seen: dict[tuple[str, int], int] = {}
+    for i, h in enumerate(s.hosts):
+        key = (h.address.lower(), h.port)
+        if key in seen:
+            out.append(f"hosts[{i}].address: {h.address}:{h.port} is also hosts[{seen[key]}]; each "
+                       "host needs its own address (or port)")
+        seen.setdefault(key, i)
+    nas = s.storage.nas
+    for field in ("type", "size_gb"):
+        if getattr(nas, field) is not None:
+            out.append(f"storage.nas.{field}: trainkit creates no NAS on cloud: hosts; it uses the "
+                       f"share you mounted at storage.nas.mount_point. Remove `{field}`")
+    return out
