@@ -14,10 +14,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit import grammar
+from trainkit import grammar, yamlload
 from trainkit.errors import SpecError
 
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
@@ -338,16 +337,11 @@ def load_spec(path: str | Path) -> ClusterSpec:
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Parse a YAML file that must hold a mapping; SpecError for a missing file or bad YAML."""
+    """Parse a YAML file that must hold a mapping (trainkit.yamlload: size, encoding, duplicate
+    keys and alias expansion bounded); SpecError for a missing file, InputError for bad YAML."""
     if not path.is_file():
         raise SpecError(str(path), [("", "file not found", "check the path")])
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError(str(path), [("", f"{where}not valid YAML ({getattr(err, 'problem', err)})",
-                                     "fix the YAML syntax")]) from None
+    data = yamlload.load_file(path, "cluster spec")
     if not isinstance(data, dict):
         raise SpecError(str(path), [("", "must be a YAML mapping (key: value lines)", None)])
     return data
