@@ -29,6 +29,7 @@ import yaml
 
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster
+from trainkit.sshkeys import key_files, private_key_path
 from trainkit.workspace import Workspace
 
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
@@ -106,7 +107,7 @@ def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspac
                          fix="the module must output nodes = [{name, id, private_ip, public_ip}]; "
                              "re-run `trainkit apply`")
     user = outputs.get("ssh_user") or cluster.ssh_user
-    key = cluster.spec.ssh.private_key or str(ws.ssh_private_key)
+    key = private_key_path(cluster.spec.ssh, ws)
     known = ws.ssh_dir / "known_hosts"
     nproc = _nproc(cluster, cluster.gpus_per_node)
     nodes = []
@@ -137,7 +138,8 @@ def _proxy_command(user: str, jump_ip: str, key: str, known: Path) -> str:
 
 
 def _host_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
-    key = cluster.spec.ssh.private_key
+    _, priv = key_files(cluster.spec.ssh)
+    key = str(priv) if priv is not None else None
     known = ws.ssh_dir / "known_hosts"
     more = {"ansible_ssh_common_args": _ssh_args(key, known)}
     if key:

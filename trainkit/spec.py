@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit import grammar, yamlload
+from trainkit import grammar, sshkeys, yamlload
 from trainkit.errors import SpecError
 
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
@@ -334,6 +334,14 @@ def load_spec(path: str | Path) -> ClusterSpec:
         return ClusterSpec.model_validate(data)
     except ValidationError as err:
         raise SpecError(str(path), pydantic_problems(err, ClusterSpec)) from None
+
+
+def check_key_files(spec: ClusterSpec, source: str) -> None:
+    """The key files the spec names exist and hold what they should (I/O, so commands call it
+    once they are about to use the keys). Raises SpecError naming the ssh field."""
+    problems = sshkeys.key_problems(spec.ssh, installs_key=spec.cloud in CLOUD_TARGETS)
+    if problems:
+        raise SpecError(source, problems)
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:

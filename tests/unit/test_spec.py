@@ -130,7 +130,11 @@ def test_ssh_from_anywhere_needs_the_explicit_flag(tmp_path, capsys):
     assert code == 0, err
 
 
-def test_every_example_cluster_spec_validates(repo, capsys):
+def test_every_example_cluster_spec_validates(repo, capsys, tmp_path, monkeypatch):
+    # examples/clusters/hosts.yaml logs in with ~/.ssh/lab_ed25519; key files must exist.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "lab_ed25519").write_text("not read by validate\n")
     specs = sorted((repo / "examples" / "clusters").glob("*.yaml"))
     assert specs
     for path in specs:

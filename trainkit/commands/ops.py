@@ -28,7 +28,10 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
     from trainkit.resolve import load_cluster
     from trainkit.workspace import Workspace
 
+    from trainkit.spec import check_key_files
+
     cluster = load_cluster(spec, price_file)
+    check_key_files(cluster.spec, spec)
     for warning in cluster.warnings:
         progress.info(f"warning: {warning}")
     return cluster, Workspace.for_cluster(cluster.name, workdir)

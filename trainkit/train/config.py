@@ -141,11 +141,15 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
     """Validate a plain dict (e.g. the one stored in a checkpoint). Raises InputError."""
     problems = _unknown_keys(raw)
-    if not problems:
-        try:
-            return TrainConfig.model_validate(yamlload.yaml12_floats(TrainConfig, raw))
-        except ValidationError as err:
-            problems = _render_errors(err)
+    known = {k: ({s: x for s, x in v.items() if s in SECTIONS[k].model_fields}
+                 if k in SECTIONS and isinstance(v, dict) else v)
+             for k, v in raw.items() if k in TrainConfig.model_fields}
+    try:
+        cfg = TrainConfig.model_validate(yamlload.yaml12_floats(TrainConfig, known))
+        if not problems:
+            return cfg
+    except ValidationError as err:
+        problems += _render_errors(err)
     raise InputError(f"{source}: {len(problems)} problem(s)\n  " + "\n  ".join(capped(problems)),
                      fix="see docs/training.md for every key, its type and default")
 
