@@ -210,11 +210,21 @@ def ssh(spec, workdir, node):
 
 
 def ssh_argv(host: dict) -> list[str]:
-    """The ssh command line for an inventory host (its key, port and jump host)."""
+    """The ssh command line for an inventory host (its key, port and jump host). The user and
+    address are checked again (inventory.yml is a file anyone may edit) and follow `--`, so ssh
+    never reads them as options."""
+    from trainkit import grammar
+
+    user, address = str(host.get("ansible_user", "root")), str(host["ansible_host"])
+    try:
+        grammar.check_user(user)
+        grammar.check_address(address)
+    except ValueError as err:
+        raise InputError(f"inventory.yml: {err}", fix="run `trainkit apply` to rewrite it") from None
     argv = ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
     if host.get("ansible_ssh_private_key_file"):
-        argv += ["-i", host["ansible_ssh_private_key_file"]]
+        argv += ["-i", str(host["ansible_ssh_private_key_file"]).replace("%", "%%")]
     if host.get("ansible_port"):
-        argv += ["-p", str(host["ansible_port"])]
+        argv += ["-p", str(int(host["ansible_port"]))]
     argv += shlex.split(host.get("ansible_ssh_common_args") or "")
-    return argv + [f"{host.get('ansible_user', 'root')}@{host['ansible_host']}"]
+    return argv + ["--", f"{user}@{address}"]
