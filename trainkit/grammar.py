@@ -54,7 +54,7 @@ def is_hostname(value: str) -> bool:
     """True for an RFC 1123 host name (no trailing dot)."""
     if not value or len(value) > HOSTNAME_MAX:
         return False
-    return all(_LABEL.match(label) for label in value.split("."))
+    return all(_LABEL.fullmatch(label) for label in value.split("."))
 
 
 def check_address(value: str) -> str:
@@ -79,7 +79,7 @@ def check_ip(value: str) -> str:
 
 def check_user(value: str) -> str:
     """A POSIX login name."""
-    if isinstance(value, str) and _USER.match(value):
+    if isinstance(value, str) and _USER.fullmatch(value):
         return value
     raise ValueError(f"{_shown(value)} is not a POSIX login name (letters, digits, '_', '.', '-', "
                      "not starting with '-', at most 32 characters), e.g. ubuntu")
@@ -93,7 +93,7 @@ def check_path(value: str) -> str:
         raise ValueError(f"path is {len(value)} characters; at most {PATH_MAX}")
     if ".." in value.split("/"):
         raise ValueError(f"{_shown(value)} contains a '..' component; write the path it means")
-    bad = sorted({c for c in value if not _PATH.match("/" + c)})
+    bad = sorted({c for c in value if not _PATH.fullmatch("/" + c)})
     if bad:
         shown = " ".join(repr(c) for c in bad[:8])
         raise ValueError(f"{_shown(value)} contains {shown}: paths may hold only letters, digits "

@@ -69,7 +69,7 @@ def _public_key_problems(pub: Path, field: str, must_exist: bool) -> list[tuple[
     if "PRIVATE KEY" in text:
         return [(field, f"{pub} is a PRIVATE key; never send it to a node",
                  "point ssh.public_key at the .pub file")]
-    if "\n" in text or not _PUBLIC_KEY.match(text):
+    if not _PUBLIC_KEY.fullmatch(text):
         return [(field, f"{pub} is not one OpenSSH public key line (type base64 [comment])",
                  "use the .pub file ssh-keygen wrote")]
     return []

@@ -101,6 +101,8 @@ def builder_problems(key: str, target: str, args: dict[str, Any]) -> tuple[list[
                 "name, one colon, a function or class name)"], []
     try:
         found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        found = None
     except Exception as err:  # noqa: BLE001 - a parent package's __init__ may raise anything
         return [f"{key}: cannot look up module {module!r} ({type(err).__name__}: {err})"], []
     if found is None:
