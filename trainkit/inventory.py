@@ -114,7 +114,12 @@ def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspac
         raise InputError(f"{src}: field `nodes` is missing or empty",
                          fix="the module must output nodes = [{name, id, private_ip, public_ip}]; "
                              "re-run `trainkit apply`")
-    user = outputs.get("ssh_user") or cluster.ssh_user
+    user = str(outputs.get("ssh_user") or cluster.ssh_user)
+    try:
+        grammar.check_user(user)
+    except ValueError as err:
+        raise InputError(f"{src}: ssh_user: {err}", fix="re-run `trainkit apply` so outputs.json "
+                         "is rewritten, or set ssh.user") from None
     key = private_key_path(cluster.spec.ssh, ws)
     known = ws.ssh_dir / "known_hosts"
     nproc = _nproc(cluster, cluster.gpus_per_node)
