@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit import grammar, sshkeys, yamlload
+from trainkit import grammar, spec_checks, sshkeys, yamlload
 from trainkit.errors import SpecError
 
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
@@ -88,34 +88,6 @@ class StorageSpec(_Model):
     nas: NasSpec = NasSpec()
 
 
-def _network_problems(net: "NetworkSpec") -> list[str]:
-    """IPv4 VPC, not the whole internet, subnet of the same family inside it."""
-    vpc, sub = ipaddress.ip_network(net.vpc_cidr), ipaddress.ip_network(net.subnet_cidr)
-    if vpc.version != 4:
-        return [f"vpc_cidr: {vpc} is IPv6; the cluster network is an IPv4 VPC on every target "
-                "(e.g. 10.42.0.0/16)"]
-    if vpc.prefixlen == 0:
-        return [f"vpc_cidr: {vpc} is the whole internet; use a private range such as 10.42.0.0/16 "
-                "(RFC 1918)"]
-    if sub.version != vpc.version:
-        return [f"subnet_cidr: {sub} is IPv{sub.version} but vpc_cidr {vpc} is IPv{vpc.version}; use a "
-                f"range inside the VPC, e.g. {next(vpc.subnets(new_prefix=max(vpc.prefixlen, 24)))}"]
-    if not sub.subnet_of(vpc):
-        return [f"subnet_cidr: subnet_cidr {sub} is not inside vpc_cidr {vpc}"]
-    return []
-
-
-def _whole_internet(cidrs: tuple[str, ...]) -> list[str]:
-    """The CIDRs in `cidrs` of a family whose union is that family's whole address space."""
-    out: list[str] = []
-    for version in (4, 6):
-        nets = [ipaddress.ip_network(c) for c in cidrs if ipaddress.ip_network(c).version == version]
-        if nets and [n.prefixlen for n in ipaddress.collapse_addresses(nets)] == [0]:
-            out += [str(n) for n in nets]
-    return out
-
-
-
 class NetworkSpec(_Model):
     vpc_cidr: str = "10.42.0.0/16"
     subnet_cidr: str = "10.42.1.0/24"
@@ -140,12 +112,12 @@ class NetworkSpec(_Model):
 
     @model_validator(mode="after")
     def _subnet_inside_vpc(self) -> "NetworkSpec":
-        problems = _network_problems(self)
+        problems = spec_checks.network_problems(self)
         if self.nat_gateway and self.public_ip == "all":
             problems.append("nat_gateway: true with public_ip: all: every node already has a public "
                             "IP, so the NAT gateway would only cost money; drop nat_gateway")
-        if _whole_internet(self.admin_cidrs) and not self.allow_ssh_from_anywhere:
-            problems.append(f"admin_cidrs: {', '.join(_whole_internet(self.admin_cidrs))} opens SSH to "
+        if spec_checks.whole_internet(self.admin_cidrs) and not self.allow_ssh_from_anywhere:
+            problems.append(f"admin_cidrs: {', '.join(spec_checks.whole_internet(self.admin_cidrs))} opens SSH to "
                             "the whole internet; list your office/VPN CIDRs, or set "
                             "network.allow_ssh_from_anywhere: true if you really mean it")
         if problems:
@@ -308,7 +280,7 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append(f"hosts: duplicate host names {dupes}")
         if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
             out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
-        out += _host_problems(s)
+        out += spec_checks.host_problems(s)
     if s.cloud == "local" and s.nodes != 1:
         out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
     if s.cloud == "local" and s.storage.nas.enabled:
@@ -425,21 +397,3 @@ def _parse_cidr(value: str) -> str:
         return str(ipaddress.ip_network(value, strict=True))
     except ValueError as err:
         raise ValueError(f"{value!r} is not a valid CIDR ({err}); write it like 10.0.0.0/16")
-
-
-def _host_problems(s: ClusterSpec) -> list[str]:
-    """`hosts`: each (address, port) once; no NAS that trainkit would have to create."""
-    out: list[str] = []
-    seen: dict[tuple[str, int], int] = {}
-    for i, h in enumerate(s.hosts):
-        key = (h.address.lower(), h.port)
-        if key in seen:
-            out.append(f"hosts[{i}].address: {h.address}:{h.port} is also hosts[{seen[key]}]; each "
-                       "host needs its own address (or port)")
-        seen.setdefault(key, i)
-    nas = s.storage.nas
-    for field in ("type", "size_gb"):
-        if getattr(nas, field) is not None:
-            out.append(f"storage.nas.{field}: trainkit creates no NAS on cloud: hosts; it uses the "
-                       f"share you mounted at storage.nas.mount_point. Remove `{field}`")
-    return out
