@@ -38,8 +38,8 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
     from trainkit.resolve import load_cluster
     from trainkit.spec import check_key_files
 
-    if spec and "=" in spec and not config:
-        raise click.UsageError("key=value overrides need --config TRAIN")
+    if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
+        spec, overrides = None, (spec, *overrides)
     if not spec and not config:
         raise click.UsageError("give a cluster SPEC, a --config TRAIN, or both")
     if overrides and not config:

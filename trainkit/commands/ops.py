@@ -122,7 +122,10 @@ def train(spec, workdir, config, overrides):
     Example:
       trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
     """
+    from trainkit.validate import check_train_config, world_size
+
     cluster, ws = _load(spec, workdir)
+    check_train_config(config, list(overrides), world_size(cluster))  # before the workspace or a node
     with ws.lock("train"):
         result = lifecycle.train(cluster, ws, Path(config), list(overrides))
     click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
