@@ -30,7 +30,7 @@ COMMANDS: dict[str, str] = {
 }
 
 SHORT_HELP: dict[str, str] = {
-    "validate": "Check a cluster spec; exit 2 with every problem if it is bad.",
+    "validate": "Check a cluster spec and/or a train config; exit 2 with every problem.",
     "catalog": "List GPU instance types, cheapest first.",
     "render": "Write the Terraform root stack for a spec into its workspace.",
     "plan": "Render, terraform plan, and review the plan (resources, cost, findings).",

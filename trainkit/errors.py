@@ -66,16 +66,27 @@ class SpecError(InputError):
     def __init__(self, path: str, problems: list[tuple[str, str, str | None]]):
         self.path = path
         self.problems = problems  # (field path, what is wrong, how to fix it or None)
-        lines = [f"{path}: {len(problems)} problem(s)"]
+        lines = []
         for field, what, fix in problems:
-            line = f"  {field or '<top level>'}: {what}"
+            line = f"{field or '<top level>'}: {what}"
             if fix:
                 line += f" ({fix})"
             lines.append(line)
-        super().__init__("\n".join(lines))
+        head = f"{path}: {len(problems)} problem(s)"
+        super().__init__("\n  ".join([head, *capped(lines)]))
 
     def render(self) -> str:
         return "error: " + self.message
+
+
+MAX_PROBLEMS = 50  # problems listed per file; the rest are counted (a junk file lists thousands)
+
+
+def capped(lines: list[str], limit: int = MAX_PROBLEMS) -> list[str]:
+    """The first `limit` lines, then one line counting the rest."""
+    if len(lines) <= limit:
+        return list(lines)
+    return [*lines[:limit], f"... and {len(lines) - limit} more problem(s) not shown"]
 
 
 class MissingToolError(TrainkitError):

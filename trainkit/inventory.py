@@ -20,6 +20,7 @@ machine for `local` (connection local, every path inside the workspace).
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -27,8 +28,10 @@ from typing import Any
 
 import yaml
 
+from trainkit import grammar
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster
+from trainkit.sshkeys import key_files, private_key_path
 from trainkit.workspace import Workspace
 
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
@@ -90,8 +93,14 @@ def _nproc(cluster: Cluster, gpus: int) -> int:
     return cluster.spec.launch.nproc_per_node or gpus or 1
 
 
+def ssh_word(value: str) -> str:
+    """`value` as one word of an ssh option that ssh percent-expands and a shell splits
+    (ProxyCommand, UserKnownHostsFile): '%' doubled (ssh_config(5) TOKENS), then shlex-quoted."""
+    return shlex.quote(value.replace("%", "%%"))
+
+
 def _ssh_args(key: str | None, known_hosts: Path) -> str:
-    args = SSH_OPTIONS.format(known_hosts=shlex.quote(str(known_hosts)))
+    args = SSH_OPTIONS.format(known_hosts=ssh_word(str(known_hosts)))
     return args + (f" -o IdentitiesOnly=yes" if key else "")
 
 
@@ -105,8 +114,13 @@ def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspac
         raise InputError(f"{src}: field `nodes` is missing or empty",
                          fix="the module must output nodes = [{name, id, private_ip, public_ip}]; "
                              "re-run `trainkit apply`")
-    user = outputs.get("ssh_user") or cluster.ssh_user
-    key = cluster.spec.ssh.private_key or str(ws.ssh_private_key)
+    user = str(outputs.get("ssh_user") or cluster.ssh_user)
+    try:
+        grammar.check_user(user)
+    except ValueError as err:
+        raise InputError(f"{src}: ssh_user: {err}", fix="re-run `trainkit apply` so outputs.json "
+                         "is rewritten, or set ssh.user") from None
+    key = private_key_path(cluster.spec.ssh, ws)
     known = ws.ssh_dir / "known_hosts"
     nproc = _nproc(cluster, cluster.gpus_per_node)
     nodes = []
@@ -115,6 +129,7 @@ def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspac
             if not isinstance(n, dict) or not n.get(field):
                 raise InputError(f"{src}: nodes[{i}].{field} is missing",
                                  fix="re-run `trainkit apply` so outputs.json is rewritten")
+        _check_output_node(src, i, n)
         nodes.append(_node(n["name"], i, n.get("public_ip") or n["private_ip"], n["private_ip"],
                            user, nproc, ansible_ssh_private_key_file=key,
                            ansible_ssh_common_args=_ssh_args(key, known),
@@ -130,15 +145,33 @@ def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspac
     return nodes
 
 
+def _check_output_node(src: str, i: int, n: dict) -> None:
+    """Module outputs reach ssh, the inventory and /etc/hosts: IPs and host names only."""
+    checks = [("name", grammar.check_address), ("private_ip", grammar.check_ip)]
+    if n.get("public_ip"):
+        checks.append(("public_ip", grammar.check_ip))
+    for field, check in checks:
+        try:
+            check(str(n[field]))
+        except ValueError as err:
+            raise InputError(f"{src}: nodes[{i}].{field}: {err}",
+                             fix="re-run `trainkit apply` so outputs.json is rewritten") from None
+
+
 def _proxy_command(user: str, jump_ip: str, key: str, known: Path) -> str:
-    """ssh options reaching a private node through the head: `ssh -W` with the cluster key."""
-    hop = (f"ssh -W %h:%p -q -i {shlex.quote(key)} -o IdentitiesOnly=yes "
-           f"{SSH_OPTIONS.format(known_hosts=shlex.quote(str(known)))} {user}@{jump_ip}")
+    """ssh options reaching a private node through the head: `ssh -W` with the cluster key.
+    Every part is checked (user, IP) and quoted for the shell ssh runs ProxyCommand with."""
+    grammar.check_user(user)
+    grammar.check_ip(jump_ip)
+    hop = " ".join(["ssh", "-W", "%h:%p", "-q", "-i", ssh_word(key), "-o", "IdentitiesOnly=yes",
+                    "-o", "StrictHostKeyChecking=accept-new",
+                    "-o", ssh_word(f"UserKnownHostsFile={known}"), "--", ssh_word(f"{user}@{jump_ip}")])
     return f"-o ProxyCommand={shlex.quote(hop)}"
 
 
 def _host_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
-    key = cluster.spec.ssh.private_key
+    _, priv = key_files(cluster.spec.ssh)
+    key = str(priv) if priv is not None else None
     known = ws.ssh_dir / "known_hosts"
     more = {"ansible_ssh_common_args": _ssh_args(key, known)}
     if key:
@@ -177,8 +210,15 @@ def _cluster_vars(cluster: Cluster, nodes: list[dict], head: dict) -> dict:
             "trainkit_nnodes": len(nodes),
             "trainkit_head_node": head["name"],
             "trainkit_rdzv_port": port,
-            "trainkit_rdzv_endpoint": f"{head['private_ip']}:{port}",
-            "base_cluster_hosts": [{"name": n["name"], "ip": n["private_ip"]} for n in nodes]}
+            "trainkit_rdzv_endpoint": f"{_host_in_url(head['private_ip'])}:{port}",
+            # /etc/hosts lines need an IP; nodes given by host name resolve already.
+            "base_cluster_hosts": [{"name": n["name"], "ip": n["private_ip"]} for n in nodes
+                                   if grammar.is_ip(n["private_ip"])]}
+
+
+def _host_in_url(host: str) -> str:
+    """An IPv6 address in brackets (RFC 3986 3.2.2), as torchrun's host:port endpoint needs."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) -> dict:
@@ -189,6 +229,7 @@ def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) 
     if cloud not in ("local", "hosts") and nas_spec.get("enabled") and not nas_on:
         raise InputError("outputs.json: field `nas` is empty but storage.nas.enabled is true",
                          fix="re-run `trainkit apply` so the NAS and its mount target exist")
+    _check_storage_outputs(outputs or {}, nas_out, cluster.nfs_mount_options)
     return {"disks_enabled": bool(dd.get("enabled")),
             "disks_device": (outputs or {}).get("data_disk_device") or "",
             "disks_expected_size_gb": int(dd.get("size_gb") or 0),
@@ -198,6 +239,30 @@ def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) 
             "nas_export_path": nas_out.get("export_path") or "/",
             "nas_mount_options": nas_out.get("mount_options") or cluster.nfs_mount_options,
             "nas_mount_point": nas_spec.get("mount_point", "/mnt/shared")}
+
+
+def _check_storage_outputs(outputs: dict, nas: dict, default_options: str) -> None:
+    """What the module says about storage reaches fstab: device and export paths, the NFS
+    server's address and mount options, each checked against its grammar."""
+    checks = [("data_disk_device", outputs.get("data_disk_device"), grammar.check_path),
+              ("nas.server", nas.get("server"), grammar.check_address),
+              ("nas.export_path", nas.get("export_path"), grammar.check_path),
+              ("nas.mount_options", nas.get("mount_options") or default_options, _check_mount_options)]
+    for field, value, check in checks:
+        if not value:
+            continue
+        try:
+            check(str(value))
+        except ValueError as err:
+            raise InputError(f"outputs.json: {field}: {err}",
+                             fix="re-run `trainkit apply` so outputs.json is rewritten") from None
+
+
+def _check_mount_options(value: str) -> str:
+    """fstab mount options: comma-separated words, nothing that could end the field."""
+    if not re.fullmatch(r"[A-Za-z0-9_=,.:+-]+", value):
+        raise ValueError(f"{value!r} is not a comma-separated list of mount options")
+    return value
 
 
 def _training_vars(cluster: Cluster, ws: Workspace) -> dict:

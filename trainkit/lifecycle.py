@@ -22,6 +22,7 @@ from trainkit.errors import TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.review import ROLES, review
 from trainkit import clouds
+from trainkit.sshkeys import public_key_text
 from trainkit.workspace import Workspace
 
 SSH_WAIT_S = 300  # cloud images usually accept SSH within 1-2 minutes of "running"
@@ -40,7 +41,8 @@ def render_and_init(cluster: Cluster, ws: Workspace):
 
     terraform_path()  # fail first, with install instructions, when terraform is missing
     ws.ensure()
-    write_stack(cluster, ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}"), ws.terraform_dir)
+    key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
+    write_stack(cluster, key, ws.terraform_dir)
     with progress.step("terraform init") as s:
         runner = TerraformRunner(ws.terraform_dir, ws.root / "terraform.log", on_line=s.line)
         runner.init()
@@ -177,9 +179,12 @@ def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) 
 # ---------------------------------------------------------------- train
 
 def train(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str]) -> dict[str, Any]:
-    """Run train.yml on every node; the run's files land in runs/<run-id>/. Returns its summary."""
+    """Run train.yml on every node; the run's files land in runs/<run-id>/. Returns its summary.
+    The config is checked here first (trainkit.validate; InputError, exit 2), before any node."""
     from trainkit.provision import run_train
+    from trainkit.validate import check_train_config, world_size
 
+    check_train_config(config, overrides, world_size(cluster))
     if not ws.inventory_yml.exists():
         raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}",
                             fix="run `trainkit apply` (or `make cluster`) first", exit_code=errors.TRAIN)

@@ -14,10 +14,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit import clouds
+from trainkit import clouds, grammar, spec_checks, sshkeys, yamlload
 from trainkit.errors import SpecError
 
 RESERVED_TAG = "trainkit-cluster"
@@ -65,8 +64,8 @@ class DataDiskSpec(_Model):
 
     @field_validator("mount_point")
     @classmethod
-    def _absolute(cls, v: str) -> str:
-        return _absolute_path(v)
+    def _mount_point(cls, v: str) -> str:
+        return grammar.check_mount_point(v)
 
 
 class NasSpec(_Model):
@@ -77,8 +76,8 @@ class NasSpec(_Model):
 
     @field_validator("mount_point")
     @classmethod
-    def _absolute(cls, v: str) -> str:
-        return _absolute_path(v)
+    def _mount_point(cls, v: str) -> str:
+        return grammar.check_mount_point(v)
 
 
 class StorageSpec(_Model):
@@ -111,16 +110,16 @@ class NetworkSpec(_Model):
 
     @model_validator(mode="after")
     def _subnet_inside_vpc(self) -> "NetworkSpec":
-        vpc, sub = ipaddress.ip_network(self.vpc_cidr), ipaddress.ip_network(self.subnet_cidr)
-        if not sub.subnet_of(vpc):
-            raise ValueError(f"subnet_cidr {sub} is not inside vpc_cidr {vpc}")
+        problems = spec_checks.network_problems(self)
         if self.nat_gateway and self.public_ip == "all":
-            raise ValueError("nat_gateway: true with public_ip: all: every node already has a public "
-                             "IP, so the NAT gateway would only cost money; drop nat_gateway")
-        if "0.0.0.0/0" in self.admin_cidrs and not self.allow_ssh_from_anywhere:
-            raise ValueError("admin_cidrs contains 0.0.0.0/0, which opens SSH to the whole "
-                             "internet; list your office/VPN CIDRs, or set "
-                             "network.allow_ssh_from_anywhere: true if you really mean it")
+            problems.append("nat_gateway: true with public_ip: all: every node already has a public "
+                            "IP, so the NAT gateway would only cost money; drop nat_gateway")
+        if spec_checks.whole_internet(self.admin_cidrs) and not self.allow_ssh_from_anywhere:
+            problems.append(f"admin_cidrs: {', '.join(spec_checks.whole_internet(self.admin_cidrs))} opens SSH to "
+                            "the whole internet; list your office/VPN CIDRs, or set "
+                            "network.allow_ssh_from_anywhere: true if you really mean it")
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
 
@@ -128,7 +127,18 @@ class SshSpec(_Model):
     user: str | None = Field(None, description="Login user; default per cloud image")
     public_key: str | None = Field(None, description="Path to a public key; empty = generate one "
                                                      "per cluster in the workspace")
-    private_key: str | None = Field(None, description="Path to the matching private key (hosts)")
+    private_key: str | None = Field(None, description="Path to the matching private key; default = "
+                                                      "public_key without .pub")
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_user(v)
+
+    @field_validator("public_key", "private_key")
+    @classmethod
+    def _key_path(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_key_path(v)
 
 
 class BackendSpec(_Model):
@@ -168,6 +178,16 @@ class HostSpec(_Model):
     user: str | None = None
     gpus: int = Field(0, ge=0, le=16)
 
+    @field_validator("address", "private_ip")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_address(v)
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_user(v)
+
 
 class LaunchSpec(_Model):
     """How torchrun is started on each node."""
@@ -178,6 +198,20 @@ class LaunchSpec(_Model):
                            description="torchrun's default c10d rendezvous port")
     python: str = Field("/usr/bin/python3", description="System Python used to create the node venv")
     root: str = Field("/opt/trainkit", description="Install and work folder on each node")
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str) -> str:
+        return grammar.check_path(v)
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v: str) -> str:
+        v = grammar.check_path(v)
+        if len([p for p in v.split("/") if p]) < 2 or v.rstrip("/") in grammar.SYSTEM_DIRS:
+            raise ValueError(f"{v!r} is too close to /: `trainkit destroy` removes launch.root, so it "
+                             "must be a folder of its own at least two levels deep, e.g. /opt/trainkit")
+        return v
 
 
 class BudgetSpec(_Model):
@@ -250,6 +284,8 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")
         if s.backend.type != "local":
             out.append(f"backend.type: {s.cloud} has no terraform state; remove `backend`")
+        if s.endpoints:
+            out.append(f"endpoints: custom API endpoints need a cloud target, not {s.cloud}")
     if s.cloud == "hosts":
         if not s.hosts:
             out.append("hosts: list at least one host (name, address) for cloud: hosts")
@@ -259,10 +295,12 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append(f"hosts: duplicate host names {dupes}")
         if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
             out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
+        out += spec_checks.host_problems(s)
     if s.cloud == "local" and s.nodes != 1:
         out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
-        if s.endpoints:
-            out.append(f"endpoints: custom API endpoints need a cloud target, not {s.cloud}")
+    if s.cloud == "local" and s.storage.nas.enabled:
+        out.append("storage.nas.enabled: the local target mounts no shared filesystem and keeps runs "
+                   "in its workspace; set storage.nas.enabled: false")
     if RESERVED_TAG in s.tags:
         out.append(f"tags.{RESERVED_TAG}: reserved, trainkit sets it to the cluster name")
     return out
@@ -283,17 +321,20 @@ def load_spec(path: str | Path) -> ClusterSpec:
         raise SpecError(str(path), pydantic_problems(err, ClusterSpec)) from None
 
 
+def check_key_files(spec: ClusterSpec, source: str) -> None:
+    """The key files the spec names exist and hold what they should (I/O, so commands call it
+    once they are about to use the keys). Raises SpecError naming the ssh field."""
+    problems = sshkeys.key_problems(spec.ssh, installs_key=spec.cloud in CLOUD_TARGETS)
+    if problems:
+        raise SpecError(source, problems)
+
+
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Parse a YAML file that must hold a mapping; SpecError for a missing file or bad YAML."""
+    """Parse a YAML file that must hold a mapping (trainkit.yamlload: size, encoding, duplicate
+    keys and alias expansion bounded); SpecError for a missing file, InputError for bad YAML."""
     if not path.is_file():
         raise SpecError(str(path), [("", "file not found", "check the path")])
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError(str(path), [("", f"{where}not valid YAML ({getattr(err, 'problem', err)})",
-                                     "fix the YAML syntax")]) from None
+    data = yamlload.load_file(path, "cluster spec")
     if not isinstance(data, dict):
         raise SpecError(str(path), [("", "must be a YAML mapping (key: value lines)", None)])
     return data
@@ -319,10 +360,16 @@ def pydantic_problems(err: ValidationError, model: type[BaseModel]) -> list[tupl
             fix = f"did you mean {close[0]!r}?" if close else None
         elif e["type"] == "missing":
             msg = "required field is missing"
-        elif e["type"] == "value_error" and not loc:
+        elif e["type"] == "value_error" and (not loc or "\n" in msg or ": " in msg):
+            known = _fields_at(model, loc)
             for part in msg.split("\n"):
                 head, _, rest = part.partition(": ")
-                problems.append((head, rest or part, None))
+                if not loc:
+                    problems.append((head, rest or part, None))
+                elif rest and head.split(".")[0].split("[")[0] in known:
+                    problems.append((f"{field}.{head}", rest, None))
+                else:
+                    problems.append((field, part, None))
             continue
         problems.append((field, msg, fix))
     return problems
@@ -363,9 +410,3 @@ def _parse_cidr(value: str) -> str:
         return str(ipaddress.ip_network(value, strict=True))
     except ValueError as err:
         raise ValueError(f"{value!r} is not a valid CIDR ({err}); write it like 10.0.0.0/16")
-
-
-def _absolute_path(value: str) -> str:
-    if not value.startswith("/"):
-        raise ValueError(f"{value!r} must be an absolute path, e.g. /data")
-    return value

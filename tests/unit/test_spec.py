@@ -57,7 +57,7 @@ BAD_SPECS = [
     ("unknown instance type", GOOD_ALICLOUD.replace("gn7i-c8g1.2xlarge", "gn7i-c8g1.2xlarg"),
      "instance.type: 'ecs.gn7i-c8g1.2xlarg' is not a known alicloud GPU type (did you mean ecs.gn7i-c8g1.2xlarge"),
     ("ssh open to the world", GOOD_ALICLOUD.replace("203.0.113.0/24", "0.0.0.0/0"),
-     "network: admin_cidrs contains 0.0.0.0/0"),
+     "network.admin_cidrs: 0.0.0.0/0 opens SSH to the whole internet"),
     ("no admin cidrs", GOOD_ALICLOUD.replace("network: {admin_cidrs: [203.0.113.0/24]}", ""),
      "network.admin_cidrs: required for cloud targets"),
     ("bad cidr", GOOD_ALICLOUD.replace("203.0.113.0/24", "203.0.113.0/33"), "network.admin_cidrs: '203.0.113.0/33' is not a valid CIDR"),
@@ -65,7 +65,7 @@ BAD_SPECS = [
     ("subnet outside vpc", GOOD_ALICLOUD.replace(
         "network: {admin_cidrs: [203.0.113.0/24]}",
         "network: {admin_cidrs: [203.0.113.0/24], vpc_cidr: 10.0.0.0/16, subnet_cidr: 10.1.0.0/24}"),
-     "subnet_cidr 10.1.0.0/24 is not inside vpc_cidr 10.0.0.0/16"),
+     "network.subnet_cidr: subnet_cidr 10.1.0.0/24 is not inside vpc_cidr 10.0.0.0/16"),
     ("negative spot price", GOOD_ALICLOUD + "spot: {enabled: true, max_price: -1}\n",
      "spot.max_price: Input should be greater than 0"),
     ("nodes zero", GOOD_ALICLOUD.replace("nodes: 2", "nodes: 0"), "nodes: Input should be greater than or equal to 1"),
@@ -130,7 +130,11 @@ def test_ssh_from_anywhere_needs_the_explicit_flag(tmp_path, capsys):
     assert code == 0, err
 
 
-def test_every_example_cluster_spec_validates(repo, capsys):
+def test_every_example_cluster_spec_validates(repo, capsys, tmp_path, monkeypatch):
+    # examples/clusters/hosts.yaml logs in with ~/.ssh/lab_ed25519; key files must exist.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "lab_ed25519").write_text("not read by validate\n")
     specs = sorted((repo / "examples" / "clusters").glob("*.yaml"))
     assert specs
     for path in specs:

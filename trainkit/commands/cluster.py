@@ -9,33 +9,77 @@ import click
 from trainkit.catalog import catalog_clouds, load_catalog, matching, with_prices
 
 
-@click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("spec", type=click.Path(dir_okay=False), required=False)
+@click.option("--config", "config", type=click.Path(dir_okay=False),
+              help="Also (or only) check this training config, as `trainkit train` will.")
+@click.argument("overrides", nargs=-1)
 @click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
               help="Your own price file (overrides catalog prices).")
 @click.option("--json", "as_json", is_flag=True, help="Print the resolved cluster as JSON.")
-def validate(spec: str, price_file: str | None, as_json: bool) -> None:
-    """Check a cluster spec: exit 0 if good, 2 with every problem (field path + fix) if bad.
+def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
+             price_file: str | None, as_json: bool) -> None:
+    """Check a cluster SPEC and/or a training --config: exit 0 if good, 2 with every problem
+    (field path + fix) if bad. Nothing is created and no node is touched.
+
+    The spec: fields and types, addresses/users/paths (see README, "Validation rules"), network
+    (IPv4 VPC, subnet inside it, SSH not open to the whole internet), the key files it names, the
+    instance type. The config: keys (with suggestions, e.g. learning_rate -> lr0), types and
+    ranges, the model/data import paths and their *_args against the builder's signature, and,
+    with a SPEC, that the global batch splits over the cluster's ranks. key=value OVERRIDES
+    apply to the config as in `trainkit train`.
 
     \b
     Example:
       trainkit validate examples/clusters/alicloud.yaml
+      trainkit validate --config examples/train/digits.yaml
+      trainkit validate examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
     """
     from trainkit.resolve import load_cluster
+    from trainkit.spec import check_key_files
 
-    cluster = load_cluster(spec, price_file)
-    inst = cluster.instance
+    if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
+        spec, overrides = None, (spec, *overrides)
+    if not spec and not config:
+        raise click.UsageError("give a cluster SPEC, a --config TRAIN, or both")
+    if overrides and not config:
+        raise click.UsageError("key=value overrides need --config TRAIN")
+    cluster = None
+    if spec:
+        cluster = load_cluster(spec, price_file)
+        check_key_files(cluster.spec, spec)
+    checked = _check_config(cluster, config, overrides) if config else None
     if as_json:
-        click.echo(json.dumps({
-            "name": cluster.name, "cloud": cluster.spec.cloud, "nodes": cluster.nodes,
-            "instance_type": inst.type if inst else None, "gpus_per_node": cluster.gpus_per_node,
-            "image": cluster.image, "warnings": list(cluster.warnings)}, indent=2))
+        out: dict = {}
+        if cluster is not None:
+            inst = cluster.instance
+            out = {"name": cluster.name, "cloud": cluster.spec.cloud, "nodes": cluster.nodes,
+                   "instance_type": inst.type if inst else None, "gpus_per_node": cluster.gpus_per_node,
+                   "image": cluster.image, "warnings": list(cluster.warnings)}
+        if checked is not None:
+            out["train_config"] = {"path": config, "hash": checked.config.hash(), "notes": checked.notes}
+        click.echo(json.dumps(out, indent=2))
         return
-    what = f"{cluster.nodes} x {inst.type} ({inst.gpus} x {inst.gpu})" if inst else \
-        f"{cluster.nodes} node(s)"
-    click.echo(f"{spec}: ok - {cluster.name} on {cluster.spec.cloud}, {what}")
-    for warning in cluster.warnings:
-        click.echo(f"warning: {warning}", err=True)
+    if cluster is not None:
+        inst = cluster.instance
+        what = f"{cluster.nodes} x {inst.type} ({inst.gpus} x {inst.gpu})" if inst else \
+            f"{cluster.nodes} node(s)"
+        click.echo(f"{spec}: ok - {cluster.name} on {cluster.spec.cloud}, {what}")
+        for warning in cluster.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    if checked is not None:
+        cfg = checked.config
+        click.echo(f"{config}: ok - model {cfg.model}, data {cfg.data}, {cfg.epochs} epoch(s), "
+                   f"global batch {cfg.batch}")
+        for note in checked.notes:
+            click.echo(f"note: {note}", err=True)
+
+
+def _check_config(cluster, config: str, overrides: tuple[str, ...]):
+    """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
+    from trainkit.validate import check_train_config, world_size
+
+    return check_train_config(config, list(overrides), world_size(cluster) if cluster else None)
 
 
 @click.command()
@@ -105,12 +149,15 @@ def render(spec: str, workdir: str | None) -> None:
     """
     from trainkit.render import require_terraform, write_stack
     from trainkit.resolve import load_cluster
+    from trainkit.spec import check_key_files
+    from trainkit.sshkeys import public_key_text
     from trainkit.workspace import Workspace
 
     cluster = load_cluster(spec)
+    check_key_files(cluster.spec, spec)
     require_terraform(cluster)
     ws = Workspace.for_cluster(cluster.name, workdir)
-    key = ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
+    key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
     written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
     click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")

@@ -28,7 +28,10 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
     from trainkit.resolve import load_cluster
     from trainkit.workspace import Workspace
 
+    from trainkit.spec import check_key_files
+
     cluster = load_cluster(spec, price_file)
+    check_key_files(cluster.spec, spec)
     for warning in cluster.warnings:
         progress.info(f"warning: {warning}")
     return cluster, Workspace.for_cluster(cluster.name, workdir)
@@ -119,7 +122,10 @@ def train(spec, workdir, config, overrides):
     Example:
       trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
     """
+    from trainkit.validate import check_train_config, world_size
+
     cluster, ws = _load(spec, workdir)
+    check_train_config(config, list(overrides), world_size(cluster))  # before the workspace or a node
     with ws.lock("train"):
         result = lifecycle.train(cluster, ws, Path(config), list(overrides))
     click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
@@ -207,11 +213,21 @@ def ssh(spec, workdir, node):
 
 
 def ssh_argv(host: dict) -> list[str]:
-    """The ssh command line for an inventory host (its key, port and jump host)."""
+    """The ssh command line for an inventory host (its key, port and jump host). The user and
+    address are checked again (inventory.yml is a file anyone may edit) and follow `--`, so ssh
+    never reads them as options."""
+    from trainkit import grammar
+
+    user, address = str(host.get("ansible_user", "root")), str(host["ansible_host"])
+    try:
+        grammar.check_user(user)
+        grammar.check_address(address)
+    except ValueError as err:
+        raise InputError(f"inventory.yml: {err}", fix="run `trainkit apply` to rewrite it") from None
     argv = ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
     if host.get("ansible_ssh_private_key_file"):
-        argv += ["-i", host["ansible_ssh_private_key_file"]]
+        argv += ["-i", str(host["ansible_ssh_private_key_file"]).replace("%", "%%")]
     if host.get("ansible_port"):
-        argv += ["-p", str(host["ansible_port"])]
+        argv += ["-p", str(int(host["ansible_port"]))]
     argv += shlex.split(host.get("ansible_ssh_common_args") or "")
-    return argv + [f"{host.get('ansible_user', 'root')}@{host['ansible_host']}"]
+    return argv + ["--", f"{user}@{address}"]

@@ -31,6 +31,7 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     if config and "=" in config:  # `trainkit run epochs=3` with no file: all defaults
         overrides, config = (config, *overrides), None
     cfg = load_config(config, overrides)
+    _check_builders(cfg)
     from trainkit.train.engine import train
 
     result = train(cfg)
@@ -41,6 +42,17 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "
                    "run the same command to resume", err=True)
         sys.exit(result.exit_code)
+
+
+def _check_builders(cfg) -> None:
+    """model/data and their *_args against the builders' signatures (exit 2, not a TypeError)."""
+    from trainkit.validate import builder_problems
+
+    problems = [p for key in ("model", "data")
+                for p in builder_problems(key, getattr(cfg, key), getattr(cfg, f"{key}_args"))[0]]
+    if problems:
+        raise InputError(f"{len(problems)} problem(s)\n  " + "\n  ".join(problems),
+                         fix="see docs/training.md for model/data and their *_args")
 
 
 @click.command("export")

@@ -13,12 +13,13 @@ import difflib
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trainkit.errors import InputError
+from trainkit import yamlload
+from trainkit.errors import InputError, capped
 
 
 class _Section(BaseModel):
@@ -68,7 +69,7 @@ class TrainConfig(_Section):
     batch: int = Field(64, ge=1, description="GLOBAL batch: samples per optimizer step, all ranks.")
     micro_batch: int | None = Field(None, ge=1, description="Largest per-rank forward batch (memory bound); "
                                                             "null = batch // world_size.")
-    grad_accum: int | Literal["auto"] = Field("auto", description="Micro-steps per optimizer step; "
+    grad_accum: Annotated[int, Field(ge=1)] | Literal["auto"] = Field("auto", description="Micro-steps per optimizer step; "
                                                                   "'auto' derives it from micro_batch.")
     nbs: int = Field(64, ge=1, description="Nominal batch: lr0 is the LR at this global batch.")
     lr_scaling: Literal["linear", "sqrt", "none"] = Field("linear", description="LR vs batch/nbs "
@@ -129,10 +130,7 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     """
     raw: dict[str, Any] = {}
     if path is not None:
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise InputError(f"cannot read train config {path}: {err}") from None
+        raw = yamlload.load_file(path, "train config") or {}
         if not isinstance(raw, dict):
             raise InputError(f"{path}: a train config is a mapping of keys to values")
     for item in overrides:
@@ -143,12 +141,16 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConfig:
     """Validate a plain dict (e.g. the one stored in a checkpoint). Raises InputError."""
     problems = _unknown_keys(raw)
-    if not problems:
-        try:
-            return TrainConfig.model_validate(raw)
-        except ValidationError as err:
-            problems = _render_errors(err)
-    raise InputError(f"{source}: {len(problems)} problem(s)\n  " + "\n  ".join(problems),
+    known = {k: ({s: x for s, x in v.items() if s in SECTIONS[k].model_fields}
+                 if k in SECTIONS and isinstance(v, dict) else v)
+             for k, v in raw.items() if k in TrainConfig.model_fields}
+    try:
+        cfg = TrainConfig.model_validate(yamlload.yaml12_floats(TrainConfig, known))
+        if not problems:
+            return cfg
+    except ValidationError as err:
+        problems += _render_errors(err)
+    raise InputError(f"{source}: {len(problems)} problem(s)\n  " + "\n  ".join(capped(problems)),
                      fix="see docs/training.md for every key, its type and default")
 
 
@@ -158,8 +160,8 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     if not sep or not key:
         raise InputError(f"override {item!r} is not key=value", fix="e.g. epochs=5 checkpoint.keep=3")
     try:
-        value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError:
+        value = yamlload.load_text(text, f"override {key}") if text else ""
+    except InputError:
         value = text
     node = raw
     *parents, leaf = key.split(".")
@@ -183,8 +185,31 @@ def _unknown_keys(raw: dict[str, Any]) -> list[str]:
     return problems
 
 
+# Names other tools use for a key (PyTorch Lightning, Hugging Face TrainingArguments, Keras,
+# Ultralytics' own older names); `learning_rate: 1e-3` is `lr0: 1e-3` here.
+OTHER_NAMES = {"lr": "lr0", "learning_rate": "lr0", "base_lr": "lr0", "initial_lr": "lr0",
+               "batch_size": "batch", "train_batch_size": "batch", "global_batch_size": "batch",
+               "per_device_train_batch_size": "micro_batch", "micro_batch_size": "micro_batch",
+               "num_workers": "workers", "dataloader_num_workers": "workers",
+               "max_epochs": "epochs", "num_epochs": "epochs", "num_train_epochs": "epochs",
+               "n_epochs": "epochs", "max_iters": "max_steps", "max_iter": "max_steps",
+               "gradient_accumulation_steps": "grad_accum", "accumulate_grad_batches": "grad_accum",
+               "accumulate": "grad_accum", "wd": "weight_decay", "optim": "optimizer",
+               "gradient_clip_val": "grad_clip", "max_grad_norm": "grad_clip", "clip_grad": "grad_clip",
+               "warmup": "warmup_epochs", "mixed_precision": "amp", "fp16": "amp", "bf16": "amp",
+               "precision": "amp", "output_dir": "run_dir", "save_dir": "run_dir", "project": "run_dir",
+               "random_seed": "seed", "cosine": "cos_lr", "lr_final": "lrf", "final_lr": "lrf",
+               "resume_from_checkpoint": "resume", "save_total_limit": "checkpoint.keep",
+               "save_steps": "checkpoint.every_n_steps", "checkpoint_dir": "checkpoint.dir",
+               "onnx": "export.onnx", "model_kwargs": "model_args", "dataset": "data",
+               "dataset_args": "data_args", "data_kwargs": "data_args"}
+
+
 def _unknown(key: str, known: list[str]) -> str:
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    other = OTHER_NAMES.get(key.rsplit(".", 1)[-1].lower())
+    if other:
+        close = [other]
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return f"{key}: unknown key{hint}"
 
@@ -195,7 +220,7 @@ def _render_errors(err: ValidationError) -> list[str]:
     given: dict[str, Any] = {}
     for e in err.errors():
         loc = [str(p) for p in e["loc"] if not str(p).startswith(("literal[", "int", "float", "str",
-                                                                   "bool", "none", "list", "dict"))]
+                                                                   "bool", "none", "list", "dict", "constrained-"))]
         key = ".".join(loc) or "<top level>"
         by_key.setdefault(key, []).append(e["msg"].replace("Input should be", "expected").replace(
             "Value error, ", ""))
