@@ -324,7 +324,7 @@ def load_spec(path: str | Path) -> ClusterSpec:
 def check_key_files(spec: ClusterSpec, source: str) -> None:
     """The key files the spec names exist and hold what they should (I/O, so commands call it
     once they are about to use the keys). Raises SpecError naming the ssh field."""
-    problems = sshkeys.key_problems(spec.ssh, installs_key=spec.cloud in CLOUD_TARGETS)
+    problems = sshkeys.key_problems(spec.ssh, installs_key=clouds.is_cloud(spec.cloud))
     if problems:
         raise SpecError(source, problems)
 
