@@ -11,7 +11,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "terraform" / "modules"
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
-OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user"]
+OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user", "ssh_public_key"]
 
 
 def blocks(cloud: str, filename: str, kind: str) -> dict[str, dict]:
