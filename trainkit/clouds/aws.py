@@ -29,4 +29,5 @@ CLOUD = Cloud(
     public_ip_attrs={"aws_instance": ("associate_public_ip_address", lambda v: v is True)},
     unencrypted={"aws_ebs_volume": lambda v: v.get("encrypted") is False},
     supports_endpoints=True,
+    tag_sweeper="trainkit.clouds.aws_sweep",
 )

@@ -54,6 +54,9 @@ class Cloud:
     spot_needs_max_price: bool = False
     # Whether the spec may set custom API `endpoints:` (emulators); only AWS today.
     supports_endpoints: bool = False
+    # Module that finds and deletes what still carries the cluster's tag after destroy:
+    # `find(cluster) -> [{type, id, ...}]`, `delete(cluster, found)`. None: not implemented.
+    tag_sweeper: str | None = None
 
     def credential_variables(self) -> list[str]:
         """Every environment variable name this cloud's provider and backend may read."""

@@ -105,12 +105,13 @@ def render(spec: str, workdir: str | None) -> None:
     """
     from trainkit.render import require_terraform, write_stack
     from trainkit.resolve import load_cluster
-    from trainkit.workspace import Workspace
+    from trainkit.workspace import Workspace, read_public_key
 
     cluster = load_cluster(spec)
     require_terraform(cluster)
     ws = Workspace.for_cluster(cluster.name, workdir)
-    key = ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
+    key = (read_public_key(cluster.spec.ssh.public_key) if cluster.spec.ssh.public_key
+           else ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}"))
     written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
     click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")
