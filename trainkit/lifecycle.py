@@ -53,8 +53,9 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
         try:
             runner.init(phase=phase)
         except TrainkitError as err:
-            raise TrainkitError(f"cannot reach the state backend ({backend_description(cluster, ws)}): "
-                                f"{err.message}", fix=err.fix, exit_code=phase) from None
+            raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
+                                f"read, so nothing was changed: {err.message}", fix=err.fix,
+                                exit_code=phase) from None
         outputs = {k: v["value"] for k, v in runner.outputs(phase=phase).items()}
     state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
     key = user_key or state_key or ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")

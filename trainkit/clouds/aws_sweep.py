@@ -48,8 +48,8 @@ def find(cluster) -> list[dict[str, Any]]:
                          {"type": "elastic-ip", "id": addr["AllocationId"], "arn": None})
     for pair in ec2.describe_key_pairs()["KeyPairs"]:
         if {"Key": TAG, "Value": cluster.name} in pair.get("Tags", []):
-            found.setdefault(("key-pair", pair["KeyPairId"]),
-                             {"type": "key-pair", "id": pair["KeyPairId"], "arn": None, "name": pair["KeyName"]})
+            found[("key-pair", pair["KeyPairId"])] = {"type": "key-pair", "id": pair["KeyPairId"],
+                                                      "arn": None, "name": pair["KeyName"]}
     alive = [r for r in found.values() if r["type"] not in GONE or _state(ec2, r) not in GONE[r["type"]]]
     return sorted(alive, key=lambda r: (ORDER.index(r["type"]) if r["type"] in ORDER else len(ORDER), r["id"]))
 
@@ -66,6 +66,7 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
     """Delete `found` (from `find`) in dependency order; raises the SDK's error on the first failure."""
     ec2, efs = _client(cluster, "ec2", "ec2"), _client(cluster, "efs", "efs")
     ids = {kind: [r["id"] for r in found if r["type"] == kind] for kind in ORDER}
+    pairs = [r for r in found if r["type"] == "key-pair"]
     if ids["instance"]:
         ec2.terminate_instances(InstanceIds=ids["instance"])
         ec2.get_waiter("instance_terminated").wait(InstanceIds=ids["instance"])
@@ -82,8 +83,8 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
     for alloc in ids["elastic-ip"]:
         _release_address(ec2, alloc)
     _delete_network(ec2, ids)
-    for pair in ids["key-pair"]:
-        ec2.delete_key_pair(KeyPairId=pair)
+    for pair in pairs:  # by name where known: not every EC2 API version takes KeyPairId
+        ec2.delete_key_pair(**({"KeyName": pair["name"]} if pair.get("name") else {"KeyPairId": pair["id"]}))
 
 
 def _release_address(ec2, allocation_id: str) -> None:
