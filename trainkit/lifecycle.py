@@ -169,7 +169,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
-        rev, outputs = _terraform_apply(cluster, ws, confirm)
+        rev, outputs = _terraform_apply(cluster, ws, confirm, provision)
         ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
         (ws.root / "applied.json").write_text(json.dumps({"applied_at": time.time()}))
     from trainkit.provision import prepare_inventory, run_site
@@ -185,7 +185,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
     return ApplyResult(review=rev, outputs=outputs, provisioned=provision)
 
 
-def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | None, dict]:
+def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) -> tuple[dict | None, dict]:
     """Plan again (refreshed against the cloud), then apply that plan.
 
     The plan saved by `trainkit plan` is what the user reviewed; it is never applied as such (the
@@ -194,7 +194,9 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
     """
     ws.rotate_log()
     saved = _saved_plan(ws)
-    runner, _ = render_and_init(cluster, ws, phase=errors.APPLY)
+    runner, state = render_and_init(cluster, ws, phase=errors.APPLY)
+    if provision:  # before changing anything: provisioning will need the cluster's private key
+        require_private_key(cluster, ws, state.get("ssh_public_key"))
     reviewed = saved[1] if saved and saved[0] == stack_fingerprint(ws.terraform_dir) else None
     rev = _plan(cluster, ws, runner)
     now = change_set(json.loads(ws.plan_json.read_text()))
