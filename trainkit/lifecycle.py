@@ -294,17 +294,23 @@ def _rank0_log(ws: Workspace, run_id: str) -> Path:
 
 # ---------------------------------------------------------------- status
 
-def status(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
+def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]:
     """What exists, as the cloud has it now (the state refreshed, nothing changed), and its cost.
 
     Cloud targets: a refresh-only plan against the state backend; `drift` lists resources the
-    state had and the cloud no longer has. The cost since apply needs this workspace's apply time.
+    state had and the cloud no longer has. `live=False` (the workspace is busy with another
+    command) reads the outputs.json cache instead and says so in `cached`. The cost since apply
+    needs this workspace's apply time.
     """
     applied = ws.root / "applied.json"
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
     if is_cloud(cluster):
-        outputs, drift = observe(cluster, ws)
+        if live:
+            outputs, drift = observe(cluster, ws)
+        else:
+            outputs, drift = (ws.read_outputs() if ws.outputs_json.exists() else {}), []
+            out["cached"] = str(ws.outputs_json)
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
         out["exists"] = bool(out["nodes"])

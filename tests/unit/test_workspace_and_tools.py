@@ -132,3 +132,19 @@ def test_the_key_pair_of_a_state_applied_before_the_key_output_is_found():
         "resource_drift": [{"address": "c", "change": {"actions": ["delete"]}},
                            {"address": "d", "change": {"actions": ["update"]}}]}
     assert change_set(plan) == {("b", ("create",))} and drifted(plan) == ["c"]
+
+
+def test_status_while_another_command_holds_the_workspace_shows_the_cache_and_says_so(tmp_path, repo):
+    import json
+
+    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    ws.ensure()
+    node = {"name": "aws-demo-node-0", "id": "i-1", "private_ip": "10.0.0.5", "public_ip": "203.0.113.5"}
+    ws.outputs_json.write_text(json.dumps({"nodes": [node]}))
+    with ws.lock("train"):
+        proc = subprocess.run([sys.executable, "-m", "trainkit", "status", str(repo / "examples/clusters/aws.yaml"),
+                               "--workdir", str(ws.root), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["nodes"] == [node] and out["cached"] == str(ws.outputs_json)
+    assert "in use by `trainkit train`" in proc.stderr and "not asking the cloud" in proc.stderr

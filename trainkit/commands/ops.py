@@ -189,9 +189,15 @@ def status(spec, workdir, as_json):
     Example:
       trainkit status examples/clusters/aws.yaml --json
     """
+    from trainkit.errors import LockedError
+
     cluster, ws = _load(spec, workdir)
-    with ws.lock("status"):
-        out = lifecycle.status(cluster, ws)
+    try:
+        with ws.lock("status"):
+            out = lifecycle.status(cluster, ws)
+    except LockedError as busy:  # e.g. during `trainkit train`: show the cache rather than nothing
+        progress.info(f"{busy.message}: showing the nodes cached by the last command, not asking the cloud")
+        out = lifecycle.status(cluster, ws, live=False)
     if as_json:
         click.echo(json.dumps(out, indent=2, sort_keys=True))
         return
