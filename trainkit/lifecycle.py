@@ -53,6 +53,8 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
         try:
             runner.init(phase=phase)
         except TrainkitError as err:
+            if err.exit_code == 130:  # Ctrl-C: keep terraform's own message
+                raise
             raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
                                 f"read, so nothing was changed: {err.message}", fix=err.fix,
                                 exit_code=phase) from None
