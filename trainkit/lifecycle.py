@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -18,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import errors, progress
-from trainkit.errors import TrainkitError
+from trainkit.errors import InputError, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.review import ROLES, review
 from trainkit import clouds
-from trainkit.sshkeys import public_key_text
+from trainkit.sshkeys import key_files
 from trainkit.workspace import Workspace
 
 SSH_WAIT_S = 300  # cloud images usually accept SSH within 1-2 minutes of "running"
@@ -34,26 +33,82 @@ def is_cloud(cluster: Cluster) -> bool:
 
 # ---------------------------------------------------------------- plan
 
-def render_and_init(cluster: Cluster, ws: Workspace):
-    """Render the root stack into the workspace and `terraform init` it; returns the runner."""
+def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
+    """Render the root stack, `terraform init` it (reaching the state backend) and settle its key.
+
+    Returns `(runner, outputs)`, `outputs` being the backend's `{name: value}` (empty when the
+    cluster does not exist). The SSH key rendered is, in order: the spec's `ssh.public_key`, the
+    key the cluster already has in its state (so every workspace of a cluster renders the same
+    key), this workspace's generated key, a newly generated one.
+    """
     from trainkit.render import write_stack
     from trainkit.terraform import TerraformRunner, terraform_path
 
     terraform_path()  # fail first, with install instructions, when terraform is missing
     ws.ensure()
-    key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
-    write_stack(cluster, key, ws.terraform_dir)
+    pub, _ = key_files(cluster.spec.ssh)
+    user_key = pub.read_text().strip() if pub is not None else None
+    first = user_key or ws.generated_public_key() or _INIT_ONLY_KEY
+    write_stack(cluster, first, ws.terraform_dir)
     with progress.step("terraform init") as s:
-        runner = TerraformRunner(ws.terraform_dir, ws.root / "terraform.log", on_line=s.line)
-        runner.init()
-    return runner
+        runner = TerraformRunner(ws.terraform_dir, ws.terraform_log, on_line=s.line)
+        try:
+            runner.init(phase=phase)
+        except TrainkitError as err:
+            if err.exit_code == 130:  # Ctrl-C: keep terraform's own message
+                raise
+            raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
+                                f"read, so nothing was changed: {err.message}", fix=err.fix,
+                                exit_code=phase) from None
+        outputs = {k: v["value"] for k, v in runner.outputs(phase=phase).items()}
+    state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
+    key = user_key or state_key or ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
+    if key != first:
+        write_stack(cluster, key, ws.terraform_dir)
+    return runner, outputs
+
+
+def _key_in_state(state: dict) -> str | None:
+    """The key pair's public key in a state applied before modules output `ssh_public_key`."""
+    stack = [state.get("values", {}).get("root_module", {})]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules", []))
+        for res in module.get("resources", []):
+            key = (res.get("values") or {}).get("public_key")
+            if res.get("mode") == "managed" and isinstance(key, str) and key.startswith(("ssh-", "ecdsa-")):
+                return key
+    return None
+
+
+# Rendered only for `terraform init`, which reads the backend block and never the module inputs.
+_INIT_ONLY_KEY = "ssh-ed25519 AAAA-trainkit-init-only"
+
+
+def backend_description(cluster: Cluster, ws: Workspace) -> str:
+    """Where the cluster's state lives, for messages: "s3 bucket/key" or the local file."""
+    from trainkit.render import backend_config
+
+    kind, args, _ = backend_config(cluster)
+    if kind == "local":
+        return f"local state {ws.terraform_dir / args['path']}"
+    where = "/".join(str(args[k]) for k in ("bucket", "prefix", "key") if args.get(k))
+    return f"{kind} backend {where}"
 
 
 def plan(cluster: Cluster, ws: Workspace, destroy: bool = False) -> dict[str, Any]:
     """Render, init, plan to plan.bin, show -json to plan.json; returns the review (also review.md)."""
     if not is_cloud(cluster):
         return _no_terraform_review(cluster)
-    runner = render_and_init(cluster, ws)
+    ws.rotate_log()
+    runner, _ = render_and_init(cluster, ws)
+    return _plan(cluster, ws, runner, destroy=destroy)
+
+
+def _plan(cluster: Cluster, ws: Workspace, runner, destroy: bool = False) -> dict[str, Any]:
+    """Plan (refreshing against the cloud) into plan.bin/plan.json/review.md; returns the review."""
+    from trainkit.review import to_markdown
+
     with progress.step("terraform plan") as s:
         runner.on_line = s.line
         runner.plan(ws.plan_bin, destroy=destroy)
@@ -61,9 +116,23 @@ def plan(cluster: Cluster, ws: Workspace, destroy: bool = False) -> dict[str, An
     ws.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
     (ws.root / "plan.fingerprint").write_text(stack_fingerprint(ws.terraform_dir))
     rev = review(plan_data, cluster)
-    from trainkit.review import to_markdown
+    drift = drifted(plan_data)
+    if drift:
+        rev["drift"] = drift
     ws.review_md.write_text(to_markdown(rev))
     return rev
+
+
+def change_set(plan_data: dict) -> set[tuple[str, tuple[str, ...]]]:
+    """The plan's resource changes as {(address, actions)}, no-ops and reads left out."""
+    return {(rc["address"], tuple(rc["change"]["actions"])) for rc in plan_data.get("resource_changes", [])
+            if set(rc["change"]["actions"]) - {"no-op", "read"}}
+
+
+def drifted(plan_data: dict) -> list[str]:
+    """Resources the cloud no longer has although the state listed them ("deleted outside trainkit")."""
+    return sorted(rd["address"] for rd in plan_data.get("resource_drift", [])
+                  if "delete" in rd["change"]["actions"])
 
 
 def _no_terraform_review(cluster: Cluster) -> dict[str, Any]:
@@ -99,17 +168,19 @@ class ApplyResult:
 def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> ApplyResult:
     """Create/update the cluster, write outputs.json and inventory.yml, then run site.yml.
 
-    `confirm(review) -> bool` is asked only when the saved plan is missing or stale.
+    `confirm(review) -> bool` is asked unless the new plan makes exactly the reviewed changes.
     """
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
-        rev, outputs = _terraform_apply(cluster, ws, confirm)
+        rev, outputs = _terraform_apply(cluster, ws, confirm, provision)
         ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
         (ws.root / "applied.json").write_text(json.dumps({"applied_at": time.time()}))
     from trainkit.provision import prepare_inventory, run_site
 
     if provision:  # run_site writes inventory.yml itself
+        if is_cloud(cluster):
+            require_private_key(cluster, ws, outputs.get("ssh_public_key"))
         if is_cloud(cluster) or cluster.spec.cloud == "hosts":
             wait_for_ssh(_ssh_targets(cluster, ws))
         run_site(cluster, ws)
@@ -118,13 +189,25 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
     return ApplyResult(review=rev, outputs=outputs, provisioned=provision)
 
 
-def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | None, dict]:
-    saved = ws.plan_bin.exists() and (ws.root / "plan.fingerprint").exists()
-    runner = render_and_init(cluster, ws)
-    fresh = saved and (ws.root / "plan.fingerprint").read_text() == stack_fingerprint(ws.terraform_dir)
-    rev = None
-    if not fresh:
-        rev = plan(cluster, ws)
+def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) -> tuple[dict | None, dict]:
+    """Plan again (refreshed against the cloud), then apply that plan.
+
+    The plan saved by `trainkit plan` is what the user reviewed; it is never applied as such (the
+    cloud may have changed since: a reclaimed spot node). When the new plan makes exactly the
+    reviewed changes it is applied without asking again; otherwise `confirm(review)` decides.
+    """
+    ws.rotate_log()
+    saved = _saved_plan(ws)
+    runner, state = render_and_init(cluster, ws, phase=errors.APPLY)
+    if provision:  # before changing anything: provisioning will need the cluster's private key
+        require_private_key(cluster, ws, state.get("ssh_public_key"))
+    reviewed = saved[1] if saved and saved[0] == stack_fingerprint(ws.terraform_dir) else None
+    rev = _plan(cluster, ws, runner)
+    now = change_set(json.loads(ws.plan_json.read_text()))
+    if reviewed is None or now != reviewed:
+        if reviewed is not None:
+            progress.info("the cloud or the state changed since `trainkit plan`: planned again"
+                          + (f"; gone from the cloud: {', '.join(rev['drift'])}" if rev.get("drift") else ""))
         if rev["changes"]["has_changes"] and not confirm(rev):
             raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
     with progress.step("terraform apply") as s:
@@ -134,8 +217,8 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
         except TrainkitError as err:
             if "Saved plan is stale" not in err.message:
                 raise
-            progress.info("the saved plan is stale (the state changed since); planning again")
-            rev = plan(cluster, ws)
+            progress.info("the state changed while planning (another workspace?); planning again")
+            rev = _plan(cluster, ws, runner)
             if rev["changes"]["has_changes"] and not confirm(rev):
                 raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
             runner.apply_plan(ws.plan_bin)
@@ -145,6 +228,14 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
             (ws.root / "plan.fingerprint").unlink(missing_ok=True)
         outputs = {k: v["value"] for k, v in runner.outputs().items()}
     return rev, outputs
+
+
+def _saved_plan(ws: Workspace) -> tuple[str, set] | None:
+    """(fingerprint of the files it was made for, its changes) of the plan `trainkit plan` saved."""
+    fingerprint = ws.root / "plan.fingerprint"
+    if not (ws.plan_bin.exists() and ws.plan_json.exists() and fingerprint.exists()):
+        return None
+    return fingerprint.read_text(), change_set(json.loads(ws.plan_json.read_text()))
 
 
 def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
@@ -184,7 +275,8 @@ def train(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str]) -
     from trainkit.provision import run_train
     from trainkit.validate import check_train_config, world_size
 
-    check_train_config(config, overrides, world_size(cluster))
+    if is_cloud(cluster):
+        sync(cluster, ws, need_ssh=True)
     if not ws.inventory_yml.exists():
         raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}",
                             fix="run `trainkit apply` (or `make cluster`) first", exit_code=errors.TRAIN)
@@ -206,59 +298,28 @@ def _rank0_log(ws: Workspace, run_id: str) -> Path:
     return Path(work) / "runs" / run_id / "logs" / "rank-0.log"
 
 
-# ---------------------------------------------------------------- destroy
-
-def destroy(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
-    """Tear down; verify the state is empty before deleting keys and terraform files.
-
-    Run artifacts (runs/) are always kept.
-    """
-    if not is_cloud(cluster):
-        from trainkit.provision import run_cleanup
-        if ws.inventory_yml.exists():
-            run_cleanup(cluster, ws)
-        _remove_owned(ws, keep_terraform=False)
-        return {"destroyed": True, "left": []}
-    if not ws.terraform_dir.exists():
-        return {"destroyed": True, "left": [], "note": "nothing was ever applied here"}
-    runner = render_and_init(cluster, ws)
-    with progress.step("terraform destroy") as s:
-        runner.on_line = s.line
-        runner.destroy()
-    left = runner.state_list()
-    if left:
-        raise TrainkitError("terraform destroy finished but the state still holds: " + ", ".join(left),
-                            fix="run `trainkit destroy` again; the workspace and keys were kept",
-                            exit_code=errors.DESTROY)
-    _remove_owned(ws, keep_terraform=False)
-    return {"destroyed": True, "left": []}
-
-
-def _remove_owned(ws: Workspace, keep_terraform: bool) -> None:
-    """Remove what destroy owns: terraform files, plans, outputs, inventory, keys. Keep runs/."""
-    names = ["plan.bin", "plan.json", "plan.fingerprint", "review.md", "outputs.json",
-             "inventory.yml", "applied.json", "ssh", "ansible", "node"]
-    if not keep_terraform:
-        names.append("terraform")
-    for name in names:
-        path = ws.root / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-
-
 # ---------------------------------------------------------------- status
 
-def status(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
-    """What exists (from outputs.json) and what it has cost since apply (catalog prices)."""
+def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]:
+    """What exists, as the cloud has it now (the state refreshed, nothing changed), and its cost.
+
+    Cloud targets: a refresh-only plan against the state backend; `drift` lists resources the
+    state had and the cloud no longer has. `live=False` (the workspace is busy with another
+    command) reads the outputs.json cache instead and says so in `cached`. The cost since apply
+    needs this workspace's apply time.
+    """
     applied = ws.root / "applied.json"
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
     if is_cloud(cluster):
-        if ws.outputs_json.exists():
-            out["nodes"] = ws.read_outputs().get("nodes") or []
-            out["exists"] = bool(out["nodes"])
+        if live:
+            outputs, drift = observe(cluster, ws)
+        else:
+            outputs, drift = (ws.read_outputs() if ws.outputs_json.exists() else {}), []
+            out["cached"] = str(ws.outputs_json)
+        out["backend"] = backend_description(cluster, ws)
+        out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
+        out["exists"] = bool(out["nodes"])
         price = cluster.instance.price(cluster.spec.spot.enabled)
         out["currency"] = cluster.catalog.currency
         out["per_hour"] = price * len(out["nodes"]) if price is not None and out["exists"] else None
@@ -274,3 +335,64 @@ def status(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
     runs = sorted(p.name for p in ws.runs_dir.iterdir()) if ws.runs_dir.exists() else []
     out["runs"] = runs
     return out
+
+
+def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str]]:
+    """(outputs as the cloud has them now, addresses gone from the cloud): a refresh-only plan.
+
+    Changes nothing: neither the cloud nor the state. Caches the outputs in outputs.json.
+    """
+    ws.rotate_log()
+    runner, outputs = render_and_init(cluster, ws)
+    if not outputs:  # nothing in the state: nothing to refresh
+        ws.outputs_json.unlink(missing_ok=True)
+        return {}, []
+    refresh = ws.root / "refresh.bin"
+    try:
+        with progress.step("terraform plan -refresh-only") as s:
+            runner.on_line = s.line
+            runner.plan(refresh, refresh_only=True)
+            data = runner.show_json(refresh)
+    finally:
+        refresh.unlink(missing_ok=True)
+    outputs = {k: v.get("value") for k, v in data.get("planned_values", {}).get("outputs", {}).items()}
+    ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+    return outputs, drifted(data)
+
+
+def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, Any]:
+    """Outputs and inventory.yml of a cloud cluster from its state backend (any workspace works).
+
+    TrainkitError when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
+    when the cluster's private key is not where SSH will look for it.
+    """
+    from trainkit.provision import prepare_inventory
+
+    ws.rotate_log()
+    _, outputs = render_and_init(cluster, ws)
+    if not outputs.get("nodes"):
+        raise TrainkitError(f"cluster {cluster.name} does not exist: {backend_description(cluster, ws)} "
+                            "holds no nodes", fix=f"run `trainkit apply {cluster.source}` first",
+                            exit_code=errors.TRAIN)
+    ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+    if need_ssh:
+        require_private_key(cluster, ws, outputs.get("ssh_public_key"))
+    prepare_inventory(cluster, ws)
+    return outputs
+
+
+def require_private_key(cluster: Cluster, ws: Workspace, cluster_key: str | None) -> None:
+    """InputError (exit 2) saying where to put the private key unless SSH can log in with it.
+
+    `cluster_key` is the public key the cluster has (from its state), or None if unknown.
+    """
+    path = Path(cluster.spec.ssh.private_key).expanduser() if cluster.spec.ssh.private_key \
+        else ws.ssh_private_key
+    mine = None if cluster.spec.ssh.private_key else ws.generated_public_key()
+    mismatch = bool(cluster_key and mine and mine.split()[:2] != cluster_key.split()[:2])
+    if path.is_file() and not mismatch:
+        return
+    what = "is not the cluster's key" if mismatch else "does not exist"
+    raise InputError(f"cluster {cluster.name}: the SSH private key {path} {what}",
+                     fix=f"copy the cluster's private key (from the workspace that created it) to {path} "
+                         "with mode 0600, or set ssh.private_key in the spec")

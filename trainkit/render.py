@@ -167,7 +167,7 @@ def backend_config(cluster: Cluster) -> tuple[str, dict[str, Any], list[str]]:
     if room.backend is None or b.type != room.backend_type:
         raise InputError(f"backend.type: {b.type!r} is not a backend of {room.title}",
                          fix=f"use {room.backend_type!r} or 'local'")
-    return room.backend(b, b.region or spec.region, b.prefix or spec.name)
+    return room.backend(b, b.region or spec.region, b.prefix or spec.name, spec.endpoints)
 
 
 def write_stack(cluster: Cluster, ssh_public_key: str, terraform_dir: str | Path) -> list[Path]:

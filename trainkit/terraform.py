@@ -5,7 +5,7 @@ itself so that output streams to a log file as it is written (progress on long a
 Ctrl-C is forwarded to terraform, which then stops cleanly and saves its state: a later
 `destroy` can clean up whatever was created. Every run's output goes to `<workspace>/terraform.log`.
 
-Known python-terraform 0.10.1 quirks avoided here (../shared/reference/test-environment.md):
+Known python-terraform 0.10.1 quirks avoided here:
 `destroy()` passes `-force` (rejected by Terraform 1.x) and `apply()` without `skip_plan` waits
 for approval; we pass `-auto-approve` / `-input=false` explicitly instead.
 """
@@ -27,7 +27,7 @@ from python_terraform import IsFlagged, Terraform
 from trainkit import errors
 from trainkit.errors import MissingToolError, TrainkitError
 
-INSTALL_HINT = ("install Terraform >= 1.6 (https://developer.hashicorp.com/terraform/install) "
+INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform` is on PATH, or set TRAINKIT_TERRAFORM to its path")
 # Seconds to wait for terraform to save state after Ctrl-C before giving up on it.
 INTERRUPT_GRACE_S = 120
@@ -56,19 +56,31 @@ class TerraformRunner:
         self.on_line = on_line
         self.tf = Terraform(working_dir=str(self.workdir), terraform_bin_path=terraform_path())
 
-    def init(self) -> None:
-        self._run("init", phase=errors.PLAN, input=False, no_color=IsFlagged)
+    def init(self, phase: int = errors.PLAN) -> None:
+        """`terraform init`: providers and the state backend (fails when the backend is unreachable)."""
+        self._run("init", phase=phase, input=False, no_color=IsFlagged)
 
-    def plan(self, out: Path, destroy: bool = False) -> bool:
-        """Write a saved plan to `out`; True when it holds changes (terraform's exit code 2)."""
-        res = self._run("plan", phase=errors.PLAN, ok=(0, 2), input=False, no_color=IsFlagged,
+    def plan(self, out: Path, destroy: bool = False, refresh_only: bool = False,
+             phase: int = errors.PLAN) -> bool:
+        """Write a saved plan to `out`; True when it holds changes (terraform's exit code 2).
+
+        Every plan refreshes against the cloud first; `refresh_only` plans nothing else (what the
+        cloud holds now, for `status`).
+        """
+        res = self._run("plan", phase=phase, ok=(0, 2), input=False, no_color=IsFlagged,
                         detailed_exitcode=IsFlagged, out=str(out),
-                        destroy=IsFlagged if destroy else None)
+                        destroy=IsFlagged if destroy else None,
+                        refresh_only=IsFlagged if refresh_only else None)
         return res.returncode == 2
 
-    def show_json(self, plan: Path) -> dict:
-        res = self._run("show", str(plan), phase=errors.PLAN, json=IsFlagged, no_color=IsFlagged, quiet=True)
+    def show_json(self, plan: Path, phase: int = errors.PLAN) -> dict:
+        res = self._run("show", str(plan), phase=phase, json=IsFlagged, no_color=IsFlagged, quiet=True)
         return json.loads(res.output)
+
+    def state_json(self, phase: int = errors.PLAN) -> dict:
+        """`terraform show -json` of the backend's current state ({} when there is none)."""
+        res = self._run("show", phase=phase, json=IsFlagged, no_color=IsFlagged, quiet=True)
+        return json.loads(res.output or "{}")
 
     def apply_plan(self, plan: Path) -> None:
         self._run("apply", str(plan), phase=errors.APPLY, input=False, no_color=IsFlagged)
@@ -76,9 +88,9 @@ class TerraformRunner:
     def destroy(self) -> None:
         self._run("destroy", phase=errors.DESTROY, input=False, no_color=IsFlagged, auto_approve=IsFlagged)
 
-    def outputs(self) -> dict:
-        """`terraform output -json`: `{name: {value, type, sensitive}}`."""
-        res = self._run("output", phase=errors.APPLY, json=IsFlagged, no_color=IsFlagged, quiet=True)
+    def outputs(self, phase: int = errors.APPLY) -> dict:
+        """`terraform output -json` from the backend's state: `{name: {value, type, sensitive}}`."""
+        res = self._run("output", phase=phase, json=IsFlagged, no_color=IsFlagged, quiet=True)
         return json.loads(res.output or "{}")
 
     def state_list(self) -> list[str]:

@@ -1,7 +1,9 @@
 """The per-cluster working folder: `.trainkit/<cluster>/` (or `--workdir`), its lock and its files.
 
-Layout (design.md): terraform/, plan.bin, plan.json, review.md, outputs.json, inventory.yml,
-ssh/ (per-cluster key pair, 0600), runs/<run-id>/, lock. Credentials are never written here.
+Layout (docs/design.md): terraform/, plan.bin, plan.json, review.md, outputs.json, inventory.yml,
+ssh/ (per-cluster key pair, 0600), runs/<run-id>/, terraform.log (+ the previous few commands'
+logs), lock. Outputs and inventory are caches of the state backend, the one truth about what
+exists. Credentials are never written here.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from trainkit.errors import LockedError, MissingToolError
+from trainkit.errors import InputError, LockedError, MissingToolError
 
 DEFAULT_BASE = Path(".trainkit")
+LOGS_KEPT = 3  # terraform.log of this command plus the two before it
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Workspace:
     lock_path = property(lambda self: self.root / "lock")
     ssh_private_key = property(lambda self: self.ssh_dir / "id_ed25519")
     ssh_public_key = property(lambda self: self.ssh_dir / "id_ed25519.pub")
+    terraform_log = property(lambda self: self.root / "terraform.log")
 
     def ensure(self) -> "Workspace":
         self.root.mkdir(parents=True, exist_ok=True)
@@ -60,6 +64,25 @@ class Workspace:
                             "-f", str(self.ssh_private_key)], check=True)
         os.chmod(self.ssh_private_key, 0o600)
         return self.ssh_public_key.read_text().strip()
+
+    def generated_public_key(self) -> str | None:
+        """The public key generated in this workspace earlier, or None (never generates)."""
+        return self.ssh_public_key.read_text().strip() if self.ssh_public_key.is_file() else None
+
+    def rotate_log(self) -> Path:
+        """Start a fresh terraform.log for one command; keep the last LOGS_KEPT (terraform.log.1, ...)."""
+        self.ensure()
+        logs = [self.terraform_log] + [self.root / f"terraform.log.{i}" for i in range(1, LOGS_KEPT)]
+        logs[-1].unlink(missing_ok=True)
+        for older, newer in zip(reversed(logs[1:]), reversed(logs[:-1])):
+            if newer.exists():
+                newer.replace(older)
+        return self.terraform_log
+
+    def remove_logs(self) -> None:
+        """Delete terraform.log and its rotated copies (they hold IPs and resource ids)."""
+        for path in self.root.glob("terraform.log*"):
+            path.unlink()
 
     def new_run_dir(self) -> Path:
         """A fresh `runs/<run-id>/`; run ids sort by start time."""
@@ -99,3 +122,17 @@ class Workspace:
                 fh.seek(0)
                 fh.truncate()
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def read_public_key(path: str | Path, field: str = "ssh.public_key") -> str:
+    """The one-line public key in the user's file `path`; InputError (exit 2) naming `field` if unusable."""
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text().strip()
+    except OSError as err:
+        raise InputError(f"{field}: cannot read {file}: {err.strerror or err}",
+                         fix="point it at your public key file, e.g. ~/.ssh/id_ed25519.pub") from None
+    if len(text.splitlines()) != 1 or not text.startswith(("ssh-", "ecdsa-")):
+        raise InputError(f"{field}: {file} is not an OpenSSH public key (one line, 'ssh-ed25519 AAAA...')",
+                         fix="give the .pub file, not the private key")
+    return text

@@ -1,10 +1,14 @@
 """The whole Terraform lifecycle for real: the real `trainkit` CLI and `terraform` binary against a
 moto server (the AWS API emulator, standing in for AWS) on 127.0.0.1.
 
-plan (review json) -> apply -> outputs.json -> inventory -> plan again (no changes) -> destroy ->
-the emulator holds nothing of the cluster. Then two faults: an apply that fails part way, and a
-Ctrl-C in the middle of an apply; `trainkit destroy` must still remove everything.
-Ansible is not run here: the emulator's IPs are not real machines.
+State in an s3 backend on the emulator: plan (review json) -> apply from workspace A -> outputs.json
+-> inventory; then from workspace B in another folder: plan (no changes, same key pair) -> status
+-> a node terminated behind trainkit's back is seen by status and apply -> a resource dropped from
+the state is reported by destroy and swept by `destroy --sweep` -> the emulator holds nothing of
+the cluster. Then the faults: an apply that fails part way, a Ctrl-C in the middle of an apply
+(`trainkit destroy` must still remove everything), a backend that cannot be read. Ansible is not
+run here: the emulator's IPs are not real machines. Credentials are the emulator's fake keys, set
+in the environment the way a user sets real ones.
 """
 
 from __future__ import annotations
@@ -16,63 +20,20 @@ import subprocess
 import sys
 import time
 
-import boto3
 import pytest
 import yaml
+from moto_aws import AWS_ENV, assert_nothing_left, aws, leftovers, running_nodes, trainkit, write_spec
 
 from trainkit import errors
 
 pytestmark = pytest.mark.usefixtures("tf_cli_config")
 
 
-def write_spec(repo, tmp_path, moto_url, **changes) -> str:
-    spec = yaml.safe_load((repo / "examples/clusters/aws-moto.yaml").read_text())
-    spec["endpoints"] = {k: moto_url for k in spec["endpoints"]}
-    spec.update(changes)
-    path = tmp_path / "cluster.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return str(path)
-
-
-def trainkit(*args, check_rc=0, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
-    proc = subprocess.run([sys.executable, "-m", "trainkit", *args], capture_output=True, text=True,
-                          env=env, timeout=600, **kw)
-    if check_rc is not None:
-        assert proc.returncode == check_rc, proc.stdout + proc.stderr
-    return proc
-
-
-def leftovers(moto_url: str, cluster: str) -> dict[str, list]:
-    """Everything in the emulator that belongs to the cluster (by tag, or not a default resource)."""
-    kw = dict(endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="test",
-              aws_secret_access_key="test")
-    ec2, efs = boto3.client("ec2", **kw), boto3.client("efs", **kw)
-    tagged = [{"Name": "tag:trainkit-cluster", "Values": [cluster]}]
-    return {
-        "instances": [i["InstanceId"] for r in ec2.describe_instances(Filters=tagged)["Reservations"]
-                      for i in r["Instances"] if i["State"]["Name"] != "terminated"],
-        "volumes": [v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]],
-        "file_systems": [f["FileSystemId"] for f in efs.describe_file_systems()["FileSystems"]],
-        "security_groups": [g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]
-                            if g["GroupName"] != "default"],
-        "subnets": [s["SubnetId"] for s in ec2.describe_subnets()["Subnets"] if not s.get("DefaultForAz")],
-        "vpcs": [v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault")],
-        "addresses": [a.get("AllocationId") for a in ec2.describe_addresses()["Addresses"]],
-        "nat_gateways": [n["NatGatewayId"] for n in ec2.describe_nat_gateways()["NatGateways"]
-                         if n["State"] not in ("deleting", "deleted")],
-        "route_tables": [r["RouteTableId"] for r in ec2.describe_route_tables()["RouteTables"]
-                         if not any(a.get("Main") for a in r.get("Associations", []))],
-    }
-
-
-def assert_nothing_left(moto_url, cluster):
-    left = leftovers(moto_url, cluster)
-    assert not any(left.values()), left
-
-
-def test_plan_apply_replan_destroy_leaves_nothing(repo, tmp_path, moto):
-    spec, ws = write_spec(repo, tmp_path, moto), tmp_path / "ws"
+def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path, moto):
+    aws(moto, "s3").create_bucket(Bucket="tfstate")
+    spec = write_spec(repo, tmp_path, moto, backend={"type": "s3", "bucket": "tfstate", "region": "us-east-1"})
+    ws, other = tmp_path / "ws", tmp_path / "elsewhere" / "ws"
+    (tmp_path / "elsewhere").mkdir()
 
     rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
     created = {}
@@ -104,16 +65,42 @@ def test_plan_apply_replan_destroy_leaves_nothing(repo, tmp_path, moto):
     worker = workers[nodes[1]["name"]]
     assert worker["ansible_host"] == nodes[1]["private_ip"]
     assert nodes[0]["public_ip"] in worker["ansible_ssh_common_args"]  # reached through the head node
+    assert not (ws / "terraform" / "terraform.tfstate").exists()  # the state is in the bucket
 
-    again = trainkit("plan", spec, "--workdir", ws, "--format", "json", "--detailed-exitcode")
+    # Another folder, nothing copied: the backend holds the cluster, and its key pair stays as it is.
+    again = trainkit("plan", spec, "--workdir", other, "--format", "json", "--detailed-exitcode", cwd=other.parent)
     assert json.loads(again.stdout)["changes"]["addresses"] == []
+    assert not (other / "ssh").exists()  # the cluster's key came from the state; none was generated
+    ssh = trainkit("ssh", spec, "--workdir", other, check_rc=errors.BAD_INPUT)
+    assert str(other / "ssh" / "id_ed25519") in ssh.stderr  # where to put the cluster's private key
 
-    status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
-    assert status["exists"] and status["per_hour"] == pytest.approx(2 * 5.672)
+    # A spot reclaim after `plan`: status and apply see what the cloud has, not the stale plan.
+    aws(moto, "ec2").terminate_instances(InstanceIds=[nodes[1]["id"]])
+    status = json.loads(trainkit("status", spec, "--workdir", other, "--json").stdout)
+    assert status["exists"] and [n["id"] for n in status["nodes"]] == [nodes[0]["id"]]
+    assert "module.cluster.aws_instance.node[1]" in status["drift"]
+    assert status["per_hour"] == pytest.approx(5.672)  # one node left to pay for
+    declined = trainkit("apply", spec, "--workdir", other, "--no-provision", input="n\n", check_rc=errors.APPLY)
+    assert "planned again" in declined.stderr and "aws_instance.node[1]" in declined.stderr
+    assert "cancelled" in declined.stderr and "is up" not in declined.stdout
+    assert running_nodes(moto, "aws-moto") == [nodes[0]["id"]]  # nothing applied without a yes
 
-    trainkit("destroy", spec, "--workdir", ws, "--yes")
+    # A resource dropped from the state stays in the cloud: destroy says so and fails; --sweep removes it.
+    subprocess.run(["terraform", "state", "rm", "module.cluster.aws_efs_file_system.this[0]"],
+                   cwd=other / "terraform", env={**os.environ, **AWS_ENV}, check=True, capture_output=True)
+    left = trainkit("destroy", spec, "--workdir", other, "--yes", check_rc=errors.DESTROY)
+    fs_id = outputs["nas"]["server"].split(".")[0]
+    assert "file-system" in left.stderr and "--sweep" in left.stderr and "Traceback" not in left.stderr
+    assert aws(moto, "efs").describe_file_systems()["FileSystems"]
+    swept = trainkit("destroy", spec, "--workdir", other, "--yes", "--sweep")
+    assert "swept file-system" in swept.stdout and "0 left" in swept.stdout, fs_id
     assert_nothing_left(moto, "aws-moto")
-    assert not (ws / "terraform").exists() and not (ws / "ssh").exists()
+    assert not aws(moto, "resourcegroupstaggingapi").get_resources(
+        TagFilters=[{"Key": "trainkit-cluster", "Values": ["aws-moto"]}],
+        ResourceTypeFilters=["ec2:vpc", "ec2:subnet", "ec2:security-group", "ec2:volume",
+                             "elasticfilesystem:file-system"])["ResourceTagMappingList"]
+    assert not (other / "terraform").exists() and not list(other.glob("terraform.log*"))
+    assert (other / "review.md").exists()  # the review is kept
 
 
 def test_destroy_cleans_up_after_an_apply_that_failed_part_way(repo, tmp_path, moto):
@@ -137,7 +124,7 @@ def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, mo
     """
     spec = write_spec(repo, tmp_path, moto, nodes=1)
     ws = tmp_path / "ws"
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "TF_CLI_ARGS_apply": "-parallelism=1"}
+    env = {**os.environ, **AWS_ENV, "TF_CLI_ARGS_apply": "-parallelism=1"}
     proc = subprocess.Popen([sys.executable, "-m", "trainkit", "apply", spec, "--workdir", str(ws),
                              "--no-provision", "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +105,15 @@ def test_aws_emulator_settings_only_with_custom_endpoints():
     for text in ("access_key", "secret_key", "skip_credentials_validation", "endpoints"):
         assert text not in real
         assert text in emulated
-    assert 'ec2 = "http://127.0.0.1:5000"' in emulated
+    assert re.search(r'ec2 += "http://127.0.0.1:5000"', emulated)
+
+
+def test_s3_backend_on_custom_endpoints_checks_credentials_there_not_at_aws():
+    moto = with_backend("aws-moto", type="s3", bucket="tfstate")
+    assert '"sts" : "http://127.0.0.1:5000"' in moto and '"s3" : "http://127.0.0.1:5000"' in moto
+    for text in ("use_path_style", "skip_credentials_validation", "skip_requesting_account_id"):
+        assert text in moto
+        assert text not in rendered("aws")["versions.tf"]
 
 
 @pytest.mark.parametrize("name", CLOUD_EXAMPLES)

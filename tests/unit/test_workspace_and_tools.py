@@ -77,3 +77,74 @@ def test_follow_prints_whole_new_lines_of_a_growing_log(tmp_path, capsys):
             fh.write("0 loss 1.7\n")
     err = capsys.readouterr().err
     assert err.splitlines() == ["rank 0 | epoch 0 step 10 loss 2.1", "rank 0 | epoch 0 step 20 loss 1.7"]
+
+
+def test_terraform_log_is_rotated_per_command_keeping_three_and_removed_on_request(tmp_path):
+    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    for n in range(5):
+        ws.rotate_log().write_text(f"command {n}\n")
+    logs = sorted(p.name for p in ws.root.glob("terraform.log*"))
+    assert logs == ["terraform.log", "terraform.log.1", "terraform.log.2"]
+    assert [(ws.root / name).read_text() for name in logs] == ["command 4\n", "command 3\n", "command 2\n"]
+    ws.remove_logs()
+    assert not list(ws.root.glob("terraform.log*"))
+
+
+def test_the_users_public_key_is_read_as_given_and_a_private_key_is_refused(tmp_path):
+    from trainkit.errors import InputError
+    from trainkit.workspace import read_public_key
+
+    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    key = ws.ensure_ssh_key()
+    assert read_public_key(ws.ssh_public_key) == key
+    with pytest.raises(InputError, match="ssh.public_key: .* is not an OpenSSH public key"):
+        read_public_key(ws.ssh_private_key)
+    with pytest.raises(InputError, match="ssh.public_key: cannot read"):
+        read_public_key(tmp_path / "missing.pub")
+
+
+def test_a_workspace_without_the_clusters_private_key_is_told_where_to_put_it(tmp_path, repo):
+    from trainkit.errors import InputError
+    from trainkit.lifecycle import require_private_key
+    from trainkit.resolve import load_cluster
+
+    cluster = load_cluster(repo / "examples/clusters/aws.yaml")
+    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    with pytest.raises(InputError, match=f"{ws.ssh_private_key} does not exist") as err:
+        require_private_key(cluster, ws, "ssh-ed25519 AAAAthecluster")
+    assert err.value.exit_code == 2 and "copy the cluster's private key" in err.value.fix
+    ws.ensure_ssh_key()  # a key of its own is not the cluster's
+    with pytest.raises(InputError, match="is not the cluster's key"):
+        require_private_key(cluster, ws, "ssh-ed25519 AAAAthecluster")
+    require_private_key(cluster, ws, ws.generated_public_key())
+
+
+def test_the_key_pair_of_a_state_applied_before_the_key_output_is_found():
+    from trainkit.lifecycle import _key_in_state, change_set, drifted
+
+    state = {"values": {"root_module": {"child_modules": [{"resources": [
+        {"mode": "managed", "values": {"public_key": "ssh-ed25519 AAAAx c"}},
+        {"mode": "data", "values": {"public_key": "ssh-rsa no"}}]}]}}}
+    assert _key_in_state(state) == "ssh-ed25519 AAAAx c" and _key_in_state({}) is None
+    plan = {"resource_changes": [
+        {"address": "a", "change": {"actions": ["no-op"]}},
+        {"address": "b", "change": {"actions": ["create"]}}],
+        "resource_drift": [{"address": "c", "change": {"actions": ["delete"]}},
+                           {"address": "d", "change": {"actions": ["update"]}}]}
+    assert change_set(plan) == {("b", ("create",))} and drifted(plan) == ["c"]
+
+
+def test_status_while_another_command_holds_the_workspace_shows_the_cache_and_says_so(tmp_path, repo):
+    import json
+
+    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    ws.ensure()
+    node = {"name": "aws-demo-node-0", "id": "i-1", "private_ip": "10.0.0.5", "public_ip": "203.0.113.5"}
+    ws.outputs_json.write_text(json.dumps({"nodes": [node]}))
+    with ws.lock("train"):
+        proc = subprocess.run([sys.executable, "-m", "trainkit", "status", str(repo / "examples/clusters/aws.yaml"),
+                               "--workdir", str(ws.root), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["nodes"] == [node] and out["cached"] == str(ws.outputs_json)
+    assert "in use by `trainkit train`" in proc.stderr and "not asking the cloud" in proc.stderr

@@ -28,7 +28,7 @@ _KEYS = CredentialSet(
 _ESSD_FAMILY = ("cloud_essd", "cloud_auto")
 
 
-def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+def _backend(b: Any, region: str, prefix: str, endpoints: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
     args = {"bucket": b.bucket, "prefix": prefix, "key": b.key, "region": region, "encrypt": b.encrypt}
     args.update({k: v for k, v in (("endpoint", b.endpoint),
                                    ("tablestore_endpoint", b.tablestore_endpoint),

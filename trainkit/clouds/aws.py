@@ -23,16 +23,33 @@ _KEYS = (
 )
 
 
-def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+def _backend(b: Any, region: str, prefix: str,
+             endpoints: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
     args: dict[str, Any] = {"bucket": b.bucket, "key": f"{prefix}/{b.key}", "region": region,
                             "encrypt": b.encrypt}
     if b.dynamodb_table:
         args["dynamodb_table"] = b.dynamodb_table
     else:
         args["use_lockfile"] = True  # S3-native lock object (Terraform >= 1.10)
-    if b.endpoint:
-        args["endpoints"] = {"s3": b.endpoint}
+    args.update(_custom_s3_endpoints(b.endpoint, endpoints))
     return "s3", args, ["AWS S3; credentials from the usual AWS_* variables or profile."]
+
+
+def _custom_s3_endpoints(backend_endpoint: str | None, endpoints: dict[str, str]) -> dict[str, Any]:
+    """s3 backend arguments for custom endpoints (an emulator or an S3-compatible store); {} for AWS.
+
+    The backend checks its credentials against STS and IAM: with custom endpoints those go to the
+    same place, addressing is path-style and the AWS-only checks are skipped (Terraform docs,
+    "Backend Type: s3", `endpoints`, `use_path_style`, `skip_*`). Credentials still come from the
+    environment.
+    """
+    s3 = backend_endpoint or endpoints.get("s3")
+    if not s3:
+        return {}
+    urls = {"s3": s3, **{k: endpoints[k] for k in ("sts", "iam") if k in endpoints}}
+    return {"endpoints": urls, "use_path_style": True, "skip_credentials_validation": True,
+            "skip_region_validation": True, "skip_requesting_account_id": True,
+            "skip_metadata_api_check": True}
 
 
 def _public_ip_node(r: dict) -> int | None:
@@ -98,4 +115,5 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     supports_endpoints=True,
+    tag_sweeper="trainkit.clouds.aws_sweep",
 )

@@ -111,6 +111,9 @@ class Cloud:
     catalog_file: Path | None = None
     provider_template: Path | None = None
     module_dir: Path | None = None
+    # Module that finds and deletes what still carries the cluster's tag after destroy:
+    # `find(cluster) -> [{type, id, ...}]`, `delete(cluster, found)`. None: not implemented.
+    tag_sweeper: str | None = None
 
     def credential_variables(self) -> list[str]:
         """Every environment variable name this cloud's provider and backend may read."""

@@ -18,7 +18,7 @@ from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, NasR
                                   index_of, port_range)
 
 
-def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+def _backend(b: Any, region: str, prefix: str, endpoints: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
     endpoint = b.endpoint or f"https://obs.{region}.myhuaweicloud.com"
     args = {"bucket": b.bucket, "key": f"{prefix}/{b.key}", "region": region,
             "endpoints": {"s3": endpoint}, "skip_region_validation": True,

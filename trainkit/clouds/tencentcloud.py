@@ -26,7 +26,7 @@ _KEYS = CredentialSet(
 _TAG_TEXT = r"[\w\s+\-=.:/@]"
 
 
-def _backend(b: Any, region: str, prefix: str) -> tuple[str, dict[str, Any], list[str]]:
+def _backend(b: Any, region: str, prefix: str, endpoints: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
     args = {"bucket": b.bucket, "prefix": prefix, "key": b.key, "region": region, "encrypt": b.encrypt}
     if b.endpoint is not None:
         args["endpoint"] = b.endpoint

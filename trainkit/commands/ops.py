@@ -79,9 +79,11 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
 @click.option("--yes", is_flag=True, help="Do not ask; apply a new plan if the saved one is stale.")
 @click.option("--no-provision", is_flag=True, help="Only terraform: skip waiting for SSH and Ansible.")
 def apply(spec, workdir, price_file, yes, no_provision):
-    """Create or update the cluster (terraform apply of the saved plan), then provision it.
+    """Create or update the cluster, then provision it.
 
-    Re-running on an existing cluster is safe: no changes, nothing recreated.
+    Plans again first, refreshed against the cloud: the plan saved by `trainkit plan` is applied
+    without asking only if the cloud still matches it (a reclaimed node makes a new plan, which is
+    shown and confirmed). Re-running on an existing cluster is safe: no changes, nothing recreated.
 
     \b
     Example:
@@ -137,27 +139,46 @@ def train(spec, workdir, config, overrides):
 @click.command()
 @spec_argument
 @workdir_option
-@click.option("--yes", is_flag=True, help="Do not ask for the cluster name.")
-def destroy(spec, workdir, yes):
-    """Destroy the cluster, check nothing is left, keep run artifacts.
+@click.option("--yes", is_flag=True, help="Do not ask for the cluster name (nor before sweeping).")
+@click.option("--sweep", is_flag=True,
+              help="Also delete resources still tagged trainkit-cluster=<name> after terraform destroy.")
+def destroy(spec, workdir, yes, sweep):
+    """Destroy the cluster its state backend holds, then ask the cloud what is left; keep run artifacts.
 
-    Keys and terraform files are removed only once the state is empty.
+    Works from any workspace: the state backend, not this folder, says what exists. A backend that
+    cannot be reached fails the command. Resources still carrying the cluster's tag afterwards (say,
+    dropped from the state) are listed and the command fails; --sweep deletes them. Keys, terraform
+    files and logs are removed only once nothing is left; runs/ and review.md are kept.
 
     \b
     Example:
       trainkit destroy examples/clusters/aws.yaml --yes
+      trainkit destroy examples/clusters/aws.yaml --sweep
     """
+    from trainkit.teardown import destroy as teardown
+
     cluster, ws = _load(spec, workdir)
     if not yes:
         typed = click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True)
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
+
+    def confirm_sweep(found) -> bool:
+        click.echo(f"still in the cloud, tagged trainkit-cluster={cluster.name}:", err=True)
+        for res in found:
+            click.echo(f"  {res['type']} {res['id']}", err=True)
+        return yes or click.confirm(f"Delete these {len(found)} resource(s)?", default=False, err=True)
+
     with ws.lock("destroy"):
-        result = lifecycle.destroy(cluster, ws)
+        result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)
     if result.get("note"):
         click.echo(f"cluster {cluster.name}: {result['note']}")
     else:
         click.echo(f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
+    for res in result.get("swept", []):
+        click.echo(f"  swept {res['type']} {res['id']}")
+    if result.get("leftover_check"):
+        click.echo(f"  {result['leftover_check']}")
 
 
 @click.command()
@@ -165,22 +186,36 @@ def destroy(spec, workdir, yes):
 @workdir_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(spec, workdir, as_json):
-    """Show the cluster's nodes, price per hour and cost since apply.
+    """Show the cluster's nodes as the cloud has them now, price per hour and cost since apply.
+
+    Cloud targets read the state backend and refresh it against the cloud (nothing is changed),
+    so any workspace sees the same cluster, and a node reclaimed or deleted outside trainkit shows.
 
     \b
     Example:
       trainkit status examples/clusters/aws.yaml --json
     """
+    from trainkit.errors import LockedError
+
     cluster, ws = _load(spec, workdir)
-    out = lifecycle.status(cluster, ws)
+    try:
+        with ws.lock("status"):
+            out = lifecycle.status(cluster, ws)
+    except LockedError as busy:  # e.g. during `trainkit train`: show the cache rather than nothing
+        progress.info(f"{busy.message}: showing the nodes cached by the last command, not asking the cloud")
+        out = lifecycle.status(cluster, ws, live=False)
     if as_json:
         click.echo(json.dumps(out, indent=2, sort_keys=True))
         return
-    click.echo(f"{out['cluster']} ({out['cloud']}): {'up' if out['exists'] else 'not created'}")
+    click.echo(f"{out['cluster']} ({out['cloud']}): {'up' if out['exists'] else 'not created'}"
+               + (f"; state: {out['backend']}" if out.get("backend") else ""))
+    for address in out.get("drift") or []:
+        click.echo(f"  gone from the cloud (still in the state): {address}; `trainkit apply` replaces it")
     for node in out["nodes"]:
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
     if out.get("per_hour") is not None:
-        click.echo(f"  {out['per_hour']:.2f} {out['currency']}/h; so far {out.get('cost_so_far', 0):.2f}")
+        so_far = f"; so far {out['cost_so_far']:.2f}" if out.get("cost_so_far") is not None else ""
+        click.echo(f"  {out['per_hour']:.2f} {out['currency']}/h{so_far}")
     click.echo(f"  runs: {', '.join(out['runs']) or 'none'}")
 
 
@@ -203,6 +238,9 @@ def ssh(spec, workdir, node):
     if cluster.spec.cloud == "local":
         raise InputError("the local target is this machine: no ssh needed",
                          fix=f"its files are in {ws.root / 'node'}")
+    if lifecycle.is_cloud(cluster):
+        with ws.lock("ssh"):
+            lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
     if not ws.inventory_yml.exists():
         raise InputError(f"{cluster.name} has no inventory yet", fix="run `trainkit apply` first")
     hosts = inventory_hosts(yaml.safe_load(ws.inventory_yml.read_text()))

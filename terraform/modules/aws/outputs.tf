@@ -29,3 +29,8 @@ output "ssh_user" {
   description = "Login user of the nodes"
   value       = var.ssh_user
 }
+
+output "ssh_public_key" {
+  description = "The cluster's SSH public key, so every workspace of the cluster renders the same key"
+  value       = var.ssh_public_key
+}

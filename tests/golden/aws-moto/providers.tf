@@ -22,10 +22,11 @@ provider "aws" {
   max_retries                 = 2
 
   endpoints {
-    ec2 = "http://127.0.0.1:5000"
-    efs = "http://127.0.0.1:5000"
-    iam = "http://127.0.0.1:5000"
-    s3  = "http://127.0.0.1:5000"
-    sts = "http://127.0.0.1:5000"
+    ec2                      = "http://127.0.0.1:5000"
+    efs                      = "http://127.0.0.1:5000"
+    iam                      = "http://127.0.0.1:5000"
+    resourcegroupstaggingapi = "http://127.0.0.1:5000"
+    s3                       = "http://127.0.0.1:5000"
+    sts                      = "http://127.0.0.1:5000"
   }
 }

@@ -17,3 +17,8 @@ output "ssh_user" {
   description = "Login user of the nodes"
   value       = module.cluster.ssh_user
 }
+
+output "ssh_public_key" {
+  description = "The cluster's SSH public key: a second workspace renders this one, not a new key"
+  value       = module.cluster.ssh_public_key
+}

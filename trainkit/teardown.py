@@ -1,0 +1,109 @@
+"""`trainkit destroy`: tear a cluster down through its state backend, then ask the cloud what is left.
+
+The state backend says what trainkit created (any workspace sees the same state); the cloud's tag
+API says what still carries the cluster's tag `trainkit-cluster=<name>` afterwards (a resource
+dropped from state, a deleted workspace). Leftovers are reported, and deleted with `sweep` after a
+confirmation. Run artifacts (runs/) and the review (review.md) are kept; terraform logs, plans,
+outputs, inventory, keys and the rendered stack are removed once the state is empty.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from typing import Any, Callable
+
+from trainkit import clouds, errors, progress
+from trainkit.errors import TrainkitError
+from trainkit.lifecycle import backend_description, is_cloud, render_and_init
+from trainkit.resolve import Cluster
+from trainkit.spec import RESERVED_TAG
+from trainkit.workspace import Workspace
+
+# What destroy owns in the workspace (terraform.log* too); runs/ and review.md stay.
+OWNED = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json", "inventory.yml",
+         "applied.json", "ssh", "ansible", "node", "terraform")
+
+
+def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
+            confirm_sweep: Callable[[list[dict]], bool] | None = None) -> dict[str, Any]:
+    """Destroy what the state backend holds, then report (and with `sweep`, delete) leftovers.
+
+    Returns {destroyed, note?, leftovers: [...], swept: [...], leftover_check: str}. Raises
+    TrainkitError (exit DESTROY) when the backend cannot be reached, when the state is not empty
+    afterwards, or when tagged resources are left and not swept; the workspace is then kept.
+    """
+    if not is_cloud(cluster):
+        from trainkit.provision import run_cleanup
+        if ws.inventory_yml.exists():
+            run_cleanup(cluster, ws)
+        _remove_owned(ws)
+        return {"destroyed": True, "leftovers": [], "swept": []}
+    ws.rotate_log()
+    result: dict[str, Any] = {"destroyed": True, "swept": []}
+    local_state = ws.terraform_dir / "terraform.tfstate"
+    if cluster.spec.backend.type == "local" and not local_state.exists():
+        result["note"] = (f"no terraform state at {local_state} (local backend): nothing was applied "
+                          "from this workspace")
+    else:
+        runner, _ = render_and_init(cluster, ws, phase=errors.DESTROY)
+        if not runner.state_list():
+            result["note"] = f"{backend_description(cluster, ws)} holds nothing: nothing to destroy"
+        else:
+            with progress.step("terraform destroy") as s:
+                runner.on_line = s.line
+                runner.destroy()
+            left = runner.state_list()
+            if left:
+                raise TrainkitError("terraform destroy finished but the state still holds: " + ", ".join(left),
+                                    fix="run `trainkit destroy` again; the workspace and keys were kept",
+                                    exit_code=errors.DESTROY)
+    result.update(_leftovers(cluster, sweep, confirm_sweep))
+    if result["leftovers"]:
+        raise TrainkitError(f"the state is empty but {len(result['leftovers'])} resource(s) tagged "
+                            f"{RESERVED_TAG}={cluster.name} are still in the cloud:\n"
+                            + "\n".join(f"  {r['type']} {r['id']}" for r in result["leftovers"]),
+                            fix=f"delete them with `trainkit destroy {cluster.source} --sweep`",
+                            exit_code=errors.DESTROY)
+    _remove_owned(ws)
+    return result
+
+
+def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
+    """{leftovers, swept, leftover_check}: what the cloud's tag API still finds for the cluster."""
+    sweeper = tag_sweeper(cluster.spec.cloud)
+    tag = f"{RESERVED_TAG}={cluster.name}"
+    if sweeper is None:
+        msg = f"not implemented for this cloud: check the console for tag {tag}"
+        progress.info(f"leftover check: {msg}")
+        return {"leftovers": [], "leftover_check": msg}
+    try:
+        found = sweeper.find(cluster)
+    except Exception as err:  # any SDK/credential/network failure: say so, do not hide it
+        msg = f"could not ask the cloud for resources tagged {tag}: {err}; check the console"
+        progress.info(f"warning: {msg}")
+        return {"leftovers": [], "leftover_check": msg}
+    swept: list[dict] = []
+    if found and sweep and (confirm is None or confirm(found)):
+        with progress.step(f"deleting {len(found)} leftover resource(s) tagged {tag}"):
+            sweeper.delete(cluster, found)
+        swept, found = found, sweeper.find(cluster)
+    return {"leftovers": found, "swept": swept,
+            "leftover_check": f"asked the cloud for resources tagged {tag}: {len(found)} left"}
+
+
+def tag_sweeper(cloud: str):
+    """The cloud room's sweeper module (find/delete by tag), imported lazily; None if it has none."""
+    name = clouds.get(cloud).tag_sweeper
+    return importlib.import_module(name) if name else None
+
+
+def _remove_owned(ws: Workspace) -> None:
+    """Remove what destroy owns (OWNED and terraform logs); keep runs/ and review.md."""
+    for name in OWNED:
+        path = ws.root / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    ws.remove_logs()
