@@ -197,7 +197,8 @@ def _local_vars(ws: Workspace) -> dict:
     return {"ansible_python_interpreter": sys.executable,
             "base_manage_kernel": False, "base_manage_time_sync": False,
             "base_manage_etc_hosts": False, "base_packages": ["python3-venv", "e2fsprogs"],
-            "disks_required": False, "trainkit_root": str(root), "trainkit_work_dir": str(root / "work"),
+            # This machine is not ours to partition: never search for or format a disk here.
+            "disks_enabled": False, "disks_required": False, "trainkit_root": str(root), "trainkit_work_dir": str(root / "work"),
             "trainkit_venv": str(root / "venv"), "trainkit_venv_mode": "reuse",
             "trainkit_python": sys.executable,
             "trainkit_node_python": sys.executable}
