@@ -151,3 +151,12 @@ def test_inventory_logs_in_with_the_private_key_beside_the_users_public_key(tmp_
     assert priv == pub.with_suffix("") and "~" not in str(priv)
     assert private_key_path(ssh, Workspace(tmp_path)) == str(priv)
     assert private_key_path(SshSpec(), Workspace(tmp_path)) == str(tmp_path / "ssh" / "id_ed25519")
+
+
+def test_run_reports_a_model_args_typo_as_exit_2_not_a_crash(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "model_args.chanels=8", f"run_dir={tmp_path / 'run'}"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2, err
+    assert "model_args.chanels: digits_cnn has no parameter 'chanels'" in err
+    assert "Traceback" not in err and "internal error" not in err

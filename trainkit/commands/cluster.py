@@ -49,6 +49,11 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
         cluster = load_cluster(spec, price_file)
         check_key_files(cluster.spec, spec)
     checked = _check_config(cluster, config, overrides) if config else None
+    _report(spec, cluster, config, checked, as_json)
+
+
+def _report(spec, cluster, config, checked, as_json: bool) -> None:
+    """Print what validate found good: the cluster and/or the train config (text or JSON)."""
     if as_json:
         out: dict = {}
         if cluster is not None:
