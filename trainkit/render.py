@@ -19,13 +19,15 @@ from typing import Any
 
 import jinja2
 
+from trainkit import resources
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster, module_variables
 from trainkit.spec import CLOUD_TARGETS
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = REPO_ROOT / "templates" / "terraform"
-MODULES = REPO_ROOT / "terraform" / "modules"
+# The root stack's minimum Terraform: the s3 backend's `use_lockfile` (S3-native state locking)
+# arrived in Terraform 1.10 (Terraform docs, "Backend Type: s3", use_lockfile). `trainkit check`
+# tests the installed terraform against this same value.
+TERRAFORM_MIN_VERSION = "1.10.0"
 MANIFEST = ".trainkit-rendered"
 MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "nas.tf", "nat.tf", "outputs.tf", "README.md")
 
@@ -45,7 +47,8 @@ def hcl(value: Any) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    folder = resources.data_path("templates", "terraform")
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                               trim_blocks=True, lstrip_blocks=True, autoescape=False)
 
@@ -68,6 +71,7 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "backend_type": backend_type,
         "backend_args": backend_args,
         "backend_notes": notes,
+        "terraform_min_version": TERRAFORM_MIN_VERSION,
     }
     env = _environment()
     env.filters["hcl"] = hcl
@@ -91,7 +95,7 @@ def require_terraform(cluster: Cluster) -> None:
 
 def module_files(cloud: str) -> dict[str, str]:
     """The cloud's module as `{modules/<cloud>/<file>: content}`."""
-    folder = MODULES / cloud
+    folder = resources.data_path("terraform", "modules") / cloud
     if not folder.is_dir():
         raise InputError(f"cloud {cloud}: no Terraform module at {folder}")
     return {f"modules/{cloud}/{name}": (folder / name).read_text()
