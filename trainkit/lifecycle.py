@@ -42,7 +42,8 @@ def render_and_init(cluster: Cluster, ws: Workspace):
     ws.ensure()
     write_stack(cluster, ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}"), ws.terraform_dir)
     with progress.step("terraform init") as s:
-        runner = TerraformRunner(ws.terraform_dir, ws.root / "terraform.log", on_line=s.line)
+        runner = TerraformRunner(ws.terraform_dir, ws.root / "terraform.log", on_line=s.line,
+                                 cloud=cluster.spec.cloud)
         runner.init()
     return runner
 

@@ -28,4 +28,11 @@ CLOUD = Cloud(
     ttl_argument="auto_release_time",
     public_ip_attrs={"alicloud_instance": ("internet_max_bandwidth_out", lambda v: bool(v))},
     unencrypted={"alicloud_ecs_disk": lambda v: v.get("encrypted") is False},
+    # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").
+    credential_errors=(
+        (r"InvalidAccessKeyId(\.NotFound|\.Inactive)?|SignatureDoesNotMatch|IncompleteSignature",
+         "credentials"),
+        (r"(?i)access.?key.*(empty|required|not set)", "credentials"),
+        (r"Forbidden\.RAM|NoPermission|Forbidden\.NoPermission", "permission"),
+    ),
 )

@@ -40,6 +40,10 @@ class Cloud:
     # reads credentials from (Huawei OBS goes through the s3 backend with AWS_* variables).
     backend_type: str = "local"
     backend_credentials: tuple[CredentialSet, ...] = ()
+    # Provider/backend error text meaning "credentials missing or rejected" (kind "credentials") or
+    # "authenticated but not allowed" (kind "permission"): (regex, kind). trainkit.credentials turns
+    # a matching terraform failure into one message naming this cloud's variables.
+    credential_errors: tuple[tuple[str, str], ...] = ()
     # Spot termination notice on the instance metadata service (None: not documented).
     spot_notice_url: str | None = None
     # Terraform argument that releases an instance at a time (TTL), or None: use the node timer.

@@ -26,4 +26,12 @@ CLOUD = Cloud(
     public_ip_attrs={"huaweicloud_compute_instance": ("eip_type", lambda v: bool(v))},
     # EVS encrypts only with a KMS key (`kms_id`).
     unencrypted={"huaweicloud_evs_volume": lambda v: not v.get("kms_id")},
+    # API Gateway APIGW.0301 "Incorrect IAM authentication information" (Huawei Cloud docs, "API
+    # Gateway error codes"); the provider's "no auth means provided" (huaweicloud/config); the OBS
+    # backend speaks S3 error codes; IAM "Policy doesn't allow" for missing permissions.
+    credential_errors=(
+        (r"APIGW\.0301|(?i:no auth means provided)|(?i:failed to authenticate)", "credentials"),
+        (r"InvalidAccessKeyId|SignatureDoesNotMatch", "credentials"),
+        (r"(?i)policy doesn'?t allow|APIGW\.0302|IAM\.\d{4}", "permission"),
+    ),
 )

@@ -27,4 +27,11 @@ CLOUD = Cloud(
     public_ip_attrs={"tencentcloud_instance": ("allocate_public_ip", lambda v: v is True)},
     unencrypted={"tencentcloud_cbs_storage": lambda v: v.get("encrypt") is False},
     spot_needs_max_price=True,
+    # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,
+    # UnauthorizedOperation).
+    credential_errors=(
+        (r"AuthFailure(\.\w+)?", "credentials"),
+        (r"(?i)secret_?id.*(empty|required|not set)", "credentials"),
+        (r"UnauthorizedOperation(\.\w+)?|OperationDenied\.\w*Permission", "permission"),
+    ),
 )
