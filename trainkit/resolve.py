@@ -20,7 +20,7 @@ RAM_PER_GPU_MEMORY = (4, 6)    # host RAM as a multiple of total GPU memory
 MIN_MULTINODE_GBPS = 25        # network for multi-node gradient all-reduce
 LARGE_MODEL_GPU_MEMORY_GB = 32
 
-# Alibaba ESSD minimum size per performance level (cloud-facts.md 3.3, alicloud_ecs_disk docs).
+# Alibaba ESSD minimum size per performance level (docs/cloud-facts.md 3.3, alicloud_ecs_disk docs).
 ESSD_MIN_SIZE_GB = {"PL0": 1, "PL1": 20, "PL2": 461, "PL3": 1261}
 
 

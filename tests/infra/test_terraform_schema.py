@@ -1,10 +1,11 @@
 """Contract: every resource in every rendered stack against the provider schema snapshot.
 
-The snapshot (../shared/reference/provider-schemas.json beside the repository; CI copies shared/
-there) lists each resource's arguments and blocks as parsed from the providers' Go code. For each
+The snapshot (provider-schemas.json beside this file; provenance in its `_meta` and in README.md
+here: provider, release, commit) lists each resource's arguments and blocks as parsed from the
+providers' Go code. For each
 resource we check: the type exists, every argument and block is known and not deprecated, every
 argument the code requires is set, plus the arguments the docs require although the code does not
-(DOCS_REQUIRED, from the snapshot's notes and cloud-facts.md section 8.1), and literal values are
+(DOCS_REQUIRED, from the snapshot's notes and docs/cloud-facts.md section 8.1), and literal values are
 within the code's enums. hashicorp/aws is not in the snapshot: `terraform validate` checks it
 against the real provider schema (test_terraform_render.py).
 
@@ -26,7 +27,7 @@ from trainkit.resolve import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"
-SCHEMAS = REPO.parent / "shared" / "reference" / "provider-schemas.json"
+SCHEMAS = Path(__file__).with_name("provider-schemas.json")
 EXTRA_SCHEMAS = Path(__file__).with_name("provider-schemas-extra.json")
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-test"
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
@@ -50,7 +51,7 @@ def cloud_examples() -> list[str]:
 @pytest.fixture(scope="module")
 def snapshot() -> dict:
     if not SCHEMAS.exists():
-        pytest.fail(f"provider schema snapshot not found at {SCHEMAS} (CI copies shared/ beside the repo)")
+        pytest.fail(f"provider schema snapshot not found at {SCHEMAS}")
     return json.loads(SCHEMAS.read_text())
 
 
