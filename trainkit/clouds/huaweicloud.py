@@ -1,8 +1,8 @@
 """Huawei Cloud: what trainkit's Python knows about it (provider huaweicloud/huaweicloud ~> 1.97).
 
-Sources: the provider's `huaweicloud/provider.go` (credential variables), its guide
-`docs/guides/remote_state_backend.md` (OBS through Terraform's s3 backend, with AWS_* variables
-holding the Huawei keys), and the `huaweicloud_compute_instance` docs (`auto_terminate_time`).
+Sources (github.com/huaweicloud/terraform-provider-huaweicloud): `huaweicloud/provider.go`
+(credential variables), the guide `docs/guides/remote_state_backend.md` (OBS through Terraform's s3
+backend, with AWS_* variables holding the Huawei keys), and the `huaweicloud_compute_instance` docs (`auto_terminate_time`).
 """
 
 from trainkit.clouds.base import Cloud, CredentialSet
