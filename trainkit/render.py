@@ -29,7 +29,8 @@ from trainkit.spec import CLOUD_TARGETS
 # tests the installed terraform against this same value.
 TERRAFORM_MIN_VERSION = "1.10.0"
 MANIFEST = ".trainkit-rendered"
-MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "nas.tf", "nat.tf", "outputs.tf", "README.md")
+MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "image.tf", "nas.tf", "nat.tf", "outputs.tf",
+                "README.md")
 
 
 def hcl(value: Any) -> str:

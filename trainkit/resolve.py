@@ -77,9 +77,7 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
         catalog = with_prices(catalog, price_file)
     inst = _pick_instance(spec, catalog)
     d = catalog.defaults
-    image = spec.image or d.get("image")
-    if not image:
-        raise InputError(f"image: {spec.cloud} has no default image", fix="set `image:` to an image id")
+    image = spec.image or d.get("image")  # None: the module looks the image up (its image.tf)
     system_disk = {"category": spec.storage.system_disk.category or d["system_disk"]["category"],
                    "size_gb": spec.storage.system_disk.size_gb}
     dd = spec.storage.data_disk

@@ -85,11 +85,11 @@ def test_the_supplement_adds_resources_without_redefining_the_snapshot(snapshot,
             assert block in schema["required"] + schema["optional"], f"{rtype}.{block}"
 
 
-def resources(files: dict[str, str]):
-    """(file, type, name, body) for every resource block in the rendered .tf files."""
+def resources(files: dict[str, str], kind: str = "resource"):
+    """(file, type, name, body) for every `kind` block (resource or data) in the rendered .tf files."""
     for rel, text in sorted(files.items()):
         if rel.endswith(".tf"):
-            for item in hcl2.loads(text).get("resource", []):
+            for item in hcl2.loads(text).get(kind, []):
                 for rtype, named in item.items():
                     for name, body in named.items():
                         yield rel, rtype.strip('"'), name.strip('"'), body
@@ -154,6 +154,24 @@ def test_every_rendered_resource_matches_the_provider_schema(schemas, name):
             problems.append(f"{where}: resource type not in the provider schema snapshot")
             continue
         problems += problems_in(body, schemas[rtype], where, DOCS_REQUIRED.get(rtype, set()))
+        checked += 1
+    assert not problems, "\n".join(problems)
+    assert checked or name.startswith("aws")
+
+
+@pytest.mark.parametrize("name", cloud_examples())
+def test_every_rendered_data_source_matches_the_provider_schema(schemas, name):
+    """The image lookups (image.tf) when `image` is unset; keyed `data.<type>` in the supplement."""
+    files = render_stack(load_cluster(EXAMPLES / f"{name}.yaml"), SSH_KEY)
+    problems, checked = [], 0
+    for rel, dtype, dname, body in resources(files, "data"):
+        if dtype.startswith("aws_"):
+            continue  # validated against the real provider by `terraform validate`
+        where = f"{rel}: data.{dtype}.{dname}"
+        if f"data.{dtype}" not in schemas:
+            problems.append(f"{where}: data source not in the provider schema snapshot")
+            continue
+        problems += problems_in(body, schemas[f"data.{dtype}"], where)
         checked += 1
     assert not problems, "\n".join(problems)
     assert checked or name.startswith("aws")
