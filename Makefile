@@ -15,7 +15,7 @@ WS := $(if $(WORKDIR),--workdir $(WORKDIR))
 export CHECKPOINT_DISABLE := 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: help venv venv-dev checkov cluster train destroy test test-gpu test-unit lint bench clean
+.PHONY: help venv venv-dev checkov cluster train destroy test test-gpu test-unit lint bench module-docs clean
 
 help:
 	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN) [WORKDIR=dir]"
@@ -64,6 +64,10 @@ test-unit: venv-dev
 lint: venv-dev
 	$(BIN)/ansible-lint --offline ansible/
 	terraform fmt -check -recursive terraform/
+
+# Rewrite the Inputs/Outputs tables of terraform/modules/*/README.md from the .tf files.
+module-docs: venv-dev
+	$(BIN)/python terraform/tools/module_docs.py
 
 bench: venv-dev
 	$(BIN)/python -m benchmarks

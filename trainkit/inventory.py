@@ -172,6 +172,7 @@ def _local_vars(ws: Workspace) -> dict:
 def _cluster_vars(cluster: Cluster, nodes: list[dict], head: dict) -> dict:
     port = cluster.spec.launch.rdzv_port
     return {"trainkit_cluster_name": cluster.name,
+            "base_cluster_name": cluster.name,
             "trainkit_nnodes": len(nodes),
             "trainkit_head_node": head["name"],
             "trainkit_rdzv_port": port,

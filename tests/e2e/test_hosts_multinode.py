@@ -49,7 +49,8 @@ TRAIN_ARGS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=8", 
 PREEMPT_AFTER_STEP = 20
 SITE_VARS = {
     "base_packages": [], "base_manage_kernel": False, "base_manage_time_sync": False,
-    "nvidia_accelerator_override": "none",
+    "nvidia_enabled": False,
+    "ascend_enabled": False,
     "trainkit_venv_mode": "reuse", "trainkit_node_python": sys.executable,
     "train_poll_s": 2, "train_fetch_patterns": ["*.json", "*.log"],
 }

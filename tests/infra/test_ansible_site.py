@@ -108,7 +108,9 @@ def test_site_runs_for_real_on_the_local_target_and_a_second_run_changes_nothing
     assert (node / "configs" / "digits.yaml").is_file() and (node / "work").is_dir()
     assert first.changed > 0
     skipped = {e["event_data"]["task"] for e in lines if e.get("event") == "runner_on_skipped"}
-    assert "Install the NVIDIA stack" in skipped and "Find, format and mount the data disk" in skipped
+    assert "Install the NVIDIA driver, CUDA, cuDNN and NCCL" in skipped
+    assert "Install the Ascend driver, firmware and CANN" in skipped
+    assert "Find, format and mount the data disk" in skipped
     assert display.counts.get("ok", 0) > 0
 
     second = provision.run_site(cluster, ws, job_config=REPO / "examples" / "train" / "digits.yaml",
