@@ -1,6 +1,6 @@
 # The image every node boots from: var.image_id, or (null) the newest Huawei public Ubuntu 22.04
 # image that the flavor can boot (huaweicloud_images_image docs: name_regex, visibility,
-# most_recent, flavor_id). The nvidia role installs the GPU driver (or the Ascend stack).
+# most_recent, flavor_id). The nvidia role installs the GPU driver (the ascend role the Ascend stack).
 
 data "huaweicloud_images_image" "default" {
   count = var.image_id == null ? 1 : 0
