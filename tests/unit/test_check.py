@@ -15,8 +15,7 @@ from trainkit.cli import main
 from trainkit.credentials import explain_failure
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC_FOR = {"alicloud": "alicloud", "tencentcloud": "tencentcloud", "huaweicloud": "huaweicloud",
-            "aws": "aws"}  # example spec per cloud (all name a remote state backend)
+# examples/clusters/<cloud>.yaml exists for every cloud, and each names a remote state backend.
 SECRET = "S3cr3t-value-never-printed"
 
 
@@ -60,7 +59,7 @@ def full_env(room) -> dict[str, str]:
 @pytest.mark.parametrize("cloud", clouds.TERRAFORM_TARGETS)
 def test_check_passes_when_the_clouds_variables_are_set_and_prints_no_value(cloud, tmp_path):
     room = clouds.get(cloud)
-    res = run_check([str(REPO / "examples/clusters" / f"{SPEC_FOR[cloud]}.yaml")], full_env(room), tmp_path)
+    res = run_check([str(REPO / "examples/clusters" / f"{cloud}.yaml")], full_env(room), tmp_path)
     assert res.exit_code == 0, res.output
     assert SECRET not in res.output
     assert f"ok  {room.title}" in res.output
@@ -71,7 +70,7 @@ def test_check_passes_when_the_clouds_variables_are_set_and_prints_no_value(clou
 @pytest.mark.parametrize("cloud", clouds.TERRAFORM_TARGETS)
 def test_check_fails_with_the_variables_to_set_when_they_are_missing(cloud, tmp_path):
     room = clouds.get(cloud)
-    res = run_check([str(REPO / "examples/clusters" / f"{SPEC_FOR[cloud]}.yaml")], {}, tmp_path)
+    res = run_check([str(REPO / "examples/clusters" / f"{cloud}.yaml")], {}, tmp_path)
     assert res.exit_code == errors.MISSING_TOOL, res.output
     assert f"missing: {room.title}: no credentials for the provider" in res.output
     assert room.credentials[0].variables[0][0] in res.output.split("missing:")[1]  # the fix names it
