@@ -33,7 +33,7 @@ COMMANDS: dict[str, str] = {
 
 SHORT_HELP: dict[str, str] = {
     "check": "Check credentials (names only) and tools before anything runs.",
-    "examples": "List (or copy) the example specs and training configs shipped with trainkit.",
+    "examples": "List or copy the shipped example specs and training configs.",
     "validate": "Check a cluster spec; exit 2 with every problem if it is bad.",
     "catalog": "List GPU instance types, cheapest first.",
     "render": "Write the Terraform root stack for a spec into its workspace.",
