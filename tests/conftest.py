@@ -15,7 +15,6 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 TIERS = ("unit", "dist", "infra", "e2e", "gpu")
 
 
@@ -106,9 +105,16 @@ def moto_server():
         yield url
 
 
+# The emulator's dummy keys: set in the environment like real keys (custom `endpoints:` read
+# credentials from the environment; nothing is written into the rendered files).
+MOTO_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+
+
 @pytest.fixture
-def moto(moto_server):
-    """The moto server, reset to empty before the test."""
+def moto(moto_server, monkeypatch):
+    """The moto server, reset to empty before the test; its dummy keys set in the environment."""
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST"), timeout=5)
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+    for name, value in MOTO_ENV.items():
+        monkeypatch.setenv(name, value)
     return moto_server

@@ -16,6 +16,8 @@ from trainkit.errors import TrainkitError, UNEXPECTED
 
 # command name -> "module:attribute"; the module is imported on first use.
 COMMANDS: dict[str, str] = {
+    "check": "trainkit.commands.setup:check",
+    "examples": "trainkit.commands.setup:examples",
     "validate": "trainkit.commands.cluster:validate",
     "catalog": "trainkit.commands.cluster:catalog",
     "render": "trainkit.commands.cluster:render",
@@ -30,6 +32,8 @@ COMMANDS: dict[str, str] = {
 }
 
 SHORT_HELP: dict[str, str] = {
+    "check": "Check credentials (names only) and tools before anything runs.",
+    "examples": "List or copy the shipped example specs and training configs.",
     "validate": "Check a cluster spec and/or a train config; exit 2 with every problem.",
     "catalog": "List GPU instance types, cheapest first.",
     "render": "Write the Terraform root stack for a spec into its workspace.",

@@ -51,7 +51,8 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
     first = user_key or ws.generated_public_key() or _INIT_ONLY_KEY
     write_stack(cluster, first, ws.terraform_dir)
     with progress.step("terraform init") as s:
-        runner = TerraformRunner(ws.terraform_dir, ws.terraform_log, on_line=s.line)
+        runner = TerraformRunner(ws.terraform_dir, ws.terraform_log, on_line=s.line,
+                                 cloud=cluster.spec.cloud)
         try:
             runner.init(phase=phase)
         except TrainkitError as err:

@@ -16,8 +16,9 @@ from rich.console import Console
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)  # no hard wraps in CI logs
 
-# Terraform lines worth a plain log line when there is no live display (CI logs).
-_NOTABLE = re.compile(r"(Creation complete|Destruction complete|Modifications complete|Error|"
+# Terraform lines worth a plain log line when there is no live display (CI logs). Errors are not
+# among them: the failure message shows them once.
+_NOTABLE = re.compile(r"(Creation complete|Destruction complete|Modifications complete|"
                       r"Apply complete|Destroy complete|Plan:|No changes)")
 
 

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from trainkit import resources
 from trainkit.errors import PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for, write_inventory
 from trainkit.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace
 
-REPO = Path(__file__).resolve().parent.parent
-ANSIBLE_DIR = REPO / "ansible"
 # train.yml's task whose result carries each node's torchrun exit code (roles/train/tasks).
 TRAIN_TASK = "Run the training on this node"
 KEEP_ARTIFACTS = 10  # ansible-runner artifact folders kept in workspace/ansible/artifacts
@@ -137,9 +136,14 @@ def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
     return write_inventory(inventory_for(cluster, outputs, workspace), workspace)
 
 
-def build_wheel(workspace: Workspace, source: Path = REPO) -> Path:
+def build_wheel(workspace: Workspace, source: Path | None = None) -> Path:
     """The trainkit wheel for the nodes, built from a clean copy of the package (no stale build/
-    leftovers) and reused while the sources are unchanged: workspace/ansible/wheels/<hash>/."""
+    leftovers) and reused while the sources are unchanged: workspace/ansible/wheels/<hash>/.
+    An installed trainkit (no source tree) repacks its installed files (trainkit.package)."""
+    source = source or resources.source_tree()
+    if source is None:
+        from trainkit.package import repack_installed
+        return repack_installed(workspace.ansible_dir / "wheels")
     digest = _source_digest(source)
     out = workspace.ansible_dir / "wheels" / digest
     found = sorted(out.glob("trainkit-*.whl")) if out.is_dir() else []
@@ -185,11 +189,12 @@ def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravar
     inventory = prepare_inventory(cluster, workspace)
     private = workspace.ansible_dir
     private.mkdir(parents=True, exist_ok=True)
-    env = {"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+    ansible_dir = resources.data_path("ansible")
+    env = {"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"),
            "PATH": os.pathsep.join([str(Path(binary).parent), os.environ.get("PATH", "")]),
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
     runner = ansible_runner.run(
-        private_data_dir=str(private), project_dir=str(ANSIBLE_DIR), playbook=playbook,
+        private_data_dir=str(private), project_dir=str(ansible_dir), playbook=playbook,
         inventory=str(inventory.resolve()), extravars=extravars or {}, envvars=env,
         event_handler=display or ProgressDisplay(), quiet=True, rotate_artifacts=KEEP_ARTIFACTS,
         cmdline=cmdline, suppress_env_files=True)  # env/ files would outlive this run

@@ -24,14 +24,17 @@ from typing import Any
 
 import jinja2
 
-from trainkit import clouds
+from trainkit import clouds, resources
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster, module_variables
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = REPO_ROOT / "templates" / "terraform"
+# The root stack's minimum Terraform: the s3 backend's `use_lockfile` (S3-native state locking)
+# arrived in Terraform 1.10 (Terraform docs, "Backend Type: s3", use_lockfile). `trainkit check`
+# tests the installed terraform against this same value.
+TERRAFORM_MIN_VERSION = "1.10.0"
 MANIFEST = ".trainkit-rendered"
-MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "nas.tf", "nat.tf", "outputs.tf", "README.md")
+MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "image.tf", "nas.tf", "nat.tf", "outputs.tf",
+                "README.md")
 
 
 # HCL native syntax string escapes (hcl/v2 hclsyntax spec, "Template Literals"); every other
@@ -80,7 +83,7 @@ def hcl(value: Any) -> str:
 
 
 def _environment(room: clouds.Cloud) -> jinja2.Environment:
-    folders = [str(TEMPLATES)]
+    folders = [str(resources.data_path("templates", "terraform"))]
     if room.provider_template is not None:
         folders.append(str(room.provider_template.parent))
     return _jinja(tuple(folders))
@@ -118,6 +121,7 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "backend_type": backend_type,
         "backend_args": backend_args,
         "backend_notes": notes,
+        "terraform_min_version": TERRAFORM_MIN_VERSION,
     }
     env = _environment(room)
     provider = room.provider_template.name if room.provider_template else f"provider-{spec.cloud}.tf.j2"

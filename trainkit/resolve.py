@@ -1,7 +1,7 @@
 """Spec + catalog -> `Cluster`: every default filled in, the instance type chosen, advice given.
 
 `load_cluster(path)` is what commands call. `module_variables(cluster)` is the one place that maps
-a cluster onto the Terraform module interface shared by every cloud (design.md).
+a cluster onto the Terraform module interface shared by every cloud (docs/design.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
 from trainkit.spec import RESERVED_TAG, ClusterSpec, load_spec, node_count
 
-# Sizing advice from the project seed (design brief); warnings, never errors.
+# Sizing advice (docs/design.md, "Sizing advice"); warnings, never errors.
 VCPU_PER_GPU = (6, 8)          # vCPUs per GPU to keep data loading ahead of the GPUs
 RAM_PER_GPU_MEMORY = (4, 6)    # host RAM as a multiple of total GPU memory
 MIN_MULTINODE_GBPS = 25        # network for multi-node gradient all-reduce
@@ -90,9 +90,7 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
         catalog = with_prices(catalog, price_file)
     inst = _pick_instance(spec, catalog)
     d = catalog.defaults
-    image = spec.image or d.get("image")
-    if not image:
-        raise InputError(f"image: {spec.cloud} has no default image", fix="set `image:` to an image id")
+    image = spec.image or d.get("image")  # None: the module looks the image up (its image.tf)
     system_disk = {"category": spec.storage.system_disk.category or d["system_disk"]["category"],
                    "size_gb": spec.storage.system_disk.size_gb}
     dd = spec.storage.data_disk
@@ -160,7 +158,7 @@ def tags(spec: ClusterSpec) -> dict[str, str]:
 
 
 def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
-    """The Terraform module inputs (same names for every cloud; see design.md)."""
+    """The Terraform module inputs (same names for every cloud; see docs/design.md)."""
     s = cluster.spec
     if cluster.instance is None:
         raise InputError(f"cloud {s.cloud} has no Terraform module")

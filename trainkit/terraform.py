@@ -5,7 +5,8 @@ itself so that output streams to a log file as it is written (progress on long a
 Ctrl-C is forwarded to terraform, which then stops cleanly and saves its state: a later
 `destroy` can clean up whatever was created. Every run's output goes to `<workspace>/terraform.log`.
 
-Known python-terraform 0.10.1 quirks avoided here:
+Known python-terraform 0.10.1 quirks avoided here (python-terraform 0.10.1 source, `Terraform.apply`
+and `Terraform.destroy`):
 `destroy()` passes `-force` (rejected by Terraform 1.x) and `apply()` without `skip_plan` waits
 for approval; we pass `-auto-approve` / `-input=false` explicitly instead.
 """
@@ -25,6 +26,7 @@ from typing import Callable
 from python_terraform import IsFlagged, Terraform
 
 from trainkit import errors
+from trainkit.credentials import explain_failure
 from trainkit.errors import MissingToolError, TrainkitError
 
 INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "
@@ -47,10 +49,22 @@ def terraform_path() -> str:
     return path
 
 
+def terraform_version(path: str) -> str | None:
+    """`terraform version -json`'s terraform_version ("1.11.4"); None when it cannot be read."""
+    try:
+        proc = subprocess.run([path, "version", "-json"], capture_output=True, text=True, timeout=30,
+                              env={**os.environ, "CHECKPOINT_DISABLE": "1"})
+        return json.loads(proc.stdout).get("terraform_version")
+    except (OSError, ValueError, subprocess.SubprocessError, AttributeError):
+        return None
+
+
 class TerraformRunner:
     """Runs terraform in one root-stack folder; every method raises TrainkitError on failure."""
 
-    def __init__(self, workdir: Path, log_path: Path, on_line: Callable[[str], None] | None = None):
+    def __init__(self, workdir: Path, log_path: Path, on_line: Callable[[str], None] | None = None,
+                 cloud: str | None = None):
+        self.cloud = cloud  # names the room whose credential errors explain a failure
         self.workdir = Path(workdir)
         self.log_path = Path(log_path)
         self.on_line = on_line
@@ -127,6 +141,10 @@ class TerraformRunner:
                                         "`trainkit apply` to finish", exit_code=130)
         output = "".join(lines)
         if proc.returncode not in ok:
+            explained = explain_failure(self.cloud or "", output)
+            if explained:  # one message naming the cloud's variables instead of the raw errors
+                explained.exit_code, explained.fix = phase, f"{explained.fix}; full log: {self.log_path}"
+                raise explained
             raise TrainkitError(f"terraform {cmd} failed (exit {proc.returncode}):\n{_tail(output)}",
                                 fix=f"full log: {self.log_path}", exit_code=phase)
         return Result(proc.returncode, output)

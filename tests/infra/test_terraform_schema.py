@@ -1,10 +1,11 @@
 """Contract: every resource in every rendered stack against the provider schema snapshot.
 
-The snapshot (../shared/reference/provider-schemas.json beside the repository; CI copies shared/
-there) lists each resource's arguments and blocks as parsed from the providers' Go code. For each
+The snapshot (provider-schemas.json beside this file; provenance in its `_meta` and in README.md
+here: provider, release, commit) lists each resource's arguments and blocks as parsed from the
+providers' Go code. For each
 resource we check: the type exists, every argument and block is known and not deprecated, every
 argument the code requires is set, plus the arguments the docs require although the code does not
-(DOCS_REQUIRED, from the snapshot's notes and cloud-facts.md section 8.1), and literal values are
+(DOCS_REQUIRED, from the snapshot's notes and docs/cloud-facts.md section 8.1), and literal values are
 within the code's enums. hashicorp/aws is not in the snapshot: `terraform validate` checks it
 against the real provider schema (test_terraform_render.py).
 
@@ -26,7 +27,7 @@ from trainkit.resolve import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"
-SCHEMAS = REPO.parent / "shared" / "reference" / "provider-schemas.json"
+SCHEMAS = Path(__file__).with_name("provider-schemas.json")
 EXTRA_SCHEMAS = Path(__file__).with_name("provider-schemas-extra.json")
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-test"
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
@@ -50,7 +51,7 @@ def cloud_examples() -> list[str]:
 @pytest.fixture(scope="module")
 def snapshot() -> dict:
     if not SCHEMAS.exists():
-        pytest.fail(f"provider schema snapshot not found at {SCHEMAS} (CI copies shared/ beside the repo)")
+        pytest.fail(f"provider schema snapshot not found at {SCHEMAS}")
     return json.loads(SCHEMAS.read_text())
 
 
@@ -84,11 +85,11 @@ def test_the_supplement_adds_resources_without_redefining_the_snapshot(snapshot,
             assert block in schema["required"] + schema["optional"], f"{rtype}.{block}"
 
 
-def resources(files: dict[str, str]):
-    """(file, type, name, body) for every resource block in the rendered .tf files."""
+def resources(files: dict[str, str], kind: str = "resource"):
+    """(file, type, name, body) for every `kind` block (resource or data) in the rendered .tf files."""
     for rel, text in sorted(files.items()):
         if rel.endswith(".tf"):
-            for item in hcl2.loads(text).get("resource", []):
+            for item in hcl2.loads(text).get(kind, []):
                 for rtype, named in item.items():
                     for name, body in named.items():
                         yield rel, rtype.strip('"'), name.strip('"'), body
@@ -153,6 +154,24 @@ def test_every_rendered_resource_matches_the_provider_schema(schemas, name):
             problems.append(f"{where}: resource type not in the provider schema snapshot")
             continue
         problems += problems_in(body, schemas[rtype], where, DOCS_REQUIRED.get(rtype, set()))
+        checked += 1
+    assert not problems, "\n".join(problems)
+    assert checked or name.startswith("aws")
+
+
+@pytest.mark.parametrize("name", cloud_examples())
+def test_every_rendered_data_source_matches_the_provider_schema(schemas, name):
+    """The image lookups (image.tf) when `image` is unset; keyed `data.<type>` in the supplement."""
+    files = render_stack(load_cluster(EXAMPLES / f"{name}.yaml"), SSH_KEY)
+    problems, checked = [], 0
+    for rel, dtype, dname, body in resources(files, "data"):
+        if dtype.startswith("aws_"):
+            continue  # validated against the real provider by `terraform validate`
+        where = f"{rel}: data.{dtype}.{dname}"
+        if f"data.{dtype}" not in schemas:
+            problems.append(f"{where}: data source not in the provider schema snapshot")
+            continue
+        problems += problems_in(body, schemas[f"data.{dtype}"], where)
         checked += 1
     assert not problems, "\n".join(problems)
     assert checked or name.startswith("aws")

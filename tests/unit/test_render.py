@@ -102,10 +102,12 @@ def test_nat_gateway_with_every_node_public_is_rejected(tmp_path):
 
 def test_aws_emulator_settings_only_with_custom_endpoints():
     real, emulated = rendered("aws")["providers.tf"], rendered("aws-moto")["providers.tf"]
-    for text in ("access_key", "secret_key", "skip_credentials_validation", "endpoints"):
+    for text in ("skip_credentials_validation", "endpoints"):
         assert text not in real
         assert text in emulated
     assert re.search(r'ec2 += "http://127.0.0.1:5000"', emulated)
+    # custom endpoints take their credentials from the environment, like any other run
+    assert "access_key" not in emulated and "secret_key" not in emulated
 
 
 def test_s3_backend_on_custom_endpoints_checks_credentials_there_not_at_aws():
@@ -116,14 +118,24 @@ def test_s3_backend_on_custom_endpoints_checks_credentials_there_not_at_aws():
         assert text not in rendered("aws")["versions.tf"]
 
 
+def test_no_key_from_the_environment_is_written_into_a_rendered_file(tmp_path, monkeypatch):
+    keys = {"AWS_ACCESS_KEY_ID": "AKIAFAKEKEYID4TEST00", "AWS_SECRET_ACCESS_KEY": "fake/secret+value4test",
+            "ALICLOUD_SECRET_KEY": "fake-ali-secret-4test", "TENCENTCLOUD_SECRET_KEY": "fake-tc-secret-4test",
+            "HW_SECRET_KEY": "fake-hw-secret-4test"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    for name in CLOUD_EXAMPLES:
+        write_files(rendered(name), tmp_path / name)
+    text = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    assert text and not [v for v in keys.values() if v in text]
+
+
 @pytest.mark.parametrize("name", CLOUD_EXAMPLES)
 def test_no_credentials_in_rendered_root_files(name):
     files = rendered(name)
     root = "".join(v for k, v in files.items() if not k.startswith("modules/"))
-    for word in ("secret_id", "security_token", "password"):
+    for word in ("secret_id", "security_token", "password", "access_key", "secret_key"):
         assert word not in root
-    if name != "aws-moto":
-        assert "access_key" not in root and "secret_key" not in root
 
 
 def test_backends_per_cloud():

@@ -72,7 +72,8 @@ def test_lr_factor_warms_up_linearly_then_decays_to_lrf():
 
 
 def test_young_daly_matches_the_worked_numbers():
-    # training-anchors.md section 5: C=30 s, M=6 h -> Young 19.0 min, Daly 18.7 min (the exact Daly
+    # Young 1974 (CACM 17(9):530-531) and Daly 2006 (FGCS 22(3):303-312), formulas in docs/training.md:
+    # C=30 s, M=6 h -> Young 19.0 min, Daly 18.7 min (the exact Daly
     # value is 18.64 min: sqrt(2CM)*(1 + sqrt(C/2M)/3 + C/18M) - C; the table rounds up)
     assert young_daly_interval(30, 6 * 3600, higher_order=False) / 60 == pytest.approx(19.0, abs=0.05)
     assert young_daly_interval(30, 6 * 3600) / 60 == pytest.approx(18.64, abs=0.01)

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import yaml
 
+from trainkit import resources
 from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
 
 PACKAGE = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE.parent.parent
+
 TERRAFORM_TARGETS: tuple[str, ...] = ("alicloud", "tencentcloud", "huaweicloud", "aws")
 OTHER_TARGETS: tuple[str, ...] = ("hosts", "local")
 TARGETS: tuple[str, ...] = TERRAFORM_TARGETS + OTHER_TARGETS
@@ -86,8 +87,8 @@ def _shipped(name: str) -> Cloud:
     cloud = importlib.import_module(f"trainkit.clouds.{name}").CLOUD
     return _with_files(cloud, regions=PACKAGE / "data" / f"{name}-regions.yaml",
                        catalog=PACKAGE.parent / "catalog" / f"{name}.yaml",
-                       template=REPO_ROOT / "templates" / "terraform" / f"provider-{name}.tf.j2",
-                       module=REPO_ROOT / "terraform" / "modules" / name)
+                       template=resources.data_root() / "templates" / "terraform" / f"provider-{name}.tf.j2",
+                       module=resources.data_root() / "terraform" / "modules" / name)
 
 
 @lru_cache(maxsize=None)

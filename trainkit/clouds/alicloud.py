@@ -90,4 +90,11 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").
+    credential_errors=(
+        (r"InvalidAccessKeyId(\.NotFound|\.Inactive)?|SignatureDoesNotMatch|IncompleteSignature",
+         "credentials"),
+        (r"(?i)access.?key.*(empty|required|not set)", "credentials"),
+        (r"Forbidden\.RAM|NoPermission|Forbidden\.NoPermission", "permission"),
+    ),
 )

@@ -116,4 +116,13 @@ CLOUD = Cloud(
     ingress_rules=_ingress,
     supports_endpoints=True,
     tag_sweeper="trainkit.clouds.aws_sweep",
+    # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",
+    # the IMDS fallback's 403), STS/EC2/S3 error codes (AWS docs "Common Errors" per API).
+    credential_errors=(
+        (r"(?i)no valid credential sources", "credentials"),
+        (r"(?i)ec2imds.*(403|401)|failed to refresh cached credentials", "credentials"),
+        (r"InvalidClientTokenId|SignatureDoesNotMatch|InvalidAccessKeyId|AuthFailure|ExpiredToken",
+         "credentials"),
+        (r"UnauthorizedOperation|AccessDenied|is not authorized to perform", "permission"),
+    ),
 )

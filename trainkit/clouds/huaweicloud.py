@@ -79,4 +79,12 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    # API Gateway APIGW.0301 "Incorrect IAM authentication information" (Huawei Cloud docs, "API
+    # Gateway error codes"); the provider's "no auth means provided" (huaweicloud/config); the OBS
+    # backend speaks S3 error codes; IAM "Policy doesn't allow" for missing permissions.
+    credential_errors=(
+        (r"APIGW\.0301|(?i:no auth means provided)|(?i:failed to authenticate)", "credentials"),
+        (r"InvalidAccessKeyId|SignatureDoesNotMatch", "credentials"),
+        (r"(?i)policy doesn'?t allow|APIGW\.0302|IAM\.\d{4}", "permission"),
+    ),
 )

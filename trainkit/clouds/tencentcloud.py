@@ -81,4 +81,11 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     spot_needs_max_price=True,
+    # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,
+    # UnauthorizedOperation).
+    credential_errors=(
+        (r"AuthFailure(\.\w+)?", "credentials"),
+        (r"(?i)secret_?id.*(empty|required|not set)", "credentials"),
+        (r"UnauthorizedOperation(\.\w+)?|OperationDenied\.\w*Permission", "permission"),
+    ),
 )

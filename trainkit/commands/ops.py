@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from trainkit import errors, lifecycle, progress
+from trainkit import errors, lifecycle, progress, resources
 from trainkit.errors import InputError
 
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
@@ -112,8 +112,9 @@ def apply(spec, workdir, price_file, yes, no_provision):
 @click.command(context_settings={"ignore_unknown_options": True})
 @spec_argument
 @workdir_option
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
-              default="examples/train/digits.yaml", show_default=True, help="Training config (YAML).")
+@click.option("--config", "config", default=None,
+              help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
+                   "Default: digits.")
 @click.argument("overrides", nargs=-1)
 def train(spec, workdir, config, overrides):
     """Run a training job on every node and fetch its results into runs/<run-id>/.
@@ -129,7 +130,7 @@ def train(spec, workdir, config, overrides):
     cluster, ws = _load(spec, workdir)
     check_train_config(config, list(overrides), world_size(cluster))  # before the workspace or a node
     with ws.lock("train"):
-        result = lifecycle.train(cluster, ws, Path(config), list(overrides))
+        result = lifecycle.train(cluster, ws, resources.train_config(config), list(overrides))
     click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
     for key in ("val_acc", "test_acc", "resumed_from_step", "onnx"):
         if result.get(key) is not None:

@@ -85,7 +85,7 @@ resource "alicloud_instance" "node" {
   instance_name                 = "${var.name}-node-${count.index}"
   host_name                     = "${var.name}-node-${count.index}"
   instance_type                 = var.instance_type
-  image_id                      = var.image_id
+  image_id                      = local.image_id
   vswitch_id                    = alicloud_vswitch.this.id
   security_groups               = [alicloud_security_group.this.id]
   key_name                      = alicloud_ecs_key_pair.this.key_pair_name

@@ -137,7 +137,7 @@ resource "aws_instance" "node" {
   #checkov:skip=CKV_AWS_126:detailed (1-minute) monitoring is billed extra; trainkit logs GPU use and throughput itself
   count = var.node_count
 
-  ami                    = var.image_id
+  ami                    = local.image_id
   instance_type          = var.instance_type
   subnet_id              = local.node_subnet_ids[count.index]
   vpc_security_group_ids = [aws_security_group.this.id]

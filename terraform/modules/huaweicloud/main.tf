@@ -92,7 +92,7 @@ resource "huaweicloud_compute_instance" "node" {
 
   name               = "${var.name}-node-${count.index}"
   flavor_id          = var.instance_type
-  image_id           = var.image_id
+  image_id           = local.image_id
   availability_zone  = var.zone
   key_pair           = huaweicloud_kps_keypair.this.name
   security_group_ids = [huaweicloud_networking_secgroup.this.id]

@@ -106,7 +106,7 @@ resource "tencentcloud_instance" "node" {
   hostname                   = "${var.name}-node-${count.index}"
   availability_zone          = var.zone
   instance_type              = var.instance_type
-  image_id                   = var.image_id
+  image_id                   = local.image_id
   vpc_id                     = tencentcloud_vpc.this.id
   subnet_id                  = tencentcloud_subnet.this.id
   orderly_security_groups    = [tencentcloud_security_group.this.id]

@@ -69,12 +69,13 @@ variable "instance_type" {
 }
 
 variable "image_id" {
-  description = "Image id every node boots from"
+  description = "Image id every node boots from; null = look up the cloud's default image (image.tf)"
   type        = string
+  default     = null
 
   validation {
-    condition     = length(var.image_id) > 0
-    error_message = "image_id must not be empty."
+    condition     = var.image_id == null ? true : length(var.image_id) > 0
+    error_message = "image_id must be null (look up the default image) or a non-empty id."
   }
 }
 

@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.3"
+  required_version = ">= 1.10.0"
 
   # Alibaba OSS; credentials from ALICLOUD_ACCESS_KEY / ALICLOUD_SECRET_KEY.
   backend "oss" {

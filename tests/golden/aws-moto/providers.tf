@@ -11,9 +11,8 @@ terraform {
 provider "aws" {
   region = "us-east-1"
 
-  # API emulator (spec `endpoints`): the keys below are the emulator's dummy values, not secrets.
-  access_key                  = "test"
-  secret_key                  = "test"
+  # Custom API endpoints (spec `endpoints`, e.g. an emulator). Credentials still come from the
+  # environment, like any other run (an emulator takes its own dummy keys there).
   skip_credentials_validation = true
   skip_requesting_account_id  = true
   skip_metadata_api_check     = true

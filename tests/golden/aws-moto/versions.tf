@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.3"
+  required_version = ">= 1.10.0"
 
   # State stays in this folder; set `backend:` in the spec to share and lock it.
   backend "local" {

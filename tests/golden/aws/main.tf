@@ -11,7 +11,7 @@ module "cluster" {
   admin_cidrs       = ["203.0.113.0/24"]
   node_count        = 2
   instance_type     = "g5.12xlarge"
-  image_id          = "ami-1e749f67"
+  image_id          = null
   ssh_public_key    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
   ssh_user          = "ubuntu"
   public_ip         = "head"

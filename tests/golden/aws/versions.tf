@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.3"
+  required_version = ">= 1.10.0"
 
   # AWS S3; credentials from the usual AWS_* variables or profile.
   backend "s3" {

@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.3"
+  required_version = ">= 1.10.0"
 
   # Huawei OBS through the s3 backend (huaweicloud provider guide remote_state_backend).
   # Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY; OBS offers no state lock.

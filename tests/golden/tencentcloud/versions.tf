@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.3"
+  required_version = ">= 1.10.0"
 
   # Tencent COS, locked by the backend itself; credentials from TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY.
   backend "cos" {

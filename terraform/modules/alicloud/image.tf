@@ -1,0 +1,18 @@
+# The image every node boots from: var.image_id, or (null) the newest Alibaba public ("system")
+# Ubuntu 22.04 image that instance_type can boot (alicloud_images docs: name_regex, owners,
+# most_recent, instance_type). Alibaba publishes no public image with the GPU driver baked in;
+# the nvidia role installs it.
+
+data "alicloud_images" "default" {
+  count = var.image_id == null ? 1 : 0
+
+  name_regex    = "^ubuntu_22_04_x64"
+  owners        = "system"
+  os_type       = "linux"
+  instance_type = var.instance_type
+  most_recent   = true
+}
+
+locals {
+  image_id = var.image_id != null ? var.image_id : data.alicloud_images.default[0].images[0].id
+}

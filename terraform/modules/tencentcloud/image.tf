@@ -1,0 +1,16 @@
+# The image every node boots from: var.image_id, or (null) a Tencent public Ubuntu Server 22.04
+# image that instance_type can boot (tencentcloud_images docs: image_type, image_name_regex,
+# instance_type). Tencent publishes no public image with the GPU driver baked in; the nvidia role
+# installs it.
+
+data "tencentcloud_images" "default" {
+  count = var.image_id == null ? 1 : 0
+
+  image_type       = ["PUBLIC_IMAGE"]
+  image_name_regex = "^Ubuntu Server 22\\.04"
+  instance_type    = var.instance_type
+}
+
+locals {
+  image_id = var.image_id != null ? var.image_id : data.tencentcloud_images.default[0].images[0].image_id
+}

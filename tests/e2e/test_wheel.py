@@ -1,0 +1,88 @@
+"""trainkit as users install it: a wheel built from a copy of the repository, installed (not
+editable) into a fresh venv, the source copy deleted, and every command run from a folder outside
+the repository with no PYTHONPATH.
+
+The fresh venv gets ONLY the wheel from pip (`--no-deps --no-index`); its dependencies (click,
+jinja2, torch, ansible, ...) come from this test run's own site-packages through a .pth line added
+after the install (a path line: the editable finder there is not loaded, so `import trainkit`
+can only find the wheel's copy). Real ansible-runner on localhost and torchrun; nothing is stubbed.
+(terraform plan/apply from the same packaged modules runs in tests/infra against moto.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+
+SKIP = shutil.ignore_patterns(".git", ".venv*", ".trainkit", "build", "dist", "*.egg-info", "__pycache__",
+                              ".pytest_cache", "tests", "benchmarks", "runs", ".terraform")
+
+
+def build_wheel(repo: Path, tmp: Path) -> Path:
+    src = tmp / "src"
+    shutil.copytree(repo, src, ignore=SKIP, symlinks=False)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--no-index", "-q", "-w", str(tmp / "dist"), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shutil.rmtree(src)  # the installed trainkit must not need it
+    (wheel,) = (tmp / "dist").glob("trainkit-*.whl")
+    return wheel
+
+
+def fresh_venv(wheel: Path, tmp: Path) -> Path:
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    proc = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-deps",
+                           "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    site = subprocess.run([str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "zz-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return venv
+
+
+def test_wheel_installed_in_a_fresh_venv_works_without_the_source_tree(repo, tmp_path):
+    wheel = build_wheel(repo, tmp_path)
+    venv = fresh_venv(wheel, tmp_path)
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(OMP_NUM_THREADS="1", NO_PROXY="127.0.0.1,localhost",
+               PATH=f"{venv}/bin{os.pathsep}{env['PATH']}{os.pathsep}{Path(sys.executable).parent}")
+
+    def tk(*args: str) -> str:
+        proc = subprocess.run([str(venv / "bin/trainkit"), *args], cwd=here, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, f"trainkit {' '.join(args)}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        return proc.stdout  # stderr holds progress and warnings
+
+    where = subprocess.run([str(venv / "bin/python"), "-c", "import trainkit.resources as r; "
+                            "print(r.data_root()); print(r.source_tree())"],
+                           cwd=here, env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert where[0].startswith(str(venv)) and where[0].endswith("_data") and where[1] == "None"
+
+    tk("examples", "--copy", "ex")
+    specs = sorted((here / "ex/clusters").glob("*.yaml"))
+    assert {p.stem for p in specs} >= {"local", "hosts", "aws", "aws-moto", "alicloud", "tencentcloud",
+                                      "huaweicloud"}
+    for spec in specs:
+        tk("validate", str(spec))
+    for cloud in ("alicloud", "tencentcloud", "huaweicloud", "aws"):
+        out = tk("render", f"ex/clusters/{cloud}.yaml", "--workdir", f"ws-{cloud}")
+        assert (here / f"ws-{cloud}/terraform/modules/{cloud}/main.tf").is_file(), out
+    for name in ("local", "hosts"):
+        assert json.loads(tk("plan", f"ex/clusters/{name}.yaml", "--format", "json"))["cloud"] == name
+
+    tk("apply", "ex/clusters/local.yaml", "--workdir", "ws-local", "--yes")
+    out = tk("train", "ex/clusters/local.yaml", "--workdir", "ws-local", "epochs=1", "export.onnx=false")
+    (run,) = (here / "ws-local/runs").iterdir()
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed", out
+    tk("destroy", "ex/clusters/local.yaml", "--workdir", "ws-local", "--yes")
+    assert sorted(p.name for p in (here / "ws-local").iterdir() if p.name != "lock") == ["runs"]

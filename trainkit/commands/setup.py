@@ -1,0 +1,111 @@
+"""Commands for getting started: `check` (credentials and tools) and `examples` (the built-in specs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+
+from trainkit import clouds, errors
+from trainkit.errors import TrainkitError
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False), required=False)
+@click.option("--cloud", "cloud_names", multiple=True, type=click.Choice(clouds.TERRAFORM_TARGETS),
+              help="Check this cloud (repeatable); missing credentials then fail the check.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def check(spec: str | None, cloud_names: tuple[str, ...], as_json: bool) -> None:
+    """Check credentials (by name, never printing a value) and tools, before anything runs.
+
+    With SPEC: that spec's cloud and state backend, terraform (for cloud targets) and Ansible.
+    With --cloud: those clouds. Alone: every cloud is listed and only the tools must be present.
+    Exit 0 when all needed is there, 9 with the fix for each thing missing. Nothing is contacted.
+
+    \b
+    Example:
+      trainkit check
+      trainkit check examples/clusters/aws.yaml
+      trainkit check --cloud alicloud --json
+    """
+    from trainkit.check import run_checks
+
+    need_backend, strict = False, bool(cloud_names)
+    names = list(cloud_names) or list(clouds.TERRAFORM_TARGETS)
+    need_terraform = True
+    if spec:
+        from trainkit.spec import load_spec
+
+        s = load_spec(spec)
+        is_cloud = s.cloud in clouds.TERRAFORM_TARGETS
+        names, strict, need_terraform = ([s.cloud] if is_cloud else []), True, is_cloud
+        need_backend = is_cloud and s.backend.type != "local"
+    result = run_checks([clouds.get(n) for n in names], need_backend=need_backend,
+                        need_terraform=need_terraform, strict_clouds=strict)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(_text(result))
+    if not result["ok"]:
+        raise TrainkitError(f"{len(result['problems'])} thing(s) missing (see above)",
+                            exit_code=errors.MISSING_TOOL)
+
+
+def _mark(ok: bool) -> str:
+    return "ok  " if ok else "--  "
+
+
+def _text(result: dict) -> str:
+    lines = []
+    for c in result["clouds"]:
+        lines.append(f"{_mark(c['ok'])}{c['title']} ({c['cloud']})")
+        for part in ("provider", "backend"):
+            for s in c[part]["sets"]:
+                have = [n for n, present in {**s["variables"], **s["files"]}.items() if present]
+                label = part if part == "provider" else f"{c['backend']['type']} state backend"
+                lines.append(f"      {label}, {s['label']}: {'set' if s['ok'] else 'missing'}"
+                             f" (present: {', '.join(have) or 'none'})")
+        region = [n for n, present in c["region"].items() if present]
+        lines.append(f"      region variables present: {', '.join(region) or 'none (the spec sets region)'}")
+    tf = result["tools"].get("terraform")
+    if tf:
+        lines.append(f"{_mark(tf['ok'])}terraform {tf['version'] or ''} "
+                     f"{'at ' + tf['path'] if tf['path'] else 'not found'} (needs >= {tf['minimum']})")
+    an = result["tools"]["ansible"]
+    lines.append(f"{_mark(an['ok'])}ansible-playbook {an['path'] or 'not found'}, ansible-runner "
+                 f"{'importable' if an['runner'] else 'not importable'}")
+    for p in result["problems"]:
+        lines.append(f"missing: {p['what']}\n  fix: {p['fix']}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--copy", "copy_to", type=click.Path(file_okay=False),
+              help="Copy every example into this folder (clusters/ and train/), keeping existing files.")
+def examples(copy_to: str | None) -> None:
+    """List the example cluster specs and training configs shipped with trainkit.
+
+    A training config's name works as `train --config NAME`; copy the specs to edit them.
+
+    \b
+    Example:
+      trainkit examples
+      trainkit examples --copy ./trainkit-examples
+    """
+    from trainkit.resources import examples as shipped
+
+    found = shipped()
+    for kind, files in found.items():
+        click.echo(f"{kind}:")
+        for name, path in files.items():
+            click.echo(f"  {name:<14} {path}")
+    if copy_to:
+        for kind, files in found.items():
+            folder = Path(copy_to) / kind
+            folder.mkdir(parents=True, exist_ok=True)
+            for path in files.values():
+                if not (folder / path.name).exists():
+                    shutil.copy2(path, folder / path.name)
+        click.echo(f"copied to {copy_to}/ (existing files kept)")

@@ -1,0 +1,64 @@
+"""The trainkit wheel an installed trainkit ships to the nodes (no source tree needed).
+
+A source checkout builds its wheel with pip (trainkit.provision.build_wheel). An installed
+trainkit has no pyproject.toml to build from, but its site-packages files ARE an unpacked wheel
+(PEP 427: the package plus its .dist-info with METADATA, WHEEL and entry points): `repack_installed`
+zips them again with a fresh RECORD. Same installed files -> same wheel path (cached by digest).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+# Written by the installer, not part of the wheel (PEP 376 / PEP 610 / PEP 627).
+INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+
+
+def _wheel_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
+    """(archive name, installed path) of every file of the wheel, sorted."""
+    out = []
+    for rel in dist.files or []:
+        name = str(rel).replace("\\", "/")
+        if name.startswith("..") or "__pycache__" in name or name.endswith(".pyc"):
+            continue  # scripts outside site-packages and bytecode the installer compiled
+        if ".dist-info/" in name and name.rsplit("/", 1)[-1] in INSTALLER_FILES:
+            continue
+        path = Path(str(dist.locate_file(rel)))
+        if path.is_file():
+            out.append((name, path))
+    return sorted(out)
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def repack_installed(out_root: Path, name: str = "trainkit") -> Path:
+    """The installed distribution `name` as a wheel under out_root/<digest>/; reused when present."""
+    dist = metadata.distribution(name)
+    files = _wheel_files(dist)
+    h = hashlib.sha256()
+    for arc, path in files:
+        h.update(arc.encode() + b"\0" + path.read_bytes() + b"\0")
+    out = out_root / h.hexdigest()[:16]
+    wheel = out / f"{name}-{dist.version}-py3-none-any.whl"
+    if wheel.is_file():
+        return wheel
+    dist_info = next(arc.split("/", 1)[0] for arc, _ in files if ".dist-info/" in arc)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = wheel.with_suffix(".tmp")
+    records = []
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for arc, path in files:
+            data = path.read_bytes()
+            zf.writestr(arc, data)
+            records.append(f"{arc},{_record_hash(data)},{len(data)}")
+        records.append(f"{dist_info}/RECORD,,")
+        zf.writestr(f"{dist_info}/RECORD", "\n".join(records) + "\n")
+    tmp.replace(wheel)
+    return wheel
