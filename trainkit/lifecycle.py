@@ -19,7 +19,8 @@ from typing import Any
 
 from trainkit import errors, progress
 from trainkit.errors import TrainkitError
-from trainkit.resolve import Cluster
+from trainkit.cost import cluster_cost, no_cost
+from trainkit.resolve import Cluster, nat_gateway
 from trainkit.review import ROLES, review
 from trainkit.spec import CLOUD_TARGETS
 from trainkit.workspace import Workspace
@@ -68,9 +69,7 @@ def _no_terraform_review(cluster: Cluster) -> dict[str, Any]:
     return {"cluster": cluster.name, "cloud": cluster.spec.cloud,
             "changes": {"by_role": {role: {} for role in ROLES}, "add": 0, "change": 0, "destroy": 0, "addresses": [],
                         "has_changes": False},
-            "cost": {"currency": None, "per_hour": 0.0, "per_day": 0.0, "complete": True,
-                     "unknown": [], "items": [], "price_source": None, "price_date": None},
-            "findings": [], "blocking": False,
+            "cost": no_cost(cluster), "findings": [], "blocking": False, "safety": [],
             "note": f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"}
 
 
@@ -120,9 +119,9 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
     saved = ws.plan_bin.exists() and (ws.root / "plan.fingerprint").exists()
     runner = render_and_init(cluster, ws)
     fresh = saved and (ws.root / "plan.fingerprint").read_text() == stack_fingerprint(ws.terraform_dir)
-    rev = None
+    rev = review(json.loads(ws.plan_json.read_text()), cluster) if fresh else plan(cluster, ws)
+    refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
     if not fresh:
-        rev = plan(cluster, ws)
         if rev["changes"]["has_changes"] and not confirm(rev):
             raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
     with progress.step("terraform apply") as s:
@@ -143,6 +142,13 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm) -> tuple[dict | N
             (ws.root / "plan.fingerprint").unlink(missing_ok=True)
         outputs = {k: v["value"] for k, v in runner.outputs().items()}
     return rev, outputs
+
+
+def refuse_blocking(rev: dict[str, Any]) -> None:
+    """Raise (exit code PLAN_BLOCKED) when the review has a blocking finding."""
+    blocking = [f"{f['code']}: {f['message']}" for f in rev["findings"] if f["severity"] == "block"]
+    if blocking:
+        raise TrainkitError("apply refused: " + "; ".join(blocking), exit_code=errors.PLAN_BLOCKED)
 
 
 def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
@@ -245,6 +251,27 @@ def _remove_owned(ws: Workspace, keep_terraform: bool) -> None:
 
 # ---------------------------------------------------------------- status
 
+def running_cost(cluster: Cluster, nodes: int) -> dict[str, Any]:
+    """What `nodes` running nodes cost, by the same model as the plan review (`trainkit.cost`)."""
+    if not nodes:
+        return {"currency": cluster.catalog.currency, "per_hour": None, "cost": None}
+    c = cluster_cost(cluster, nodes, 1 if nat_gateway(cluster.spec) else 0)
+    return {"currency": c["currency"], "per_hour": c["per_hour"], "cost": c}
+
+
+def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
+    """The TTL deadline (UTC, from the apply time) and the idle setting, for `status`."""
+    from trainkit.safety import idle_minutes, ttl_hours
+
+    out: dict[str, Any] = {"ttl_deadline": None, "idle_after_minutes": idle_minutes(cluster.spec)}
+    hours = ttl_hours(cluster.spec)
+    if hours is not None:
+        deadline = applied_at + hours * 3600
+        out["ttl_deadline"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))
+        out["ttl_left_hours"] = round(max(0.0, deadline - now) / 3600, 2)
+    return out
+
+
 def status(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
     """What exists (from outputs.json) and what it has cost since apply (catalog prices)."""
     applied = ws.root / "applied.json"
@@ -254,11 +281,11 @@ def status(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
         if ws.outputs_json.exists():
             out["nodes"] = ws.read_outputs().get("nodes") or []
             out["exists"] = bool(out["nodes"])
-        price = cluster.instance.price(cluster.spec.spot.enabled)
-        out["currency"] = cluster.catalog.currency
-        out["per_hour"] = price * len(out["nodes"]) if price is not None and out["exists"] else None
-        if out["exists"] and applied.exists() and out["per_hour"] is not None:
-            hours = (time.time() - json.loads(applied.read_text())["applied_at"]) / 3600
+        out.update(running_cost(cluster, len(out["nodes"])))
+        if out["exists"] and applied.exists():
+            applied_at = json.loads(applied.read_text())["applied_at"]
+            out.update(safety_status(cluster, applied_at, time.time()))
+            hours = (time.time() - applied_at) / 3600
             out["hours"] = round(hours, 3)
             out["cost_so_far"] = round(hours * out["per_hour"], 2)
     else:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainkit.catalog import Catalog, InstanceType, load_catalog, select, with_prices
+from trainkit.catalog import (Catalog, InstanceType, load_catalog, refreshed_price_file, select,
+                              with_prices)
 from trainkit.errors import InputError, SpecError
 from trainkit.spec import CLOUD_TARGETS, RESERVED_TAG, ClusterSpec, load_spec, node_count
 
@@ -73,6 +74,9 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
                        data_disk=spec.storage.data_disk.model_dump(),
                        nas=spec.storage.nas.model_dump(), warnings=())
     catalog = load_catalog(spec.cloud)
+    refreshed = refreshed_price_file(spec.cloud, spec.region)  # `trainkit prices refresh` output
+    if refreshed:
+        catalog = with_prices(catalog, refreshed)
     if price_file:
         catalog = with_prices(catalog, price_file)
     inst = _pick_instance(spec, catalog)

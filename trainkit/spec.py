@@ -203,6 +203,18 @@ class ClusterSpec(_Model):
     endpoints: dict[str, str] = Field({}, description="aws only: custom API endpoints (emulators)")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
+    ttl: str | None = Field(None, description="Release the cluster this long after it is created, "
+                                              "e.g. 12h (see docs: safety nets)")
+    idle: str | None = Field(None, description="Shut a node down after this long with no training "
+                                               "process and idle CPU/GPU, e.g. 30m")
+
+    @field_validator("ttl", "idle")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        from trainkit.safety import parse_minutes
+        if v is not None:
+            parse_minutes(v)
+        return v
 
     @model_validator(mode="after")
     def _per_target_rules(self) -> "ClusterSpec":

@@ -44,6 +44,8 @@ class Cloud:
     spot_notice_url: str | None = None
     # Terraform argument that releases an instance at a time (TTL), or None: use the node timer.
     ttl_argument: str | None = None
+    # Whether the module makes a node-side shutdown terminate the instance (when ttl/idle are set).
+    shutdown_terminates: bool = False
     # Limits the cloud enforces (provider validation or API docs); see each room for the source.
     limits: dict[str, Any] = field(default_factory=dict)
     # Review facts: instance resource type -> (attribute, predicate) meaning "has a public IP";
