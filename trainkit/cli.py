@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "destroy": "trainkit.commands.ops:destroy",
     "status": "trainkit.commands.ops:status",
     "ssh": "trainkit.commands.ops:ssh",
+    "cost": "trainkit.commands.money:cost",
+    "prices": "trainkit.commands.money:prices",
     "run": "trainkit.commands.run:run",
     "export": "trainkit.commands.run:export",
 }
@@ -39,6 +41,8 @@ SHORT_HELP: dict[str, str] = {
     "destroy": "Destroy the cluster and check nothing is left.",
     "status": "Show what exists and what it costs so far.",
     "ssh": "Open a shell on a node.",
+    "cost": "Compare on-demand, subscription and spot+checkpoints for a training job.",
+    "prices": "Refresh prices from the clouds' price APIs (`prices refresh`).",
     "run": "Train from a YAML config (on a node, under torchrun or alone).",
     "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
 }

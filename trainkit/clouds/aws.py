@@ -25,6 +25,7 @@ CLOUD = Cloud(
     backend_credentials=_KEYS,
     spot_notice_url="http://169.254.169.254/latest/meta-data/spot/instance-action",
     ttl_argument=None,
+    price_adapter="trainkit.clouds.prices_aws",
     shutdown_terminates=True,  # aws_instance.instance_initiated_shutdown_behavior = "terminate"
     # The module gives a node its public IP through aws_eip.node (an EIP per public node).
     public_ip_attrs={"aws_instance": ("associate_public_ip_address", lambda v: v is True)},

@@ -46,6 +46,8 @@ class Cloud:
     ttl_argument: str | None = None
     # Whether the module makes a node-side shutdown terminate the instance (when ttl/idle are set).
     shutdown_terminates: bool = False
+    # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).
+    price_adapter: str | None = None
     # Limits the cloud enforces (provider validation or API docs); see each room for the source.
     limits: dict[str, Any] = field(default_factory=dict)
     # Review facts: instance resource type -> (attribute, predicate) meaning "has a public IP";
