@@ -34,7 +34,7 @@ def adapter(cloud: str):
 
 
 def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: str | None = None,
-            now: dt.datetime | None = None) -> Path:
+            zone: str | None = None, now: dt.datetime | None = None) -> Path:
     """Fetch prices for `types` (default: every catalog type) and write the price file; its path."""
     catalog = load_catalog(cloud)
     known = [i.type for i in catalog.instances]
@@ -43,7 +43,8 @@ def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: s
     if unknown:
         raise InputError(f"--types: not {cloud} catalog types: {', '.join(unknown)}",
                          fix=f"see `trainkit catalog --cloud {cloud}`")
-    fetched = adapter(cloud).fetch(region, wanted, endpoint=endpoint)
+    fetched = adapter(cloud).fetch(region, wanted, endpoint=endpoint, zone=zone,
+                                   image=catalog.defaults.get("image"))
     return write(cloud, region, fetched, now or dt.datetime.now(dt.timezone.utc))
 
 

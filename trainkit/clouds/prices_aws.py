@@ -20,7 +20,7 @@ PRICING_REGION = "us-east-1"
 SOURCE = "AWS Price List API GetProducts (on-demand) + EC2 DescribeSpotPriceHistory (spot, lowest zone)"
 
 
-def fetch(region: str, types: list[str], endpoint: str | None = None) -> dict[str, Any]:
+def fetch(region: str, types: list[str], endpoint: str | None = None, **_: Any) -> dict[str, Any]:
     pricing = boto3.client("pricing", region_name=PRICING_REGION)
     ec2 = boto3.client("ec2", region_name=region, endpoint_url=endpoint)
     prices = {t: {"on_demand": on_demand(pricing, region, t), "spot": None} for t in types}

@@ -24,6 +24,7 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     spot_notice_url="http://metadata.tencentyun.com/latest/meta-data/spot/termination-time",
     ttl_argument=None,
+    price_adapter="trainkit.clouds.prices_tencentcloud",
     public_ip_attrs={"tencentcloud_instance": ("allocate_public_ip", lambda v: v is True)},
     unencrypted={"tencentcloud_cbs_storage": lambda v: v.get("encrypt") is False},
     spot_needs_max_price=True,

@@ -109,8 +109,9 @@ def prices() -> None:
 @click.option("--cloud", required=True, help="Cloud whose price API to ask.")
 @click.option("--region", required=True, help="Region to price, e.g. us-east-1.")
 @click.option("--types", help="Comma-separated instance types (default: every catalog type).")
+@click.option("--zone", help="Zone, for clouds that quote per zone (Tencent).")
 @click.option("--endpoint", help="Custom API endpoint (emulators, private endpoints).")
-def refresh(cloud, region, types, endpoint):
+def refresh(cloud, region, types, zone, endpoint):
     """Ask the cloud's price API and write a dated price file that catalog/plan/cost then use.
 
     \b
@@ -123,5 +124,5 @@ def refresh(cloud, region, types, endpoint):
     if cloud not in clouds.TERRAFORM_TARGETS:
         raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")
     wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
-    path = price_api.refresh(cloud, region, wanted, endpoint=endpoint)
+    path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)
     click.echo(f"prices written to {path}")
