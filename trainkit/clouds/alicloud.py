@@ -26,6 +26,7 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     spot_notice_url="http://100.100.100.200/latest/meta-data/instance/spot/termination-time",
     ttl_argument="auto_release_time",
+    price_adapter="trainkit.clouds.prices_alicloud",
     public_ip_attrs={"alicloud_instance": ("internet_max_bandwidth_out", lambda v: bool(v))},
     unencrypted={"alicloud_ecs_disk": lambda v: v.get("encrypted") is False},
 )
