@@ -23,6 +23,7 @@ CLOUD = Cloud(
                                                   ("AWS_SECRET_ACCESS_KEY",))),),
     spot_notice_url=None,
     ttl_argument="auto_terminate_time",
+    price_adapter="trainkit.clouds.prices_huaweicloud",
     public_ip_attrs={"huaweicloud_compute_instance": ("eip_type", lambda v: bool(v))},
     # EVS encrypts only with a KMS key (`kms_id`).
     unencrypted={"huaweicloud_evs_volume": lambda v: not v.get("kms_id")},
