@@ -6,6 +6,7 @@ a cluster onto the Terraform module interface shared by every cloud (design.md).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,20 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
         "nfs_mount_options": cluster.nfs_mount_options,
         "tags": tags(s),
+        **safety_variables(cluster),
     }
+
+
+def safety_variables(cluster: Cluster) -> dict[str, Any]:
+    """ttl_minutes for clouds with a release-at argument (else the node-side guard does it), and
+    whether a node's own shutdown terminates it (the guard's ttl/idle timers rely on that)."""
+    from trainkit import clouds
+    from trainkit.safety import parse_minutes
+
+    s, room = cluster.spec, clouds.get(cluster.spec.cloud)
+    ttl = None if s.ttl is None else math.ceil(parse_minutes(s.ttl))
+    return {"ttl_minutes": ttl if room.ttl_argument else None,
+            "node_shutdown_terminates": room.shutdown_terminates and (s.ttl is not None or s.idle is not None)}
 
 
 def nat_gateway(spec: ClusterSpec) -> bool:
