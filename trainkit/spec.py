@@ -257,6 +257,9 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append(f"hosts: duplicate host names {dupes}")
         if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
             out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
+    if s.cloud == "local" and (s.ttl or s.idle):
+        out.append("ttl: the local target is this machine; trainkit will not shut it down "
+                   "(ttl and idle are for clouds and hosts)")
     if s.cloud == "local" and s.nodes != 1:
         out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
     if s.endpoints and s.cloud != "aws":
