@@ -59,7 +59,11 @@ def plan(cluster: Cluster, ws: Workspace, destroy: bool = False) -> dict[str, An
         plan_data = runner.show_json(ws.plan_bin)
     ws.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
     (ws.root / "plan.fingerprint").write_text(stack_fingerprint(ws.terraform_dir))
-    rev = review(plan_data, cluster)
+    from trainkit.checkov import scan_plan
+
+    extra, checkov_note = scan_plan(ws.plan_json)
+    rev = review(plan_data, cluster, extra)
+    rev["checkov"] = checkov_note
     from trainkit.review import to_markdown
     ws.review_md.write_text(to_markdown(rev))
     return rev

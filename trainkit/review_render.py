@@ -106,6 +106,8 @@ def _cost(rev: dict) -> list[str]:
 def _findings(rev: dict) -> list[str]:
     out = ["**Findings**" if rev["findings"] else "**Findings**: none"]
     out += [f"- {'⛔' if f['severity'] == 'block' else '⚠️'} `{f['code']}` {f['message']}" for f in rev["findings"]]
+    if rev.get("checkov"):
+        out.append(f"_{rev['checkov']}_")
     if rev.get("safety"):
         out += ["", "**Safety nets**"] + [f"- {s}" for s in rev["safety"]]
     return out + [""]
