@@ -88,10 +88,13 @@ def test_plan_apply_replan_destroy_leaves_nothing(repo, tmp_path, moto):
     assert created["aws_nat_gateway"] == 1 and created["aws_eip.nat"] == 1
     assert created["aws_subnet"] == 2 and created["aws_route_table"] == 2
     assert rev["cost"]["currency"] == "USD"
-    assert rev["cost"]["items"][0]["per_hour"] == pytest.approx(2 * 5.672)  # g5.12xlarge, aws.yaml
+    # spot with no known spot price: at most spot.max_price (3.5), an upper bound, never on-demand
+    node = rev["cost"]["items"][0]
+    assert node["per_hour"] == pytest.approx(2 * 3.5) and node["upper_bound"] and "max_price" in node["basis"]
     nat_cost, = [i for i in rev["cost"]["items"] if i["item"] == "NAT gateway"]
     assert nat_cost["per_hour"] == pytest.approx(0.045)  # aws.yaml storage_prices.nat_gateway_hour
-    assert rev["findings"] == [] and not rev["blocking"]
+    # trainkit's own rules find nothing (checkov, when installed, may add warnings of its own)
+    assert [f for f in rev["findings"] if not f["code"].startswith("checkov")] == [] and not rev["blocking"]
     assert (ws / "review.md").read_text().startswith("### trainkit plan")
 
     trainkit("apply", spec, "--workdir", ws, "--no-provision")
@@ -109,7 +112,8 @@ def test_plan_apply_replan_destroy_leaves_nothing(repo, tmp_path, moto):
     assert json.loads(again.stdout)["changes"]["addresses"] == []
 
     status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
-    assert status["exists"] and status["per_hour"] == pytest.approx(2 * 5.672)
+    # one cost model: status prices the running cluster exactly as the plan review did
+    assert status["exists"] and status["per_hour"] == rev["cost"]["per_hour"]
 
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")
