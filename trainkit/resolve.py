@@ -14,6 +14,7 @@ from typing import Any
 from trainkit.catalog import (Catalog, InstanceType, load_catalog, refreshed_price_file, select,
                               with_prices)
 from trainkit.errors import InputError, SpecError
+from trainkit.safety import check_ttl
 from trainkit.spec import CLOUD_TARGETS, RESERVED_TAG, ClusterSpec, load_spec, node_count
 
 # Sizing advice from the project seed (design brief); warnings, never errors.
@@ -81,6 +82,7 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
     if price_file:
         catalog = with_prices(catalog, price_file)
     inst = _pick_instance(spec, catalog)
+    check_ttl(spec)
     d = catalog.defaults
     image = spec.image or d.get("image")
     if not image:

@@ -33,6 +33,17 @@ def idle_minutes(spec) -> float | None:
     return None if spec.idle is None else parse_minutes(spec.idle)
 
 
+def check_ttl(spec) -> None:
+    """InputError when the cloud's release-at argument cannot take a TTL this short."""
+    from trainkit.errors import InputError
+
+    room = _room(spec.cloud)
+    least = (room.limits.get("ttl_min_minutes") if room else None) or 0
+    if spec.ttl is not None and parse_minutes(spec.ttl) < least:
+        raise InputError(f"ttl: {room.title} releases an instance no sooner than {least} minutes "
+                         f"after it is created, got {spec.ttl}", fix=f"set ttl: {least}m or more")
+
+
 def describe(cluster) -> list[str]:
     """One sentence per safety net: what the cloud or the node does, and when."""
     spec, out = cluster.spec, []

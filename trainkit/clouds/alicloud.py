@@ -27,6 +27,8 @@ CLOUD = Cloud(
     spot_notice_url="http://100.100.100.200/latest/meta-data/instance/spot/termination-time",
     ttl_argument="auto_release_time",
     price_adapter="trainkit.clouds.prices_alicloud",
+    # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time".
+    limits={"ttl_min_minutes": 30},
     public_ip_attrs={"alicloud_instance": ("internet_max_bandwidth_out", lambda v: bool(v))},
     unencrypted={"alicloud_ecs_disk": lambda v: v.get("encrypted") is False},
 )
