@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import threading
 import os
 import shutil
 import subprocess
@@ -10,7 +12,9 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Callable, Iterator
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -118,3 +122,55 @@ def moto(moto_server, monkeypatch):
     for name, value in MOTO_ENV.items():
         monkeypatch.setenv(name, value)
     return moto_server
+
+
+# ---------------------------------------------------------------- cloud price API stand-ins
+# The clouds' price APIs cannot be reached from the test machines; each adapter test points the
+# cloud's official SDK at this server on 127.0.0.1 (through the SDK's endpoint setting), which
+# answers with the response shape from the API's documentation.
+
+@contextlib.contextmanager
+def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, list[dict]]]:
+    """Serve `answer(request) -> JSON dict`; yields (base URL, list of requests seen).
+
+    A request is {method, path, query, headers, body (parsed JSON or form, else text)}.
+    """
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self):
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+            url = urlparse(self.path)
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:
+                body = {k: v[0] for k, v in parse_qs(raw).items()}
+            req = {"method": self.command, "path": url.path,
+                   "query": {k: v[0] for k, v in parse_qs(url.query).items()},
+                   "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+            seen.append(req)
+            data = json.dumps(answer(req)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _serve
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def price_stub():
+    """`with price_stub(answer) as (url, requests_seen):` a local price API stand-in."""
+    return running_price_stub

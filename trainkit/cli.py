@@ -27,6 +27,8 @@ COMMANDS: dict[str, str] = {
     "destroy": "trainkit.commands.ops:destroy",
     "status": "trainkit.commands.ops:status",
     "ssh": "trainkit.commands.ops:ssh",
+    "cost": "trainkit.commands.money:cost",
+    "prices": "trainkit.commands.money:prices",
     "run": "trainkit.commands.run:run",
     "export": "trainkit.commands.run:export",
 }
@@ -43,6 +45,8 @@ SHORT_HELP: dict[str, str] = {
     "destroy": "Destroy the cluster its state backend holds; report (--sweep: delete) tagged leftovers.",
     "status": "Show the nodes the cloud has now and what they cost so far.",
     "ssh": "Open a shell on a node.",
+    "cost": "Compare on-demand, subscription and spot+checkpoints for a training job.",
+    "prices": "Refresh prices from the clouds' price APIs (`prices refresh`).",
     "run": "Train from a YAML config (on a node, under torchrun or alone).",
     "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
 }

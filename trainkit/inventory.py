@@ -57,7 +57,7 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
             "ansible_python_interpreter": "/usr/bin/python3"}
     head = nodes[0]
     group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs, cloud),
-                  **_training_vars(cluster, workspace), **extra}
+                  **_training_vars(cluster, workspace), **guard_vars(cluster), **extra}
     return {"all": {
         "vars": group_vars,
         "children": {
@@ -220,6 +220,21 @@ def _cluster_vars(cluster: Cluster, nodes: list[dict], head: dict) -> dict:
 def _host_in_url(host: str) -> str:
     """An IPv6 address in brackets (RFC 3986 3.2.2), as torchrun's host:port endpoint needs."""
     return f"[{host}]" if ":" in host else host
+
+
+def guard_vars(cluster: Cluster) -> dict:
+    """The guard role's inputs: the TTL where the cloud cannot release at a time, and idle."""
+    from trainkit import clouds
+    from trainkit.safety import idle_minutes, ttl_hours
+
+    spec = cluster.spec
+    try:
+        cloud_side = bool(clouds.get(spec.cloud).ttl_argument)
+    except KeyError:  # hosts: no cloud, the node does it
+        cloud_side = False
+    ttl = ttl_hours(spec)
+    return {"guard_ttl_minutes": 0 if ttl is None or cloud_side else round(ttl * 60, 2),
+            "guard_idle_minutes": idle_minutes(spec) or 0}
 
 
 def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) -> dict:

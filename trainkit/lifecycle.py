@@ -19,6 +19,8 @@ from typing import Any
 from trainkit import errors, progress
 from trainkit.errors import InputError, TrainkitError
 from trainkit.resolve import Cluster
+from trainkit.cost import cluster_cost, no_cost
+from trainkit.resolve import nat_gateway
 from trainkit.review import ROLES, review
 from trainkit import clouds
 from trainkit.sshkeys import key_files
@@ -116,7 +118,11 @@ def _plan(cluster: Cluster, ws: Workspace, runner, destroy: bool = False) -> dic
         plan_data = runner.show_json(ws.plan_bin)
     ws.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
     (ws.root / "plan.fingerprint").write_text(stack_fingerprint(ws.terraform_dir))
-    rev = review(plan_data, cluster)
+    from trainkit.checkov import scan_plan
+
+    extra, checkov_note = scan_plan(ws.plan_json)
+    rev = review(plan_data, cluster, extra)
+    rev["checkov"] = checkov_note
     drift = drifted(plan_data)
     if drift:
         rev["drift"] = drift
@@ -140,9 +146,7 @@ def _no_terraform_review(cluster: Cluster) -> dict[str, Any]:
     return {"cluster": cluster.name, "cloud": cluster.spec.cloud,
             "changes": {"by_role": {role: {} for role in ROLES}, "add": 0, "change": 0, "destroy": 0, "addresses": [],
                         "has_changes": False},
-            "cost": {"currency": None, "per_hour": 0.0, "per_day": 0.0, "complete": True,
-                     "unknown": [], "items": [], "price_source": None, "price_date": None},
-            "findings": [], "blocking": False,
+            "cost": no_cost(cluster), "findings": [], "blocking": False, "safety": [],
             "note": f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"}
 
 
@@ -204,6 +208,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
         require_private_key(cluster, ws, state.get("ssh_public_key"))
     reviewed = saved[1] if saved and saved[0] == stack_fingerprint(ws.terraform_dir) else None
     rev = _plan(cluster, ws, runner)
+    refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
     now = change_set(json.loads(ws.plan_json.read_text()))
     if reviewed is None or now != reviewed:
         if reviewed is not None:
@@ -220,6 +225,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
                 raise
             progress.info("the state changed while planning (another workspace?); planning again")
             rev = _plan(cluster, ws, runner)
+            refuse_blocking(rev)
             if rev["changes"]["has_changes"] and not confirm(rev):
                 raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
             runner.apply_plan(ws.plan_bin)
@@ -237,6 +243,13 @@ def _saved_plan(ws: Workspace) -> tuple[str, set] | None:
     if not (ws.plan_bin.exists() and ws.plan_json.exists() and fingerprint.exists()):
         return None
     return fingerprint.read_text(), change_set(json.loads(ws.plan_json.read_text()))
+
+
+def refuse_blocking(rev: dict[str, Any]) -> None:
+    """Raise (exit code PLAN_BLOCKED) when the review has a blocking finding."""
+    blocking = [f"{f['code']}: {f['message']}" for f in rev["findings"] if f["severity"] == "block"]
+    if blocking:
+        raise TrainkitError("apply refused: " + "; ".join(blocking), exit_code=errors.PLAN_BLOCKED)
 
 
 def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
@@ -301,6 +314,27 @@ def _rank0_log(ws: Workspace, run_id: str) -> Path:
 
 # ---------------------------------------------------------------- status
 
+def running_cost(cluster: Cluster, nodes: int) -> dict[str, Any]:
+    """What `nodes` running nodes cost, by the same model as the plan review (`trainkit.cost`)."""
+    if not nodes:
+        return {"currency": cluster.catalog.currency, "per_hour": None, "cost": None}
+    c = cluster_cost(cluster, nodes, 1 if nat_gateway(cluster.spec) else 0)
+    return {"currency": c["currency"], "per_hour": c["per_hour"], "cost": c}
+
+
+def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
+    """The TTL deadline (UTC, from the apply time) and the idle setting, for `status`."""
+    from trainkit.safety import idle_minutes, ttl_hours
+
+    out: dict[str, Any] = {"ttl_deadline": None, "idle_after_minutes": idle_minutes(cluster.spec)}
+    hours = ttl_hours(cluster.spec)
+    if hours is not None:
+        deadline = applied_at + hours * 3600
+        out["ttl_deadline"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))
+        out["ttl_left_hours"] = round(max(0.0, deadline - now) / 3600, 2)
+    return out
+
+
 def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]:
     """What exists, as the cloud has it now (the state refreshed, nothing changed), and its cost.
 
@@ -321,13 +355,13 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
         out["exists"] = bool(out["nodes"])
-        price = cluster.instance.price(cluster.spec.spot.enabled)
-        out["currency"] = cluster.catalog.currency
-        out["per_hour"] = price * len(out["nodes"]) if price is not None and out["exists"] else None
-        if out["exists"] and applied.exists() and out["per_hour"] is not None:
-            hours = (time.time() - json.loads(applied.read_text())["applied_at"]) / 3600
-            out["hours"] = round(hours, 3)
-            out["cost_so_far"] = round(hours * out["per_hour"], 2)
+        out.update(running_cost(cluster, len(out["nodes"])))
+        if out["exists"] and applied.exists():
+            applied_at = json.loads(applied.read_text())["applied_at"]
+            out.update(safety_status(cluster, applied_at, time.time()))
+            out["hours"] = round((time.time() - applied_at) / 3600, 3)
+            if out["per_hour"] is not None:
+                out["cost_so_far"] = round(out["hours"] * out["per_hour"], 2)
     else:
         out["exists"] = ws.inventory_yml.exists()
         hosts = cluster.spec.hosts or ()

@@ -6,14 +6,17 @@ a cluster onto the Terraform module interface shared by every cloud (docs/design
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainkit import clouds
-from trainkit.catalog import Catalog, InstanceType, load_catalog, select, with_prices
+from trainkit.catalog import (Catalog, InstanceType, load_catalog, refreshed_price_file, select,
+                              with_prices)
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
+from trainkit.safety import check_ttl
 from trainkit.spec import RESERVED_TAG, ClusterSpec, load_spec, node_count
 
 # Sizing advice (docs/design.md, "Sizing advice"); warnings, never errors.
@@ -86,9 +89,13 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
                        data_disk=spec.storage.data_disk.model_dump(),
                        nas=spec.storage.nas.model_dump(), warnings=())
     catalog = load_catalog(spec.cloud)
+    refreshed = refreshed_price_file(spec.cloud, spec.region)  # `trainkit prices refresh` output
+    if refreshed:
+        catalog = with_prices(catalog, refreshed)
     if price_file:
         catalog = with_prices(catalog, price_file)
     inst = _pick_instance(spec, catalog)
+    check_ttl(spec)
     d = catalog.defaults
     image = spec.image or d.get("image")  # None: the module looks the image up (its image.tf)
     system_disk = {"category": spec.storage.system_disk.category or d["system_disk"]["category"],
@@ -184,7 +191,20 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
         "nfs_mount_options": cluster.nfs_mount_options,
         "tags": tags(s),
+        **safety_variables(cluster),
     }
+
+
+def safety_variables(cluster: Cluster) -> dict[str, Any]:
+    """ttl_minutes for clouds with a release-at argument (else the node-side guard does it), and
+    whether a node's own shutdown terminates it (the guard's ttl/idle timers rely on that)."""
+    from trainkit import clouds
+    from trainkit.safety import parse_minutes
+
+    s, room = cluster.spec, clouds.get(cluster.spec.cloud)
+    ttl = None if s.ttl is None else math.ceil(parse_minutes(s.ttl))
+    return {"ttl_minutes": ttl if room.ttl_argument else None,
+            "node_shutdown_terminates": room.shutdown_terminates and (s.ttl is not None or s.idle is not None)}
 
 
 def nat_gateway(spec: ClusterSpec) -> bool:

@@ -12,11 +12,13 @@ import ipaddress
 from collections import Counter
 from typing import Any
 
+from trainkit.cost import HOURS_PER_MONTH, cluster_cost
 from trainkit.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
 from trainkit.resolve import Cluster
 
-HOURS_PER_MONTH = 730  # 8760 h / 12, the month cloud price pages use for per-GB-month storage
 ROLES = ("network", "compute", "storage", "nas")
+# Most dangerous first: the review lists replace and delete before anything else.
+ACTION_ORDER = ("delete", "replace", "update", "create")
 
 
 def role_of(resource_type: str) -> str:
@@ -39,6 +41,7 @@ def changes(plan: dict) -> dict[str, Any]:
         counts[role_of(rc["type"])][action] += 1
         if action != "no-op":
             addresses.append({"address": rc["address"], "action": action, "role": role_of(rc["type"])})
+    addresses.sort(key=lambda a: (ACTION_ORDER.index(a["action"]), ROLES.index(a["role"]), a["address"]))
     total = Counter()
     for c in counts.values():
         total.update(c)
@@ -52,53 +55,42 @@ def changes(plan: dict) -> dict[str, Any]:
 
 
 def after_resources(plan: dict) -> list[dict]:
-    """Every managed resource as it will be after apply: {type, index, values}."""
+    """Every managed resource as it will be after apply: {type, index, address, values}."""
+    return _resources(plan, "after", skip=["delete"])
+
+
+def before_resources(plan: dict) -> list[dict]:
+    """Every managed resource as it is now (before apply): {type, index, address, values}."""
+    return _resources(plan, "before", skip=["create"])
+
+
+def _resources(plan: dict, side: str, skip: list[str]) -> list[dict]:
     out = []
     for rc in plan.get("resource_changes", []):
-        if rc.get("mode") != "data" and rc["change"]["actions"] != ["delete"]:
+        if rc.get("mode") != "data" and rc["change"]["actions"] != skip:
             out.append({"type": rc["type"], "index": rc.get("index"), "address": rc["address"],
-                        "values": rc["change"].get("after") or {}})
+                        "values": rc["change"].get(side) or {}})
     return out
 
 
-def cost(cluster: Cluster, resources: list[dict]) -> dict[str, Any]:
-    """Hourly and daily cost from the catalog; items without a price are listed as unknown."""
-    cat, spec = cluster.catalog, cluster.spec
-    instances = sum(1 for r in resources if role_of(r["type"]) == "compute" and "instance" in r["type"])
-    inst_price = cluster.instance.price(spec.spot.enabled) if cluster.instance else None
-    disk_prices = (cat.storage_prices.get("disk_gb_month") or {}) if cat else {}
-    nas_price = cat.storage_prices.get("nas_gb_month") if cat else None
-    items = [_item(f"{cluster.instance.type} ({'spot' if spec.spot.enabled else 'on-demand'})",
-                   instances, "node", inst_price)]
-    sys_price = disk_prices.get(cluster.system_disk["category"])
-    items.append(_item(f"system disk {cluster.system_disk['category']}",
-                       instances * cluster.system_disk["size_gb"], "GB",
-                       sys_price / HOURS_PER_MONTH if sys_price is not None else None))
-    if cluster.data_disk["enabled"]:
-        price = disk_prices.get(cluster.data_disk["category"])
-        items.append(_item(f"data disk {cluster.data_disk['category']}",
-                           instances * cluster.data_disk["size_gb"], "GB",
-                           price / HOURS_PER_MONTH if price is not None else None))
-    if cluster.nas["enabled"]:
-        size = cluster.nas["size_gb"]
-        items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
-                           nas_price / HOURS_PER_MONTH if nas_price is not None and size else None))
-    nat_gateways = sum(1 for r in resources if r["type"].endswith("_nat_gateway"))
-    if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
-        items.append(_item("NAT gateway", nat_gateways, "gateway",
-                           cat.storage_prices.get("nat_gateway_hour") if cat else None))
-    known = [i["per_hour"] for i in items if i["per_hour"] is not None]
-    per_hour = round(sum(known), 4)
-    return {"currency": cat.currency if cat else None, "per_hour": per_hour,
-            "per_day": round(per_hour * 24, 2), "complete": len(known) == len(items),
-            "unknown": [i["item"] for i in items if i["per_hour"] is None], "items": items,
-            "price_source": cat.price_source if cat else None, "price_date": cat.price_date if cat else None}
+def quantities(resources: list[dict]) -> dict[str, int]:
+    """What the cost model bills for: instance and NAT gateway resources."""
+    return {"nodes": sum(1 for r in resources if role_of(r["type"]) == "compute" and "instance" in r["type"]),
+            "nat_gateways": sum(1 for r in resources if r["type"].endswith("_nat_gateway"))}
 
 
-def _item(name: str, quantity: float, unit: str, unit_price_per_hour: float | None) -> dict:
-    per_hour = None if unit_price_per_hour is None else round(quantity * unit_price_per_hour, 4)
-    return {"item": name, "quantity": quantity, "unit": unit,
-            "unit_price_per_hour": unit_price_per_hour, "per_hour": per_hour}
+def cost(cluster: Cluster, resources: list[dict], before: list[dict] | None = None) -> dict[str, Any]:
+    """The cluster's cost after apply (`trainkit.cost`), plus the delta against `before` (now)."""
+    q = quantities(resources)
+    out = cluster_cost(cluster, q["nodes"], q["nat_gateways"])
+    if before is not None:
+        qb = quantities(before)
+        current = cluster_cost(cluster, qb["nodes"], qb["nat_gateways"])["per_hour"] \
+            if qb["nodes"] or qb["nat_gateways"] else 0.0
+        out["current_per_hour"] = current
+        out["delta_per_hour"] = round(out["per_hour"] - current, 4)
+        out["delta_per_month"] = round(out["delta_per_hour"] * HOURS_PER_MONTH, 2)
+    return out
 
 
 def findings(cluster: Cluster, resources: list[dict], cost_: dict) -> list[dict]:
@@ -126,7 +118,7 @@ def findings(cluster: Cluster, resources: list[dict], cost_: dict) -> list[dict]
         if cost_["per_hour"] > budget:
             out.append(_finding("budget-exceeded", "block",
                                 f"{cost_['per_hour']:.2f} {cost_['currency']}/h exceeds budget.max_per_hour "
-                                f"{budget:.2f}"))
+                                f"{budget:.2f}" + (" (spot at its max_price)" if cost_["upper_bound"] else "")))
         elif not cost_["complete"]:
             out.append(_finding("budget-unchecked", "warn",
                                 f"budget set but prices unknown for: {', '.join(cost_['unknown'])}"))
@@ -137,59 +129,23 @@ def _finding(code: str, severity: str, message: str) -> dict:
     return {"code": code, "severity": severity, "message": message}
 
 
-def review(plan: dict, cluster: Cluster) -> dict[str, Any]:
-    """The whole review; stable keys: cluster, cloud, changes, cost, findings, blocking."""
+def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = None) -> dict[str, Any]:
+    """The whole review; stable keys: cluster, cloud, changes, cost, findings, blocking, safety.
+
+    `extra_findings` come from tools run at the edge (checkov on plan.json).
+    """
     resources = after_resources(plan)
-    cost_ = cost(cluster, resources)
-    found = findings(cluster, resources, cost_)
+    cost_ = cost(cluster, resources, before_resources(plan))
+    found = findings(cluster, resources, cost_) + list(extra_findings or [])
     return {"cluster": cluster.name, "cloud": cluster.spec.cloud, "changes": changes(plan),
-            "cost": cost_, "findings": found, "blocking": any(f["severity"] == "block" for f in found)}
+            "cost": cost_, "findings": found, "safety": safety(cluster),
+            "blocking": any(f["severity"] == "block" for f in found)}
 
 
-def _money(value: float | None, rev: dict) -> str:
-    cost_ = rev["cost"]
-    if value is None:
-        return "unknown"
-    suffix = "" if cost_["complete"] else f" + unknown ({', '.join(cost_['unknown'])})"
-    return f"{value:,.2f} {cost_['currency']}{suffix}"
+def safety(cluster: Cluster) -> list[str]:
+    """What the cloud and the nodes will do about a forgotten cluster (ttl, idle), in words."""
+    from trainkit import safety as safety_nets
+    return safety_nets.describe(cluster)
 
 
-def to_text(rev: dict) -> str:
-    if rev.get("note"):  # local / hosts: nothing for terraform to do
-        return rev["note"]
-    ch = rev["changes"]
-    lines = [f"Plan for {rev['cluster']} ({rev['cloud']}): "
-             f"{ch['add']} to add, {ch['change']} to change, {ch['destroy']} to destroy"]
-    for role in ROLES:
-        if ch["by_role"][role]:
-            lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))
-    lines.append(f"Cost: {_money(rev['cost']['per_hour'], rev)} per hour, "
-                 f"{_money(rev['cost']['per_day'], rev)} per day")
-    for f in rev["findings"]:
-        lines.append(f"  [{f['severity']}] {f['code']}: {f['message']}")
-    if not rev["findings"]:
-        lines.append("Findings: none")
-    return "\n".join(lines)
-
-
-def to_markdown(rev: dict) -> str:
-    if rev.get("note"):
-        return f"### trainkit plan: `{rev['cluster']}` on {rev['cloud']}\n\n{rev['note']}\n"
-    ch = rev["changes"]
-    out = [f"### trainkit plan: `{rev['cluster']}` on {rev['cloud']}", "",
-           f"**{ch['add']}** to add, **{ch['change']}** to change, **{ch['destroy']}** to destroy", "",
-           "| role | create | update | delete | replace |", "|---|---:|---:|---:|---:|"]
-    for role in ROLES:
-        c = ch["by_role"][role]
-        out.append(f"| {role} | " + " | ".join(str(c.get(a, 0)) for a in
-                                               ("create", "update", "delete", "replace")) + " |")
-    out += ["", "**Estimated cost**", "", "| item | quantity | per hour |", "|---|---:|---:|"]
-    for item in rev["cost"]["items"]:
-        price = "unknown" if item["per_hour"] is None else f"{item['per_hour']:,.4f}"
-        out.append(f"| {item['item']} | {item['quantity']:g} {item['unit']} | {price} |")
-    out += ["", f"Total: {_money(rev['cost']['per_hour'], rev)} per hour, "
-                f"{_money(rev['cost']['per_day'], rev)} per day "
-                f"(prices: {rev['cost']['price_source'] or 'none'}, {rev['cost']['price_date'] or 'n/a'})", ""]
-    out.append("**Findings**" if rev["findings"] else "**Findings**: none")
-    out += [f"- {'⛔' if f['severity'] == 'block' else '⚠️'} `{f['code']}` {f['message']}" for f in rev["findings"]]
-    return "\n".join(out) + "\n"
+from trainkit.review_render import to_markdown, to_text  # noqa: E402  (re-exported for callers)

@@ -238,6 +238,18 @@ class ClusterSpec(_Model):
                                                       "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
+    ttl: str | None = Field(None, description="Release the cluster this long after it is created, "
+                                              "e.g. 12h (see docs: safety nets)")
+    idle: str | None = Field(None, description="Shut a node down after this long with no training "
+                                               "process and idle CPU/GPU, e.g. 30m")
+
+    @field_validator("ttl", "idle")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        from trainkit.safety import parse_minutes
+        if v is not None:
+            parse_minutes(v)
+        return v
 
     @field_validator("cloud")
     @classmethod
@@ -296,6 +308,9 @@ def _target_problems(s: ClusterSpec) -> list[str]:
         if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
             out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
         out += spec_checks.host_problems(s)
+    if s.cloud == "local" and (s.ttl or s.idle):
+        out.append("ttl: the local target is this machine; trainkit will not shut it down "
+                   "(ttl and idle are for clouds and hosts)")
     if s.cloud == "local" and s.nodes != 1:
         out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
     if s.cloud == "local" and s.storage.nas.enabled:

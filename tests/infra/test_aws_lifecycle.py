@@ -49,10 +49,13 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     assert created["aws_nat_gateway"] == 1 and created["aws_eip.nat"] == 1
     assert created["aws_subnet"] == 2 and created["aws_route_table"] == 2
     assert rev["cost"]["currency"] == "USD"
-    assert rev["cost"]["items"][0]["per_hour"] == pytest.approx(2 * 5.672)  # g5.12xlarge, aws.yaml
+    # spot with no known spot price: at most spot.max_price (3.5), an upper bound, never on-demand
+    node = rev["cost"]["items"][0]
+    assert node["per_hour"] == pytest.approx(2 * 3.5) and node["upper_bound"] and "max_price" in node["basis"]
     nat_cost, = [i for i in rev["cost"]["items"] if i["item"] == "NAT gateway"]
     assert nat_cost["per_hour"] == pytest.approx(0.045)  # aws.yaml storage_prices.nat_gateway_hour
-    assert rev["findings"] == [] and not rev["blocking"]
+    # trainkit's own rules find nothing (checkov, when installed, may add warnings of its own)
+    assert [f for f in rev["findings"] if not f["code"].startswith("checkov")] == [] and not rev["blocking"]
     assert (ws / "review.md").read_text().startswith("### trainkit plan")
 
     trainkit("apply", spec, "--workdir", ws, "--no-provision")
@@ -79,7 +82,8 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     status = json.loads(trainkit("status", spec, "--workdir", other, "--json").stdout)
     assert status["exists"] and [n["id"] for n in status["nodes"]] == [nodes[0]["id"]]
     assert "module.cluster.aws_instance.node[1]" in status["drift"]
-    assert status["per_hour"] == pytest.approx(5.672)  # one node left to pay for
+    # one cost model (trainkit.cost, as in the plan review): one node fewer to pay for
+    assert 0 < status["per_hour"] < rev["cost"]["per_hour"]
     declined = trainkit("apply", spec, "--workdir", other, "--no-provision", input="n\n", check_rc=errors.APPLY)
     assert "planned again" in declined.stderr and "aws_instance.node[1]" in declined.stderr
     assert "cancelled" in declined.stderr and "is up" not in declined.stdout

@@ -126,10 +126,12 @@ def test_public_ip_on_a_worker_and_unencrypted_disk_are_warnings():
 
 
 def test_budget_exceeded_blocks_and_spot_without_nas_warns():
-    rev = review(plan_of(*NODES), resolve(spec(budget={"max_per_hour": 10}, spot={"enabled": True})))
+    rev = review(plan_of(*NODES), resolve(spec(budget={"max_per_hour": 10},
+                                               spot={"enabled": True, "max_price": 6})))
     codes = {f["code"]: f["severity"] for f in rev["findings"]}
     assert codes["budget-exceeded"] == "block" and codes["spot-no-shared-checkpoints"] == "warn"
-    assert rev["blocking"]
+    assert rev["blocking"] and "max_price" in next(f["message"] for f in rev["findings"]
+                                                   if f["code"] == "budget-exceeded")
     ok = review(plan_of(*NODES), resolve(spec(budget={"max_per_hour": 100})))
     assert not ok["blocking"]
 
@@ -148,3 +150,42 @@ def test_plan_on_local_says_there_is_nothing_to_provision_in_every_format(repo, 
         main(["plan", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path), "--format", fmt])
     assert exc.value.code == 0
     assert "nothing to provision with terraform" in capsys.readouterr().out
+
+
+def test_spot_is_priced_at_max_price_as_an_upper_bound_never_at_on_demand():
+    rev = review(plan_of(*NODES), resolve(spec(spot={"enabled": True, "max_price": 3.5})))
+    node = rev["cost"]["items"][0]
+    assert node["per_hour"] == 7.0 and node["upper_bound"] and "upper bound" in node["basis"]
+    assert "at most 7.00 CNY" in to_text(rev) and "≤ 7.0000" in to_markdown(rev)
+    unknown = review(plan_of(*NODES), resolve(spec(spot={"enabled": True})))["cost"]
+    assert unknown["items"][0]["per_hour"] is None and "spot price unknown" in unknown["items"][0]["basis"]
+    assert unknown["per_hour"] != 2 * 9.53  # the on-demand rate is never used for spot
+
+
+def test_markdown_names_replaced_and_destroyed_resources_first_with_monthly_cost_and_delta():
+    old = rc("module.cluster.alicloud_instance.node[2]", "alicloud_instance", None, ("delete",), 2)
+    old["change"]["before"] = {"internet_max_bandwidth_out": 0}
+    disk = rc("module.cluster.alicloud_ecs_disk.data[0]", "alicloud_ecs_disk", {"encrypted": True},
+              ("delete", "create"), 0)
+    disk["change"]["before"] = {"encrypted": True}
+    rev = review(plan_of(*NODES, old, disk), resolve(spec()))
+    md = to_markdown(rev)
+    caution = md.index("[!CAUTION]")
+    assert caution < md.index("| role |")
+    assert md.index("**DESTROY** `module.cluster.alicloud_instance.node[2]`") < \
+        md.index("**REPLACE** `module.cluster.alicloud_ecs_disk.data[0]`")
+    assert rev["changes"]["addresses"][0]["action"] == "delete"
+    cost = rev["cost"]
+    assert cost["per_month"] == round(2 * 9.53 * 730, 2) and "per month" in md
+    # one node runs now, two after: the delta is one node-hour
+    assert cost["current_per_hour"] == 9.53 and cost["delta_per_hour"] == 9.53
+    assert "+9.53 per hour" in md and "<details><summary>All 4 change(s)</summary>" in md
+
+
+def test_markdown_fits_a_github_comment_with_a_note_when_cut():
+    many = [rc(f"module.cluster.alicloud_security_group_rule.r[{i}]", "alicloud_security_group_rule",
+               {"type": "egress"}, index=i) for i in range(3000)]
+    md = to_markdown(review(plan_of(*NODES, *many), resolve(spec())))
+    assert len(md) <= 65536 and "more change(s) not shown" in md and md.rstrip().endswith("</details>")
+    small = to_markdown(review(plan_of(*NODES), resolve(spec())))
+    assert "not shown" not in small

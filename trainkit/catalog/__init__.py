@@ -10,6 +10,7 @@ sort after every known price; they are never estimated.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +22,7 @@ from trainkit import clouds
 from trainkit.errors import InputError
 
 CATALOG_DIR = Path(__file__).parent
+PRICE_KEYS = ("on_demand", "spot", "subscription_month")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class InstanceType:
     network_gbps: float | None = None
     on_demand: float | None = None      # per node-hour, catalog currency
     spot: float | None = None
+    subscription_month: float | None = None  # per node-month (monthly subscription), where priced
     accelerator: str = "nvidia"          # nvidia | ascend
     arch: str = "x86_64"
 
@@ -94,7 +97,9 @@ def _read(path: str, mtime_ns: int) -> Catalog:
 
 
 def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
-    """Overlay a user's price file: `{currency: X, prices: {TYPE: {on_demand: N, spot: N}}}`.
+    """Overlay a price file: `{currency, region, date, source, prices: {TYPE: {on_demand, spot,
+    subscription_month}}}` (`prices refresh` writes this shape; a hand-written one may omit all
+    but `prices`).
 
     Types not in the file keep their shipped prices. InputError names the file and the key.
     """
@@ -113,8 +118,8 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
             close = difflib.get_close_matches(type_name, sorted(known), n=1)
             raise InputError(f"{path}: prices.{type_name}: not a {catalog.cloud} type in the catalog",
                              fix=f"did you mean {close[0]!r}?" if close else None)
-        if not isinstance(row, dict) or set(row) - {"on_demand", "spot"}:
-            raise InputError(f"{path}: prices.{type_name}: give on_demand and/or spot numbers")
+        if not isinstance(row, dict) or set(row) - set(PRICE_KEYS):
+            raise InputError(f"{path}: prices.{type_name}: give {', '.join(PRICE_KEYS)} numbers")
         for key, value in row.items():
             if value is not None and (not isinstance(value, (int, float)) or value < 0):
                 raise InputError(f"{path}: prices.{type_name}.{key}: must be a number >= 0")
@@ -122,7 +127,21 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
         row = data["prices"].get(inst.type)
         updated.append(replace(inst, **row) if row else inst)
     return replace(catalog, instances=tuple(updated), currency=data.get("currency", catalog.currency),
-                   price_source=str(path), price_date=data.get("date", catalog.price_date))
+                   price_source=str(data.get("source") or path), price_date=data.get("date", catalog.price_date),
+                   price_region=data.get("region", catalog.price_region))
+
+
+def prices_dir() -> Path:
+    """Where `trainkit prices refresh` writes: $TRAINKIT_PRICES_DIR, else ~/.cache/trainkit/prices."""
+    env = os.environ.get("TRAINKIT_PRICES_DIR")
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainkit" / "prices"
+    return Path(env) if env else base
+
+
+def refreshed_price_file(cloud: str, region: str | None) -> Path | None:
+    """The price file `prices refresh` wrote for this cloud and region, if any."""
+    path = prices_dir() / f"{cloud}-{region}.yaml"
+    return path if region and path.is_file() else None
 
 
 def gpu_matches(inst: InstanceType, gpu: str | None) -> bool:

@@ -97,4 +97,7 @@ CLOUD = Cloud(
         (r"(?i)access.?key.*(empty|required|not set)", "credentials"),
         (r"Forbidden\.RAM|NoPermission|Forbidden\.NoPermission", "permission"),
     ),
+    price_adapter="trainkit.clouds.prices_alicloud",
+    # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time".
+    limits={"ttl_min_minutes": 30},
 )

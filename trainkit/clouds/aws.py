@@ -114,6 +114,8 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    price_adapter="trainkit.clouds.prices_aws",
+    shutdown_terminates=True,  # aws_instance.instance_initiated_shutdown_behavior = "terminate"
     supports_endpoints=True,
     tag_sweeper="trainkit.clouds.aws_sweep",
     # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",

@@ -107,6 +107,12 @@ class Cloud:
     public_ip_node: Callable[[dict], "int | None"] = lambda r: None
     unencrypted: Callable[[dict], Iterator[str]] = lambda r: iter(())
     ingress_rules: Callable[[dict], Iterator[Ingress]] = lambda r: iter(())
+    # Whether the module makes a node-side shutdown terminate the instance (when ttl/idle are set).
+    shutdown_terminates: bool = False
+    # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).
+    price_adapter: str | None = None
+    # Limits the cloud enforces (provider validation or API docs); see each room for the source.
+    limits: dict[str, Any] = field(default_factory=dict)
     # Whether spot needs an explicit max price (Tencent SPOTPAID does).
     spot_needs_max_price: bool = False
     # Whether the spec may set custom API `endpoints:` (emulators).

@@ -87,4 +87,5 @@ CLOUD = Cloud(
         (r"InvalidAccessKeyId|SignatureDoesNotMatch", "credentials"),
         (r"(?i)policy doesn'?t allow|APIGW\.0302|IAM\.\d{4}", "permission"),
     ),
+    price_adapter="trainkit.clouds.prices_huaweicloud",
 )

@@ -80,6 +80,7 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    price_adapter="trainkit.clouds.prices_tencentcloud",
     spot_needs_max_price=True,
     # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,
     # UnauthorizedOperation).

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from trainkit.catalog import catalog_clouds, load_catalog, matching, with_prices
+from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -95,8 +95,9 @@ def _check_config(cluster, config: str, overrides: tuple[str, ...]):
 @click.option("--spot", is_flag=True, help="Sort by spot price where known.")
 @click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
               help="Your own price file (needs --cloud).")
+@click.option("--region", help="Use the prices `trainkit prices refresh` fetched for this region.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def catalog(cloud, gpu, gpus, min_mem, spot, price_file, as_json) -> None:
+def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, as_json) -> None:
     """List GPU instance types that match, cheapest first (unknown prices last).
 
     \b
@@ -108,14 +109,20 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, as_json) -> None:
     rows = []
     for name in [cloud] if cloud else catalog_clouds():
         cat = load_catalog(name)
+        refreshed = refreshed_price_file(name, region or cat.price_region)
+        if refreshed:  # `trainkit prices refresh` output comes before the shipped prices
+            cat = with_prices(cat, refreshed)
         if price_file:
             cat = with_prices(cat, price_file)
         for inst in matching(cat, gpu, gpus, min_mem, spot):
             price = inst.price(spot)
+            basis = None if price is None else "spot" if spot and inst.spot is not None else "on-demand"
             rows.append({"cloud": name, "type": inst.type, "gpu": inst.gpu, "gpus": inst.gpus,
                          "gpu_memory_gb": inst.gpu_memory_gb, "vcpus": inst.vcpus,
                          "ram_gb": inst.ram_gb, "network_gbps": inst.network_gbps,
-                         "price_per_hour": price, "currency": cat.currency,
+                         "price_per_hour": price, "price_basis": basis, "on_demand": inst.on_demand,
+                         "spot": inst.spot, "subscription_month": inst.subscription_month,
+                         "currency": cat.currency, "region": cat.price_region,
                          "price_source": cat.price_source if price is not None else None,
                          "price_date": cat.price_date if price is not None else None})
     if as_json:
@@ -127,7 +134,8 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, as_json) -> None:
     header = f"{'cloud':<13}{'type':<26}{'gpu':<10}{'gpus':>4}{'mem':>5}{'vcpu':>6}{'ram':>7}{'gbps':>6}  price/h"
     click.echo(header)
     for r in rows:
-        price = f"{r['price_per_hour']:.2f} {r['currency']}" if r["price_per_hour"] is not None else "unknown"
+        price = f"{r['price_per_hour']:.2f} {r['currency']} ({r['price_basis']}, {r['region'] or '?'}, " \
+            f"{r['price_date'] or '?'})" if r["price_per_hour"] is not None else "unknown"
         click.echo(f"{r['cloud']:<13}{r['type']:<26}{r['gpu']:<10}{_n(r['gpus']):>4}{_n(r['gpu_memory_gb']):>5}"
                    f"{_n(r['vcpus']):>6}{_n(r['ram_gb']):>7}{_n(r['network_gbps']):>6}  {price}")
 

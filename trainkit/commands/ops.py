@@ -215,8 +215,14 @@ def status(spec, workdir, as_json):
     for node in out["nodes"]:
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
     if out.get("per_hour") is not None:
-        so_far = f"; so far {out['cost_so_far']:.2f}" if out.get("cost_so_far") is not None else ""
-        click.echo(f"  {out['per_hour']:.2f} {out['currency']}/h{so_far}")
+        from trainkit.review_render import money
+        click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
+                   f"so far {out.get('cost_so_far', 0):.2f}")
+        click.echo(f"  price basis: {out['cost']['items'][0]['basis']}")
+    if out.get("ttl_deadline"):
+        click.echo(f"  ttl: released by {out['ttl_deadline']} ({out['ttl_left_hours']:g} h left)")
+    if out.get("idle_after_minutes"):
+        click.echo(f"  idle: each node shuts down after {out['idle_after_minutes']:g} idle minutes")
     click.echo(f"  runs: {', '.join(out['runs']) or 'none'}")
 
 

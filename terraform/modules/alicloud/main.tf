@@ -100,9 +100,16 @@ resource "alicloud_instance" "node" {
   deployment_set_id             = try(alicloud_ecs_deployment_set.this[0].id, null)
   http_tokens                   = "required"
   security_enhancement_strategy = "Active"
+  # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (alicloud_instance docs); fixed at creation, see lifecycle.
+  auto_release_time = var.ttl_minutes == null ? null : timeadd(plantimestamp(), "${var.ttl_minutes}m")
 
   tags        = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
   volume_tags = var.tags
+
+  lifecycle {
+    # plantimestamp() moves on every plan; the release time is set once, when the node is created.
+    ignore_changes = [auto_release_time]
+  }
 }
 
 resource "alicloud_ecs_disk" "data" {

@@ -144,6 +144,9 @@ resource "aws_instance" "node" {
   key_name               = aws_key_pair.this.key_name
   placement_group        = try(aws_placement_group.this[0].id, null)
   ebs_optimized          = true
+  # EC2 has no release-at argument: the node-side guard shuts down, and this makes that terminate.
+  # null keeps EC2's default (stop) without a perpetual diff where the API omits the attribute.
+  instance_initiated_shutdown_behavior = var.node_shutdown_terminates ? "terminate" : null
 
   dynamic "instance_market_options" {
     for_each = var.spot.enabled ? [var.spot] : []

@@ -102,6 +102,8 @@ resource "huaweicloud_compute_instance" "node" {
   # Defaults to the pay-per-use price when null; conflicts with spot_duration (cloud-facts.md 8.2).
   spot_maximum_price = var.spot.enabled && var.spot.max_price != null ? tostring(var.spot.max_price) : null
   eip_type           = local.public[count.index] ? "5_bgp" : null
+  # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (huaweicloud_compute_instance docs); set once, see lifecycle.
+  auto_terminate_time = var.ttl_minutes == null ? null : timeadd(plantimestamp(), "${var.ttl_minutes}m")
 
   network {
     uuid = huaweicloud_vpc_subnet.this.id
@@ -126,6 +128,11 @@ resource "huaweicloud_compute_instance" "node" {
   }
 
   tags = var.tags
+
+  lifecycle {
+    # plantimestamp() moves on every plan; the terminate time is set once, when the node is created.
+    ignore_changes = [auto_terminate_time]
+  }
 }
 
 # EVS encryption needs a KMS key id, which the shared module interface does not carry: the

@@ -213,3 +213,15 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "ttl_minutes" {
+  description = "Release each node this many minutes after it is created, where the cloud has a release-at argument (alicloud auto_release_time, huaweicloud auto_terminate_time); null = never. Elsewhere the node-side guard timer does it."
+  type        = number
+  default     = null
+}
+
+variable "node_shutdown_terminates" {
+  description = "Whether a shutdown from inside a node (the guard's ttl/idle timer) terminates the instance, where the cloud has that setting (aws instance_initiated_shutdown_behavior)."
+  type        = bool
+  default     = false
+}

@@ -4,23 +4,25 @@
 module "cluster" {
   source = "./modules/aws"
 
-  name              = "aws-demo"
-  zone              = "us-east-1a"
-  vpc_cidr          = "10.42.0.0/16"
-  subnet_cidr       = "10.42.1.0/24"
-  admin_cidrs       = ["203.0.113.0/24"]
-  node_count        = 2
-  instance_type     = "g5.12xlarge"
-  image_id          = null
-  ssh_public_key    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
-  ssh_user          = "ubuntu"
-  public_ip         = "head"
-  nat_gateway       = true
-  placement_group   = true
-  spot              = { "enabled" : true, "max_price" : 3.5 }
-  system_disk       = { "category" : "gp3", "size_gb" : 200 }
-  data_disk         = { "enabled" : true, "category" : "gp3", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }
-  nas               = { "enabled" : true, "type" : "generalPurpose", "size_gb" : null }
-  nfs_mount_options = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev"
-  tags              = { "cost-center" : "research", "team" : "ml-platform", "trainkit-cluster" : "aws-demo" }
+  name                     = "aws-demo"
+  zone                     = "us-east-1a"
+  vpc_cidr                 = "10.42.0.0/16"
+  subnet_cidr              = "10.42.1.0/24"
+  admin_cidrs              = ["203.0.113.0/24"]
+  node_count               = 2
+  instance_type            = "g5.12xlarge"
+  image_id                 = null
+  ssh_public_key           = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
+  ssh_user                 = "ubuntu"
+  public_ip                = "head"
+  nat_gateway              = true
+  placement_group          = true
+  spot                     = { "enabled" : true, "max_price" : 3.5 }
+  system_disk              = { "category" : "gp3", "size_gb" : 200 }
+  data_disk                = { "enabled" : true, "category" : "gp3", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }
+  nas                      = { "enabled" : true, "type" : "generalPurpose", "size_gb" : null }
+  nfs_mount_options        = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev"
+  tags                     = { "cost-center" : "research", "team" : "ml-platform", "trainkit-cluster" : "aws-demo" }
+  ttl_minutes              = null
+  node_shutdown_terminates = true
 }

@@ -4,23 +4,25 @@
 module "cluster" {
   source = "./modules/huaweicloud"
 
-  name              = "huawei-demo"
-  zone              = "cn-north-4a"
-  vpc_cidr          = "10.42.0.0/16"
-  subnet_cidr       = "10.42.1.0/24"
-  admin_cidrs       = ["203.0.113.0/24"]
-  node_count        = 2
-  instance_type     = "p2s.4xlarge.8"
-  image_id          = null
-  ssh_public_key    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
-  ssh_user          = "root"
-  public_ip         = "head"
-  nat_gateway       = true
-  placement_group   = true
-  spot              = { "enabled" : true, "max_price" : 20.0 }
-  system_disk       = { "category" : "GPSSD", "size_gb" : 200 }
-  data_disk         = { "enabled" : true, "category" : "GPSSD", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : "00000000-0000-0000-0000-000000000000" }
-  nas               = { "enabled" : true, "type" : "STANDARD", "size_gb" : 500 }
-  nfs_mount_options = "vers=3,timeo=600,noresvport,nolock,tcp"
-  tags              = { "team" : "ml-platform", "trainkit-cluster" : "huawei-demo" }
+  name                     = "huawei-demo"
+  zone                     = "cn-north-4a"
+  vpc_cidr                 = "10.42.0.0/16"
+  subnet_cidr              = "10.42.1.0/24"
+  admin_cidrs              = ["203.0.113.0/24"]
+  node_count               = 2
+  instance_type            = "p2s.4xlarge.8"
+  image_id                 = null
+  ssh_public_key           = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
+  ssh_user                 = "root"
+  public_ip                = "head"
+  nat_gateway              = true
+  placement_group          = true
+  spot                     = { "enabled" : true, "max_price" : 20.0 }
+  system_disk              = { "category" : "GPSSD", "size_gb" : 200 }
+  data_disk                = { "enabled" : true, "category" : "GPSSD", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : "00000000-0000-0000-0000-000000000000" }
+  nas                      = { "enabled" : true, "type" : "STANDARD", "size_gb" : 500 }
+  nfs_mount_options        = "vers=3,timeo=600,noresvport,nolock,tcp"
+  tags                     = { "team" : "ml-platform", "trainkit-cluster" : "huawei-demo" }
+  ttl_minutes              = 1440
+  node_shutdown_terminates = false
 }

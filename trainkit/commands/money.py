@@ -1,0 +1,128 @@
+"""Commands about money: `cost` (compare billing plans) and `prices refresh` (prices from the clouds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from trainkit.errors import InputError
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--hours", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Hours of training work (wall hours on a node that is never reclaimed).")
+@click.option("--reclaims-per-day", type=click.FloatRange(min=0), default=None,
+              help="Spot reclaims of the cluster per day (default 1: an assumption).")
+@click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds to write a checkpoint (default: measured by the newest run, else 60).")
+@click.option("--restart-seconds", type=click.FloatRange(min=0), default=None,
+              help="Seconds from a reclaim to training again (default 600).")
+@click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
+              help="Your own price file (overrides catalog prices).")
+@click.option("--workdir", type=click.Path(file_okay=False),
+              help="Workspace folder (default .trainkit/<cluster name>); its runs give the checkpoint time.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, price_file, workdir, as_json):
+    """Compare on-demand, subscription and spot with checkpoints for HOURS of training.
+
+    Spot adds checkpoint overhead (Young's interval from the checkpoint time) and the work lost
+    per reclaim plus the restart time. Unknown prices stay unknown.
+
+    \b
+    Example:
+      trainkit cost examples/clusters/aws.yaml --hours 100 --reclaims-per-day 2
+    """
+    from trainkit import billing
+    from trainkit.resolve import load_cluster, nat_gateway
+    from trainkit.workspace import Workspace
+
+    cluster = load_cluster(spec, price_file)
+    if cluster.catalog is None:
+        raise InputError(f"cloud {cluster.spec.cloud}: trainkit does not bill your own machines",
+                         fix="`trainkit cost` is for cloud targets")
+    measured = measured_checkpoint_s(Workspace.for_cluster(cluster.name, workdir).runs_dir)
+    ckpt = checkpoint_seconds or measured or billing.DEFAULT_CHECKPOINT_S
+    source = "given" if checkpoint_seconds else "measured by the newest run" if measured else "default"
+    out = billing.compare(
+        cluster, hours, cluster.nodes, 1 if nat_gateway(cluster.spec) else 0,
+        billing.DEFAULT_RECLAIMS_PER_DAY if reclaims_per_day is None else reclaims_per_day, ckpt,
+        billing.DEFAULT_RESTART_S if restart_seconds is None else restart_seconds)
+    out.update(checkpoint_s=ckpt, checkpoint_source=source)
+    if as_json:
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+        return
+    click.echo(to_text(out))
+
+
+def to_text(out: dict) -> str:
+    cur = out["currency"]
+    lines = [f"{out['cluster']}: {out['hours']:g} h of training on {out['nodes']} node(s); "
+             f"checkpoint {out['checkpoint_s']:g} s ({out['checkpoint_source']})",
+             f"  {'plan':<13}{'per hour':>14}{'hours billed':>14}{'expected total':>18}  price basis"]
+    for p in out["plans"]:
+        per_h = "unknown" if p["per_hour"] is None else f"{p['per_hour']:,.2f}"
+        total = "unknown" if p["total"] is None else \
+            f"{'<= ' if p['upper_bound'] else ''}{p['total']:,.2f} {cur}"
+        billed = "n/a" if p["hours_billed"] is None else f"{p['hours_billed']:,.1f}"
+        if p["plan"] == "subscription" and p.get("months"):
+            billed = f"{p['months']} month(s)"
+        lines.append(f"  {p['plan'].replace('_', '-'):<13}{per_h:>14}{billed:>14}{total:>18}  {p['basis']}")
+        if p["unknown"] and p["total"] is not None:
+            lines.append(f"  {'':<13}+ unknown: {', '.join(p['unknown'])}")
+        if p["plan"] == "spot" and p.get("interval_s"):
+            lines.append(f"  {'':<13}checkpoint every {p['interval_s']:g} s (Young), "
+                         f"{p['reclaims_per_day']:g} reclaims/day, "
+                         f"{p['lost_hours_per_reclaim'] * 60:.1f} min lost per reclaim")
+    rec = out["recommendation"]
+    lines.append(f"recommendation: {rec.replace('_', '-') if rec else 'unknown'} ({out['reason']})")
+    return "\n".join(lines)
+
+
+def measured_checkpoint_s(runs_dir: Path) -> float | None:
+    """`checkpoint_write_s` from the newest run summary that has one, else None."""
+    if not runs_dir.is_dir():
+        return None
+    for run in sorted(runs_dir.iterdir(), reverse=True):
+        try:
+            value = json.loads((run / "summary.json").read_text()).get("checkpoint_write_s")
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    return None
+
+
+@click.group()
+def prices() -> None:
+    """Prices from the clouds' own price APIs, with your credentials (discounts included).
+
+    \b
+    Example:
+      trainkit prices refresh --cloud aws --region us-east-1 --types g5.xlarge
+    """
+
+
+@prices.command()
+@click.option("--cloud", required=True, help="Cloud whose price API to ask.")
+@click.option("--region", required=True, help="Region to price, e.g. us-east-1.")
+@click.option("--types", help="Comma-separated instance types (default: every catalog type).")
+@click.option("--zone", help="Zone, for clouds that quote per zone (Tencent).")
+@click.option("--endpoint", help="Custom API endpoint (emulators, private endpoints).")
+def refresh(cloud, region, types, zone, endpoint):
+    """Ask the cloud's price API and write a dated price file that catalog/plan/cost then use.
+
+    \b
+    Example:
+      trainkit prices refresh --cloud aws --region us-east-1 --types g5.xlarge,g5.12xlarge
+    """
+    from trainkit import clouds
+    from trainkit import prices as price_api
+
+    if cloud not in clouds.TERRAFORM_TARGETS:
+        raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")
+    wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
+    path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)
+    click.echo(f"prices written to {path}")

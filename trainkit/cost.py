@@ -1,0 +1,109 @@
+"""The one cost model: what a cluster costs per hour, day and month. Pure functions.
+
+`plan` (review), `status` and `cost` all call `cluster_cost`, so they print the same figure for the
+same cluster. Quantities come from the caller (planned resources, or what exists); prices come
+from the cluster's catalog (shipped, or a refreshed/user price file laid over it).
+
+Spot is priced honestly: at the spot price when one is known, else at most `spot.max_price`
+(an upper bound, flagged as such), else unknown. Never at the on-demand rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HOURS_PER_DAY = 24
+# 8760 h / 12: the month AWS and Alibaba price pages use to turn per-GB-month into per-hour.
+HOURS_PER_MONTH = 730
+BILLINGS = ("on_demand", "spot", "subscription")
+
+
+def node_price(cluster, billing: str) -> tuple[float | None, str]:
+    """(price per node-hour, basis) for a billing plan; None when unknown. Basis says why."""
+    inst, spec, source = cluster.instance, cluster.spec, price_source(cluster)
+    if billing == "on_demand":
+        return (inst.on_demand, f"on-demand ({source})") if inst.on_demand is not None else \
+            (None, "on-demand price unknown")
+    if billing == "subscription":
+        month = getattr(inst, "subscription_month", None)
+        return (month / HOURS_PER_MONTH, f"subscription {month:g}/month ({source})") if month is not None \
+            else (None, "subscription price unknown")
+    if inst.spot is not None:
+        return inst.spot, f"spot price ({source})"
+    if spec.spot.max_price is not None:
+        return spec.spot.max_price, "at most spot.max_price (upper bound; spot price unknown)"
+    return None, "spot price unknown and no spot.max_price"
+
+
+def price_source(cluster) -> str:
+    """Where and when the catalog's prices come from, in one phrase."""
+    cat = cluster.catalog
+    parts = [cat.price_source or "no source", cat.price_region or "region unknown",
+             cat.price_date or "date unknown"]
+    return ", ".join(str(p) for p in parts)
+
+
+def chosen_billing(cluster) -> str:
+    """The billing the spec asks for: spot when enabled, else on-demand."""
+    return "spot" if cluster.spec.spot.enabled else "on_demand"
+
+
+def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None = None) -> dict[str, Any]:
+    """Cost of `nodes` instances of the cluster's type with their disks, NAS and NAT gateways.
+
+    Returns {currency, billing, per_hour, per_day, per_month, complete, upper_bound, unknown,
+    items, price_source}; per_* sum the known items only (`complete` says whether that is all).
+    """
+    billing = billing or chosen_billing(cluster)
+    cat = cluster.catalog
+    price, basis = node_price(cluster, billing)
+    items = [_item(f"{cluster.instance.type} ({billing.replace('_', '-')})", nodes, "node", price, basis)]
+    disk_prices = cat.storage_prices.get("disk_gb_month") or {}
+    for label, disk, count in (("system disk", cluster.system_disk, nodes),
+                               ("data disk", cluster.data_disk, nodes)):
+        if disk.get("enabled", True):
+            month = disk_prices.get(disk["category"])
+            items.append(_item(f"{label} {disk['category']}", count * disk["size_gb"], "GB",
+                               _per_hour(month), _basis(month, cluster)))
+    if cluster.nas["enabled"]:
+        size, month = cluster.nas["size_gb"], cat.storage_prices.get("nas_gb_month")
+        items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
+                           _per_hour(month) if size else None, _basis(month if size else None, cluster)))
+    if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
+        hourly = cat.storage_prices.get("nat_gateway_hour")
+        items.append(_item("NAT gateway", nat_gateways, "gateway", hourly,
+                           f"per hour ({price_source(cluster)}); traffic extra" if hourly is not None
+                           else "price unknown"))
+    return totals(items, cat.currency, billing, price_source(cluster))
+
+
+def totals(items: list[dict], currency: str | None, billing: str, source: str) -> dict[str, Any]:
+    """Sum items into per hour/day/month; unknown items are listed, never guessed."""
+    known = [i["per_hour"] for i in items if i["per_hour"] is not None]
+    per_hour = round(sum(known), 4)
+    return {"currency": currency, "billing": billing, "per_hour": per_hour,
+            "per_day": round(per_hour * HOURS_PER_DAY, 2), "per_month": round(per_hour * HOURS_PER_MONTH, 2),
+            "complete": len(known) == len(items), "upper_bound": any(i["upper_bound"] for i in items),
+            "unknown": [i["item"] for i in items if i["per_hour"] is None], "items": items,
+            "price_source": source}
+
+
+def no_cost(cluster) -> dict[str, Any]:
+    """The cost block of a target trainkit does not bill (local, hosts)."""
+    return {"currency": None, "billing": None, "per_hour": None, "per_day": None, "per_month": None,
+            "complete": True, "upper_bound": False, "unknown": [], "items": [], "price_source": None}
+
+
+def _per_hour(per_month: float | None) -> float | None:
+    return None if per_month is None else per_month / HOURS_PER_MONTH
+
+
+def _basis(per_month: float | None, cluster) -> str:
+    return "price unknown" if per_month is None else \
+        f"{per_month:g}/GB-month ({price_source(cluster)})"
+
+
+def _item(name: str, quantity: float, unit: str, unit_price_per_hour: float | None, basis: str) -> dict:
+    per_hour = None if unit_price_per_hour is None else round(quantity * unit_price_per_hour, 4)
+    return {"item": name, "quantity": quantity, "unit": unit, "unit_price_per_hour": unit_price_per_hour,
+            "per_hour": per_hour, "basis": basis, "upper_bound": basis.startswith("at most")}

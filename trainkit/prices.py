@@ -1,0 +1,64 @@
+"""`trainkit prices refresh`: ask a cloud's price API, write a dated price file. An edge module.
+
+The per-cloud adapter (`trainkit/clouds/prices_<cloud>.py`, imported only here) returns
+`{currency, source, prices: {TYPE: {on_demand, spot}}}` for the types asked; prices are what the
+API quotes with the caller's credentials, so account discounts are included. The file lands in
+`catalog.prices_dir()` as `<cloud>-<region>.yaml` and `catalog`, `plan` and `cost` use it
+before the shipped catalog.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainkit import clouds
+from trainkit.catalog import load_catalog, prices_dir
+from trainkit.errors import InputError
+
+
+def adapter(cloud: str):
+    """The price adapter module of `cloud`; InputError when it has none or its SDK is missing."""
+    room = clouds.get(cloud)
+    if not room.price_adapter:
+        raise InputError(f"--cloud {cloud}: no price adapter", fix="use --prices with your own file")
+    try:
+        return importlib.import_module(room.price_adapter)
+    except ImportError as err:
+        raise InputError(f"the {room.title} price SDK is not installed ({err.name})",
+                         fix="pip install 'trainkit[prices]'") from None
+
+
+def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: str | None = None,
+            zone: str | None = None, now: dt.datetime | None = None) -> Path:
+    """Fetch prices for `types` (default: every catalog type) and write the price file; its path."""
+    catalog = load_catalog(cloud)
+    known = [i.type for i in catalog.instances]
+    wanted = types or known
+    unknown = sorted(set(wanted) - set(known))
+    if unknown:
+        raise InputError(f"--types: not {cloud} catalog types: {', '.join(unknown)}",
+                         fix=f"see `trainkit catalog --cloud {cloud}`")
+    fetched = adapter(cloud).fetch(region, wanted, endpoint=endpoint, zone=zone,
+                                   image=catalog.defaults.get("image"))
+    return write(cloud, region, fetched, now or dt.datetime.now(dt.timezone.utc))
+
+
+def write(cloud: str, region: str, fetched: dict[str, Any], when: dt.datetime) -> Path:
+    """Write `fetched` as the dated price file of cloud+region (rows with no price are dropped)."""
+    rows = {t: {k: v for k, v in row.items() if v is not None}
+            for t, row in sorted(fetched["prices"].items())}
+    data = {"cloud": cloud, "region": region, "currency": fetched["currency"],
+            "date": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "source": f"{fetched['source']}, {region}, fetched {when:%Y-%m-%d}",
+            "prices": {t: row for t, row in rows.items() if row}}
+    path = prices_dir() / f"{cloud}-{region}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(path)  # atomic: a failed refresh never leaves half a file
+    return path

@@ -1,0 +1,75 @@
+"""Safety nets against a forgotten cluster: `ttl` (release at a deadline) and `idle` (stop an
+unused node). Pure: parses durations and says, per cloud, what will happen.
+
+Where the cloud has a release-at argument (the room's `ttl_argument`: Alibaba `auto_release_time`,
+Huawei `auto_terminate_time`) Terraform sets it; elsewhere the `guard` Ansible role installs a
+node-side timer that shuts the node down (AWS: `instance_initiated_shutdown_behavior = "terminate"`
+turns that shutdown into a termination). `idle` is always node-side (the guard role).
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainkit import clouds
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
+_UNIT_MINUTES = {"m": 1, "h": 60, "d": 1440}
+
+
+def parse_minutes(text: str) -> float:
+    """'90m' / '12h' / '2d' -> minutes. ValueError with the accepted forms otherwise."""
+    m = _DURATION.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a duration; write it like 90m, 12h or 2d")
+    return float(m.group(1)) * _UNIT_MINUTES[m.group(2)]
+
+
+def ttl_hours(spec) -> float | None:
+    return None if spec.ttl is None else parse_minutes(spec.ttl) / 60
+
+
+def idle_minutes(spec) -> float | None:
+    return None if spec.idle is None else parse_minutes(spec.idle)
+
+
+def check_ttl(spec) -> None:
+    """InputError when the cloud's release-at argument cannot take a TTL this short."""
+    from trainkit.errors import InputError
+
+    room = _room(spec.cloud)
+    least = (room.limits.get("ttl_min_minutes") if room else None) or 0
+    if spec.ttl is not None and parse_minutes(spec.ttl) < least:
+        raise InputError(f"ttl: {room.title} releases an instance no sooner than {least} minutes "
+                         f"after it is created, got {spec.ttl}", fix=f"set ttl: {least}m or more")
+
+
+def describe(cluster) -> list[str]:
+    """One sentence per safety net: what the cloud or the node does, and when."""
+    spec, out = cluster.spec, []
+    room = _room(spec.cloud)
+    if spec.ttl is not None:
+        if room and room.ttl_argument:
+            out.append(f"ttl {spec.ttl}: {room.title} releases each instance {spec.ttl} after it is "
+                       f"created (Terraform `{room.ttl_argument}`); disks created with it go too")
+        elif room:
+            out.append(f"ttl {spec.ttl}: {room.title} has no release-at argument; a timer on each "
+                       f"node shuts it down {spec.ttl} after provisioning"
+                       + (" and the shutdown terminates the instance" if room.shutdown_terminates
+                          else "; a stopped instance may still bill for disks: run `trainkit destroy`"))
+        else:
+            out.append(f"ttl {spec.ttl}: a timer on each node runs the guard's shutdown command "
+                       f"{spec.ttl} after provisioning")
+    else:
+        out.append("no ttl: the cluster bills until `trainkit destroy` (set `ttl: 12h` in the spec)")
+    if spec.idle is not None:
+        out.append(f"idle {spec.idle}: a node with no training process and idle CPU/GPU for "
+                   f"{spec.idle} shuts itself down")
+    return out
+
+
+def _room(cloud: str):
+    try:
+        return clouds.get(cloud)
+    except KeyError:
+        return None
