@@ -100,6 +100,8 @@ class Cloud:
     derived_names: dict[str, tuple[str, int]] = field(default_factory=dict)
     disks: DiskRules = DiskRules(system_size=(20, 2048), data_size={"*": (20, 65536)})
     nas: NasRules = NasRules()
+    # NFS options of the cloud's file service: a room fact (the catalogs hold instance types,
+    # prices, defaults and choices only); the module's nfs_mount_options default matches it.
     nfs_mount_options: str = "vers=3,nolock,proto=tcp,hard,timeo=600,retrans=2,noresvport"
     # Review facts, each a reader of one planned resource `{type, index, address, values}`:
     # the node index it gives a public IP to (None: none), the labels of its unencrypted disks,
