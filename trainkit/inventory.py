@@ -165,6 +165,8 @@ def _local_vars(ws: Workspace) -> dict:
             "base_manage_etc_hosts": False, "base_packages": ["python3-venv", "e2fsprogs"],
             "disks_required": False, "trainkit_root": str(root), "trainkit_work_dir": str(root / "work"),
             "trainkit_venv": str(root / "venv"), "trainkit_venv_mode": "reuse",
+            # checkpoints beside the fetched run (runs/<run-id>/checkpoints): destroy keeps runs/
+            "trainkit_checkpoint_root": str(Path(ws.runs_dir).resolve()),
             "trainkit_python": sys.executable,
             "trainkit_node_python": sys.executable}
 

@@ -84,7 +84,8 @@ class TrainConfig(_Section):
     amp: bool = Field(True, description="Mixed precision on GPU (bf16, else fp16 + GradScaler); "
                                         "ignored on CPU.")
     workers: int | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
-                                           "max(1, cpu_count // local_world_size - 1) (Lightning).")
+                                           "0 for in-memory datasets, else the fastest count measured "
+                                           "at start-up (trainkit/train/workers.py).")
     seed: int = Field(0, ge=0, description="Seed for split, init, sampler order and dropout.")
     deterministic: bool = Field(True, description="torch.use_deterministic_algorithms (warn only).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")

@@ -19,8 +19,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, Te
 
 from trainkit.errors import InputError
 from trainkit.train.config import TrainConfig
-from trainkit.train.dist import DistInfo
+from trainkit.train.dist import DistInfo, broadcast_object
 from trainkit.train.schedule import suggested_workers
+from trainkit.train.workers import choose as choose_workers
 
 
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
@@ -112,15 +113,21 @@ def ignore_sigterm(worker_id: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def loader_options(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
-    """workers / pin_memory / persistent_workers / prefetch_factor from the machine and config."""
-    bound = suggested_workers(os.cpu_count() or 1, info.local_world_size)
-    workers = bound if cfg.workers == "auto" else cfg.workers
+def loader_options(cfg: TrainConfig, info: DistInfo, workers: int | None = None) -> dict[str, Any]:
+    """workers / pin_memory / persistent_workers / prefetch_factor from the machine and config.
+    `workers` is the resolved count for `workers: auto` (trainkit.train.workers.choose); without it
+    auto means the machine bound (Lightning's suggested_max_num_workers)."""
+    if workers is None:
+        workers = worker_bound(info) if cfg.workers == "auto" else cfg.workers
     opts: dict[str, Any] = {"num_workers": workers, "pin_memory": info.device.type == "cuda"}
     if workers > 0:
         # prefetch_factor 2 is PyTorch's default; persistent workers avoid a re-fork per epoch.
         opts.update(persistent_workers=True, prefetch_factor=2, worker_init_fn=ignore_sigterm)
     return opts
+
+
+def worker_bound(info: DistInfo) -> int:
+    return suggested_workers(os.cpu_count() or 1, info.local_world_size)
 
 
 def train_loader(ds: Dataset, micro: int, cfg: TrainConfig, info: DistInfo
@@ -133,8 +140,10 @@ def train_loader(ds: Dataset, micro: int, cfg: TrainConfig, info: DistInfo
     # a private generator: creating the iterator must not draw from the global torch RNG,
     # or a resumed run's dropout masks would differ from the uninterrupted run's.
     gen = torch.Generator().manual_seed(cfg.seed)
+    workers = cfg.workers if cfg.workers != "auto" else choose_workers(
+        ds, micro, worker_bound(info), info.is_main, lambda x: broadcast_object(info, x))
     loader = DataLoader(ds, batch_size=micro, sampler=sampler, drop_last=True, generator=gen,
-                        **loader_options(cfg, info))
+                        **loader_options(cfg, info, workers))
     return loader, sampler
 
 

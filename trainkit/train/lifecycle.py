@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import trainkit
 from trainkit.errors import InputError
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import data, dist, schedule
+from trainkit.train import artifacts, data, dist, schedule
 from trainkit.train.config import TrainConfig
 from trainkit.train.model import build_model, build_optimizer
 
@@ -177,7 +177,7 @@ def save_checkpoint(run: Run, saver: ckpt.Checkpointer, monitor, reason: str, bl
 
 def describe(run: Run) -> dict[str, Any]:
     """The `run` record of metrics.jsonl: what was derived from config + machine."""
-    opts = data.loader_options(run.cfg, run.info)
+    opts = data.loader_options(run.cfg, run.info, run.loader.num_workers)
     return {"world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "warmup_steps": run.warmup,
@@ -200,5 +200,6 @@ def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) ->
             "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
-            **{k: metrics.get(k) for k in keys}, "config_hash": run.cfg.hash(),
+            **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run)),
+            "config_hash": run.cfg.hash(),
             "torch_version": torch.__version__, "trainkit_version": trainkit.__version__}
