@@ -68,6 +68,25 @@ def finish(run, derived: dict[str, Any]) -> dict[str, Any]:
             "weights": weights, "checkpoint_dir": str(run.cfg.checkpoint_dir.resolve())}
 
 
+def class_names(ds) -> list[str] | None:
+    """`classes` of the dataset (torchvision's attribute), looking through Subset wrappers."""
+    while ds is not None:
+        names = getattr(ds, "classes", None)
+        if names is not None:
+            return [str(c) for c in names]
+        ds = getattr(ds, "dataset", None)
+    return None
+
+
+def onnx_metadata(run) -> dict[str, str]:
+    """What model.onnx carries beyond names/shape/versions: run id and class names (when known)."""
+    meta = {"run_id": run_id(run.cfg.run_dir), "model": run.cfg.model, "config_hash": run.cfg.hash()}
+    names = class_names(run.splits.get("train"))
+    if names:
+        meta["class_names"] = json.dumps(names)
+    return meta
+
+
 def _records(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():

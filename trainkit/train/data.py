@@ -46,7 +46,9 @@ def digits_dataset(seed: int = 0) -> Dataset:
     """scikit-learn's 8x8 digits (1797 images, 10 classes, bundled: no download), scaled to [0, 1]."""
     images, labels = digits_arrays()
     x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
-    return TensorDataset(x, torch.tensor(labels, dtype=torch.long))
+    ds = TensorDataset(x, torch.tensor(labels, dtype=torch.long))
+    ds.classes = [str(d) for d in range(10)]  # torchvision's attribute; lands in model.onnx metadata
+    return ds
 
 
 BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset}

@@ -216,7 +216,7 @@ def export_and_verify(run: Run, out: Path) -> dict[str, Any]:
     from trainkit.train.export import export_onnx, verify_onnx
 
     shape, e = run.extra["input_shape"], run.cfg.export
-    export_onnx(run.model, shape, out, e.opset)
+    export_onnx(run.model, shape, out, e.opset, artifacts.onnx_metadata(run))
     check = verify_onnx(run.model, out, shape, e.rtol, e.atol)
     log.info("exported %s (onnxruntime max abs diff %.2e)", out, check["max_abs_diff"])
     return {"onnx": str(out), "onnx_max_abs_diff": check["max_abs_diff"]}
