@@ -112,3 +112,36 @@ def moto(moto_server):
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST"), timeout=5)
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     return moto_server
+
+
+@pytest.fixture
+def range_http(tmp_path):
+    """A 127.0.0.1 file server with HTTP Range support over tmp_path/www; yields (folder, base URL)."""
+    from http_range import serve
+
+    www = tmp_path / "www"
+    www.mkdir()
+    server, url = serve(www)
+    try:
+        yield www, url
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def s3_data(moto, monkeypatch):
+    """The moto S3 server with bucket `data` holding a multi-object prefix (`set/`) and a 5 MiB
+    object (`big.bin`, fetched in ranges). Yields (boto3 client, {key: bytes})."""
+    import boto3
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto}.items():
+        monkeypatch.setenv(key, value)
+    client = boto3.client("s3", endpoint_url=moto, region_name="us-east-1")
+    client.create_bucket(Bucket="data")
+    blobs = {"set/a.txt": b"alpha\n" * 1000, "set/b.txt": b"beta\n" * 3000,
+             "set/sub/c.bin": os.urandom(70_000), "big.bin": os.urandom(5 * 2**20 + 123)}
+    for key, body in blobs.items():
+        client.put_object(Bucket="data", Key=key, Body=body)
+    yield client, blobs

@@ -26,6 +26,8 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     spot_notice_url="http://100.100.100.200/latest/meta-data/instance/spot/termination-time",
     ttl_argument="auto_release_time",
+    # OSS docs, "Use Amazon S3 SDKs to access OSS": endpoint s3.oss-<region>.aliyuncs.com.
+    object_store=("oss", "https://s3.oss-{region}.aliyuncs.com"),
     public_ip_attrs={"alicloud_instance": ("internet_max_bandwidth_out", lambda v: bool(v))},
     unencrypted={"alicloud_ecs_disk": lambda v: v.get("encrypted") is False},
 )

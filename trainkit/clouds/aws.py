@@ -25,6 +25,8 @@ CLOUD = Cloud(
     backend_credentials=_KEYS,
     spot_notice_url="http://169.254.169.254/latest/meta-data/spot/instance-action",
     ttl_argument=None,
+    # None: boto3 resolves Amazon S3's own endpoint, honouring AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
+    object_store=("s3", None),
     # The module gives a node its public IP through aws_eip.node (an EIP per public node).
     public_ip_attrs={"aws_instance": ("associate_public_ip_address", lambda v: v is True)},
     unencrypted={"aws_ebs_volume": lambda v: v.get("encrypted") is False},

@@ -54,6 +54,10 @@ class Cloud:
     spot_needs_max_price: bool = False
     # Whether the spec may set custom API `endpoints:` (emulators); only AWS today.
     supports_endpoints: bool = False
+    # S3-compatible object storage for data staging (trainkit/stage.py): (URL scheme, endpoint with a
+    # `{region}` placeholder, or None = the S3 SDK's own). Keys come from `credentials[0]`, the
+    # region from `region_variables`.
+    object_store: tuple[str, str | None] | None = None
 
     def credential_variables(self) -> list[str]:
         """Every environment variable name this cloud's provider and backend may read."""

@@ -23,6 +23,8 @@ CLOUD = Cloud(
                                                   ("AWS_SECRET_ACCESS_KEY",))),),
     spot_notice_url=None,
     ttl_argument="auto_terminate_time",
+    # OBS docs, "Regions and Endpoints": obs.<region>.myhuaweicloud.com (S3-compatible API).
+    object_store=("obs", "https://obs.{region}.myhuaweicloud.com"),
     public_ip_attrs={"huaweicloud_compute_instance": ("eip_type", lambda v: bool(v))},
     # EVS encrypts only with a KMS key (`kms_id`).
     unencrypted={"huaweicloud_evs_volume": lambda v: not v.get("kms_id")},

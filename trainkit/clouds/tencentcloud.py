@@ -24,6 +24,8 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     spot_notice_url="http://metadata.tencentyun.com/latest/meta-data/spot/termination-time",
     ttl_argument=None,
+    # COS docs, "Using AWS S3 SDK to Access COS": endpoint cos.<region>.myqcloud.com.
+    object_store=("cos", "https://cos.{region}.myqcloud.com"),
     public_ip_attrs={"tencentcloud_instance": ("allocate_public_ip", lambda v: v is True)},
     unencrypted={"tencentcloud_cbs_storage": lambda v: v.get("encrypt") is False},
     spot_needs_max_price=True,
