@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "ssh": "trainkit.commands.ops:ssh",
     "run": "trainkit.commands.run:run",
     "export": "trainkit.commands.run:export",
+    "stage": "trainkit.commands.data:stage",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -41,6 +42,7 @@ SHORT_HELP: dict[str, str] = {
     "ssh": "Open a shell on a node.",
     "run": "Train from a YAML config (on a node, under torchrun or alone).",
     "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
+    "stage": "Download a data: section onto this node (parallel, resumable, verified).",
 }
 
 

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainkit.errors import SpecError
+from trainkit.stage import DataSection
 
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws", "hosts", "local")
 CLOUD_TARGETS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
@@ -203,6 +204,7 @@ class ClusterSpec(_Model):
     endpoints: dict[str, str] = Field({}, description="aws only: custom API endpoints (emulators)")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
+    data: DataSection = Field(DataSection(), description="Data staged before every job (trainkit/stage.py)")
 
     @model_validator(mode="after")
     def _per_target_rules(self) -> "ClusterSpec":

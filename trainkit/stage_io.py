@@ -35,6 +35,17 @@ def schemes() -> dict[str, clouds.Cloud]:
     return {c.object_store[0]: c for c in clouds.all_clouds() if c.object_store}
 
 
+def env_names() -> list[str]:
+    """Names (never values) of the variables the stores read: keys, regions, endpoint overrides.
+    The train role passes those set on the controller to the stager's environment."""
+    names = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"]
+    for room in schemes().values():
+        for cs in room.credentials[:1]:
+            names += [n for alternatives in cs.variables for n in alternatives]
+        names += list(room.region_variables)
+    return list(dict.fromkeys(names))
+
+
 def open_store(url: str, endpoint: str | None = None, region: str | None = None):
     scheme = urllib.parse.urlsplit(url).scheme
     if scheme in ("http", "https"):

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import signal
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -51,7 +52,32 @@ def digits_dataset(seed: int = 0) -> Dataset:
     return ds
 
 
-BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset}
+class FolderDataset(Dataset):
+    """A staged dataset folder: <path>/<class>/<item>.npy, one array per item, classes sorted by
+    name (as torchvision's ImageFolder). Read from disk per item, so `workers: auto` measures."""
+
+    def __init__(self, path: str) -> None:
+        root = Path(path)
+        self.classes = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        self.items = [(f, i) for i, c in enumerate(self.classes) for f in sorted((root / c).glob("*.npy"))]
+        if not self.items:
+            raise InputError(f"data_args.path: no <class>/<item>.npy files under {path}",
+                             fix="stage the data first (trainkit stage) or point path at it")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        path, label = self.items[i]
+        return torch.from_numpy(np.load(path).astype(np.float32)), label
+
+
+def folder_dataset(seed: int = 0, path: str = "") -> Dataset:
+    """`data: folder` with `data_args: {path: DIR}`: the folder is split train/val/test by `split`."""
+    return FolderDataset(path)
+
+
+BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset, "folder": folder_dataset}
 
 
 def resolve_import(spec: str, builtins: dict[str, Callable[..., Any]], key: str) -> Callable[..., Any]:
