@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "run": "trainkit.commands.run:run",
     "export": "trainkit.commands.run:export",
     "stage": "trainkit.commands.data:stage",
+    "top": "trainkit.commands.top:top",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -43,6 +44,7 @@ SHORT_HELP: dict[str, str] = {
     "run": "Train from a YAML config (on a node, under torchrun or alone).",
     "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
     "stage": "Download a data: section onto this node (parallel, resumable, verified).",
+    "top": "Live per-node GPU, CPU, memory, disk, network and data-wait view of a cluster.",
 }
 
 
