@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainkit.errors import InputError, TrainkitError
 from trainkit.stage_io import Remote, open_store
@@ -53,6 +53,17 @@ class Source(BaseModel):
     unpack: bool = Field(True, description="Unpack .tar/.tar.gz/.tgz/.zip archives after download.")
     endpoint: str | None = Field(None, description="Override the store's endpoint URL (emulators).")
     region: str | None = Field(None, description="Region for the cloud's endpoint (else from env).")
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        from trainkit.stage_io import schemes
+
+        scheme = url.partition("://")[0]
+        known = [*sorted(schemes()), "https", "http"]
+        if "://" not in url or scheme not in known:
+            raise ValueError(f"{url!r}: use one of " + ", ".join(f"{k}://" for k in known))
+        return url
 
 
 class DataSection(BaseModel):

@@ -53,7 +53,7 @@ def open_store(url: str, endpoint: str | None = None, region: str | None = None)
     rooms = schemes()
     if scheme not in rooms:
         raise InputError(f"data source {url!r}: unknown scheme {scheme!r}",
-                         fix=f"use one of {', '.join(sorted(rooms) + ['https'])}://")
+                         fix="use one of " + ", ".join(f"{x}://" for x in [*sorted(rooms), "https"]))
     return S3Store(url, rooms[scheme], endpoint, region)
 
 

@@ -120,5 +120,7 @@ def test_https_with_ranges_sha256_and_an_archive_unpacked(range_http, tmp_path):
 def test_bad_sections_name_the_field():
     with pytest.raises(InputError, match=r"data.sources.0.sha256"):
         load_section({"sources": [{"url": "s3://b/k", "sha256": "nothex"}]})
+    with pytest.raises(InputError, match=r"data.sources.0.url: .*use one of .*oss://"):
+        load_section({"sources": [{"url": "ftp://host/file"}]})
     with pytest.raises(InputError, match="unknown scheme 'ftp'"):
         open_store("ftp://host/file")
