@@ -40,6 +40,9 @@ def test_make_cluster_train_destroy_on_local(repo, tmp_path):
     import onnxruntime as ort  # the exported model really runs, with a dynamic batch axis
 
     session = ort.InferenceSession(str(run / "model.onnx"), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map  # what a deployment reads
+    assert meta["run_id"] == run.name and json.loads(meta["class_names"]) == [str(d) for d in range(10)]
+    assert meta["input_name"] == "input" and json.loads(meta["input_shape"]) == ["batch", 1, 8, 8]
     for batch in (1, 5):
         x = np.random.default_rng(0).random((batch, 1, 8, 8), dtype=np.float32)
         (logits,) = session.run(None, {session.get_inputs()[0].name: x})
