@@ -67,9 +67,9 @@ def test_make_cluster_train_destroy_on_local(repo, tmp_path):
 
     cfg = load_config(repo / "examples/train/digits.yaml")
     model = build_model(cfg)
-    model.load_state_dict(torch.load(run / "weights" / "best.pt", weights_only=True))
+    assert summary["weights"] == {"best": "weights/best.pt", "last": "weights/last.pt"}
     model.load_state_dict(torch.load(run / "weights" / "last.pt", weights_only=True))  # loads too
-    model.load_state_dict(torch.load(run / "weights" / "best.pt", weights_only=True))
+    model.load_state_dict(torch.load(run / summary["weights"]["best"], weights_only=True))
     val = build_splits(cfg)["val"]
     x = torch.stack([val[i][0] for i in range(len(val))])
     y = torch.tensor([val[i][1] for i in range(len(val))])

@@ -34,9 +34,9 @@ def test_best_weights_follow_the_best_val_acc_and_load_with_plain_torch(tmp_path
     out = artifacts.finish(run, {"world_size": 1})
     assert out["best_epoch"] == 1 and out["best_val_acc"] == 0.8 and out["best_metric"] == "val_acc"
     model = torch.nn.Linear(2, 2)
-    model.load_state_dict(torch.load(out["weights"]["best"], weights_only=True))
+    model.load_state_dict(torch.load(Path(run.cfg.run_dir) / out["weights"]["best"], weights_only=True))
     assert torch.equal(model.weight, best_w)
-    model.load_state_dict(torch.load(out["weights"]["last"], weights_only=True))
+    model.load_state_dict(torch.load(Path(run.cfg.run_dir) / out["weights"]["last"], weights_only=True))
     assert torch.all(model.weight == 2)
     assert out["run_id"] == "digits-20261130-120000"
 

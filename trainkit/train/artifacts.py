@@ -60,9 +60,9 @@ def finish(run, derived: dict[str, Any]) -> dict[str, Any]:
         hp = {"run_id": run_id(out), "config": run.cfg.to_dict(), "derived": derived}
         (out / "hparams.yaml").write_text(yaml.safe_dump(hp, sort_keys=False))
     best = run.extra.get("best") or {}
-    weights = {"last": str(out / "weights" / "last.pt")}
+    weights = {"last": "weights/last.pt"}  # relative to the run folder: valid after the fetch
     if best:
-        weights["best"] = str(out / "weights" / "best.pt")
+        weights["best"] = "weights/best.pt"
     return {"run_id": run_id(out), "best_epoch": best.get("epoch"), "best_metric": best.get("metric"),
             "best_val_acc": best.get("value"), "best_val_loss": best.get("val_loss"),
             "weights": weights, "checkpoint_dir": str(run.cfg.checkpoint_dir.resolve())}
