@@ -61,8 +61,8 @@ def finish(run, derived: dict[str, Any]) -> dict[str, Any]:
         (out / "hparams.yaml").write_text(yaml.safe_dump(hp, sort_keys=False))
     best = run.extra.get("best") or {}
     weights = {"last": "weights/last.pt"}  # relative to the run folder: valid after the fetch
-    if best:
-        weights["best"] = "weights/best.pt"
+    if best and (not run.info.is_main or (out / "weights" / "best.pt").exists()):
+        weights["best"] = "weights/best.pt"  # absent: the best epoch was before a resume elsewhere
     return {"run_id": run_id(out), "best_epoch": best.get("epoch"), "best_metric": best.get("metric"),
             "best_val_acc": best.get("value"), "best_val_loss": best.get("val_loss"),
             "weights": weights, "checkpoint_dir": str(run.cfg.checkpoint_dir.resolve())}

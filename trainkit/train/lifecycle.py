@@ -139,6 +139,7 @@ def apply_state(run: Run, state: dict[str, Any]) -> None:
     run.scaler.load_state_dict(state["scaler"])
     run.step, run.epoch, run.step_in_epoch = state["step"], state["epoch"], state["step_in_epoch"]
     run.resumed_from = run.extra["saved_step"] = run.step
+    run.extra["best"] = state.get("best")  # weights/best.pt tracking continues (artifacts.py)
     rngs = state["rng"]
     if len(rngs) == run.info.world_size:
         ckpt.set_rng_state(rngs[run.info.rank])
@@ -166,7 +167,7 @@ def save_checkpoint(run: Run, saver: ckpt.Checkpointer, monitor, reason: str, bl
              "world_size": run.info.world_size, "global_batch": run.plan.global_batch,
              "config": run.cfg.to_dict(), "config_hash": run.cfg.hash(),
              "input_shape": run.extra["input_shape"], "torch_version": torch.__version__,
-             "trainkit_version": trainkit.__version__}
+             "trainkit_version": trainkit.__version__, "best": run.extra.get("best")}
     blocked = saver.save(state, run.step, block=block or not run.cfg.checkpoint.async_save)
     if block:
         saver.wait()
