@@ -165,6 +165,16 @@ def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, li
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", seen
+@pytest.fixture
+def range_http(tmp_path):
+    """A 127.0.0.1 file server with HTTP Range support over tmp_path/www; yields (folder, base URL)."""
+    from http_range import serve
+
+    www = tmp_path / "www"
+    www.mkdir()
+    server, url = serve(www)
+    try:
+        yield www, url
     finally:
         server.shutdown()
         server.server_close()
@@ -174,3 +184,18 @@ def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, li
 def price_stub():
     """`with price_stub(answer) as (url, requests_seen):` a local price API stand-in."""
     return running_price_stub
+def s3_data(moto, monkeypatch):
+    """The moto S3 server with bucket `data` holding a multi-object prefix (`set/`) and a 5 MiB
+    object (`big.bin`, fetched in ranges). Yields (boto3 client, {key: bytes})."""
+    import boto3
+
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto}.items():
+        monkeypatch.setenv(key, value)
+    client = boto3.client("s3", endpoint_url=moto, region_name="us-east-1")
+    client.create_bucket(Bucket="data")
+    blobs = {"set/a.txt": b"alpha\n" * 1000, "set/b.txt": b"beta\n" * 3000,
+             "set/sub/c.bin": os.urandom(70_000), "big.bin": os.urandom(5 * 2**20 + 123)}
+    for key, body in blobs.items():
+        client.put_object(Bucket="data", Key=key, Body=body)
+    yield client, blobs

@@ -31,6 +31,8 @@ COMMANDS: dict[str, str] = {
     "prices": "trainkit.commands.money:prices",
     "run": "trainkit.commands.run:run",
     "export": "trainkit.commands.run:export",
+    "stage": "trainkit.commands.data:stage",
+    "top": "trainkit.commands.top:top",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -49,6 +51,8 @@ SHORT_HELP: dict[str, str] = {
     "prices": "Refresh prices from the clouds' price APIs (`prices refresh`).",
     "run": "Train from a YAML config (on a node, under torchrun or alone).",
     "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
+    "stage": "Download a data: section onto this node (parallel, resumable, verified).",
+    "top": "Live per-node GPU, CPU, memory, disk, network and data-wait view of a cluster.",
 }
 
 

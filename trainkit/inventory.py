@@ -200,6 +200,9 @@ def _local_vars(ws: Workspace) -> dict:
             # This machine is not ours to partition: never search for or format a disk here.
             "disks_enabled": False, "disks_required": False, "trainkit_root": str(root), "trainkit_work_dir": str(root / "work"),
             "trainkit_venv": str(root / "venv"), "trainkit_venv_mode": "reuse",
+            # checkpoints beside the fetched run (runs/<run-id>/checkpoints): destroy keeps runs/
+            "trainkit_checkpoint_root": str(Path(ws.runs_dir).resolve()),
+            "trainkit_data_root": str(root / "work" / "datasets"),
             "trainkit_python": sys.executable,
             "trainkit_node_python": sys.executable}
 
@@ -279,6 +282,21 @@ def _check_mount_options(value: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_=,.:+-]+", value):
         raise ValueError(f"{value!r} is not a comma-separated list of mount options")
     return value
+def _data_vars(cluster: Cluster, work: str) -> dict:
+    """The spec's `data:` section and where it lands: the NAS (staged once, by the head node) or
+    each node's data disk (else its work folder)."""
+    section = cluster.spec.data
+    if section.target == "nas" and cluster.nas.get("enabled"):
+        root = f"{cluster.nas['mount_point'].rstrip('/')}/{cluster.name}/datasets"
+    elif cluster.data_disk.get("enabled"):
+        root = f"{cluster.data_disk['mount_point'].rstrip('/')}/datasets"
+    else:
+        root = f"{work}/datasets"
+    from trainkit.stage_io import env_names
+
+    return {"trainkit_data": section.model_dump(mode="json") if section.sources else {},
+            "trainkit_data_env_names": env_names(),
+            "trainkit_data_root": root, "trainkit_data_once": section.target == "nas"}
 
 
 def _training_vars(cluster: Cluster, ws: Workspace) -> dict:
@@ -292,7 +310,7 @@ def _training_vars(cluster: Cluster, ws: Workspace) -> dict:
         work = f"{cluster.data_disk['mount_point'].rstrip('/')}/trainkit"
     else:
         work = f"{root}/work"
-    return {"trainkit_root": root, "trainkit_work_dir": work,
+    return {"trainkit_root": root, "trainkit_work_dir": work, **_data_vars(cluster, work),
             "trainkit_shared_work_dir": bool(cluster.nas.get("enabled")),
             "trainkit_venv": f"{root}/venv", "trainkit_venv_mode": "venv",
             "trainkit_python": launch.python, "trainkit_node_python": f"{root}/venv/bin/python"}

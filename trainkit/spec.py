@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainkit import clouds, grammar, spec_checks, sshkeys, yamlload
 from trainkit.errors import SpecError
+from trainkit.stage import DataSection
 
 RESERVED_TAG = "trainkit-cluster"
 
@@ -238,6 +239,7 @@ class ClusterSpec(_Model):
                                                       "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
+    data: DataSection = Field(DataSection(), description="Data staged before every job (trainkit/stage.py)")
     ttl: str | None = Field(None, description="Release the cluster this long after it is created, "
                                               "e.g. 12h (see docs: safety nets)")
     idle: str | None = Field(None, description="Shut a node down after this long with no training "

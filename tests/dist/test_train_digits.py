@@ -15,7 +15,8 @@ SUMMARY_KEYS = {"status", "exit_reason", "exit_code", "steps", "total_steps", "e
                 "grad_accum", "lr", "device", "train_loss", "val_loss", "val_acc", "test_loss",
                 "test_acc", "samples_per_s", "data_wait_pct", "verdict", "checkpoint",
                 "checkpoint_write_s", "onnx", "onnx_max_abs_diff", "wall_time_s", "config_hash",
-                "torch_version", "trainkit_version"}
+                "torch_version", "trainkit_version", "run_id", "best_epoch", "best_metric",
+                "best_val_acc", "best_val_loss", "weights", "checkpoint_dir"}
 
 
 def test_digits_example_reaches_95_percent_and_writes_its_artifacts(tmp_path):
@@ -31,7 +32,8 @@ def test_digits_example_reaches_95_percent_and_writes_its_artifacts(tmp_path):
     assert summary["exit_reason"] == "completed" and summary["epochs_completed"] == 15
     assert summary["onnx_max_abs_diff"] < 1e-4 and (tmp_path / "model.onnx").exists()
     assert summary["verdict"].startswith(("data-bound", "compute-bound"))
-    for artifact in ("config.yaml", "curves.png", "logs/rank-0.log", "metrics.jsonl"):
+    for artifact in ("config.yaml", "curves.png", "logs/rank-0.log", "metrics.jsonl", "hparams.yaml",
+                     "weights/best.pt", "weights/last.pt"):
         assert (tmp_path / artifact).exists(), artifact
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir())
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -152,6 +152,17 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
     assert f"on {h2.name}" in (logs / "node-1.log").read_text()
     print(f"resumed train {time.monotonic() - t0:.0f}s, val_acc {done['val_acc']:.3f}")
 
+    # top: one row per node, sampled over SSH with the inventory's options; CPU figures (no GPUs)
+    # and the job's last samples/s and data wait read from its metrics.jsonl on the shared folder
+    out = trainkit(cluster, "top", *common, "--once", "--json", timeout=60)
+    assert out.returncode == 0, out.stdout
+    rows = json.loads(out.stdout[out.stdout.index("["):])
+    assert [r["node"] for r in rows] == [h1.name, h2.name], rows
+    for row in rows:
+        assert "error" not in row and row["gpus"] == [] and 0 <= row["cpu_pct"] <= 100, row
+        assert row["mem_total_gb"] > 0 and row["job"]["run_id"] == run_dir.name, row
+        assert row["job"]["samples_per_s"] > 0 and row["verdict"], row
+
     # destroy: trainkit's folder leaves both hosts; the hosts stay up
     out = trainkit(cluster, "destroy", *common, "--yes")
     assert out.returncode == 0, out.stdout

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 
 def test_make_cluster_train_destroy_on_local(repo, tmp_path):
@@ -38,10 +40,42 @@ def test_make_cluster_train_destroy_on_local(repo, tmp_path):
     import onnxruntime as ort  # the exported model really runs, with a dynamic batch axis
 
     session = ort.InferenceSession(str(run / "model.onnx"), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map  # what a deployment reads
+    assert meta["run_id"] == run.name and json.loads(meta["class_names"]) == [str(d) for d in range(10)]
+    assert meta["input_name"] == "input" and json.loads(meta["input_shape"]) == ["batch", 1, 8, 8]
     for batch in (1, 5):
         x = np.random.default_rng(0).random((batch, 1, 8, 8), dtype=np.float32)
         (logits,) = session.run(None, {session.get_inputs()[0].name: x})
         assert logits.shape == (batch, 10)
+
+    # the run folder an engineer inspects: weights, TensorBoard events, hparams, curves
+    assert summary["run_id"] == run.name and summary["best_epoch"] is not None
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    hp = yaml.safe_load((run / "hparams.yaml").read_text())
+    assert hp["run_id"] == run.name and hp["derived"]["world_size"] == 2
+    from PIL import Image
+
+    assert Image.open(run / "curves.png").size[0] >= 1200
+    # the full resumable checkpoint lives under runs/ (destroy keeps it), and summary.json says where
+    assert Path(summary["checkpoint"]).is_relative_to(run) and Path(summary["checkpoint"]).exists()
+    # plain torch.load + load_state_dict restores the best model: its accuracy is summary.json's
+    import torch
+
+    from trainkit.train.config import load_config
+    from trainkit.train.data import build_splits
+    from trainkit.train.model import build_model
+
+    cfg = load_config(repo / "examples/train/digits.yaml")
+    model = build_model(cfg)
+    assert summary["weights"] == {"best": "weights/best.pt", "last": "weights/last.pt"}
+    model.load_state_dict(torch.load(run / "weights" / "last.pt", weights_only=True))  # loads too
+    model.load_state_dict(torch.load(run / summary["weights"]["best"], weights_only=True))
+    val = build_splits(cfg)["val"]
+    x = torch.stack([val[i][0] for i in range(len(val))])
+    y = torch.tensor([val[i][1] for i in range(len(val))])
+    with torch.no_grad():
+        acc = (model.eval()(x).argmax(1) == y).float().mean().item()
+    assert abs(acc - summary["best_val_acc"]) < 1e-6, (acc, summary["best_val_acc"])
 
     # destroy removed what trainkit deployed and kept the results
     assert sorted(p.name for p in ws.iterdir() if p.name != "lock") == ["runs"]

@@ -75,3 +75,47 @@ def test_export_command_rebuilds_the_model_from_a_checkpoint(tmp_path):
     with torch.no_grad():
         expected = model.eval()(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(session.run(None, {"input": x})[0], expected, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_the_file_has_exactly_the_configured_opset_and_runs_in_onnxruntime(tmp_path, opset):
+    from trainkit.train.export import written_opset
+
+    torch.manual_seed(0)
+    model = DigitsCNN()
+    path = export_onnx(model, SHAPE, tmp_path / f"m{opset}.onnx", opset)
+    assert written_opset(path) == opset
+    assert verify_onnx(model, path, SHAPE)["max_abs_diff"] < 1e-5
+
+
+def test_the_model_carries_the_metadata_a_deployment_reads(tmp_path):
+    import json
+
+    import trainkit
+    from trainkit.train.export import read_metadata
+
+    path = export_onnx(DigitsCNN(), SHAPE, tmp_path / "m.onnx", 13,
+                       {"run_id": "digits-20261130-1200", "class_names": json.dumps(["0", "1"])})
+    meta = read_metadata(path)
+    assert meta["run_id"] == "digits-20261130-1200" and json.loads(meta["class_names"]) == ["0", "1"]
+    assert meta["input_name"] == "input" and json.loads(meta["input_shape"]) == ["batch", 1, 8, 8]
+    assert json.loads(meta["output_names"]) == ["logits"]
+    assert meta["torch_version"] == torch.__version__ and meta["trainkit_version"] == trainkit.__version__
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert session.get_modelmeta().custom_metadata_map["run_id"] == "digits-20261130-1200"
+
+
+@pytest.mark.parametrize("opset", [12, 999])
+def test_an_opset_the_exporter_cannot_write_is_a_clear_input_error(tmp_path, opset):
+    from trainkit.errors import InputError
+
+    with pytest.raises(InputError, match="export.opset") as err:
+        export_onnx(DigitsCNN(), SHAPE, tmp_path / "m.onnx", opset)
+    assert "13" in err.value.fix
+
+
+def test_the_config_rejects_an_opset_below_13():
+    from trainkit.errors import InputError
+
+    with pytest.raises(InputError, match="export.opset"):
+        load_config(None, ["export.opset=11"])

@@ -100,4 +100,6 @@ CLOUD = Cloud(
     price_adapter="trainkit.clouds.prices_alicloud",
     # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time".
     limits={"ttl_min_minutes": 30},
+    # OSS docs, "Use Amazon S3 SDKs to access OSS": endpoint s3.oss-<region>.aliyuncs.com.
+    object_store=("oss", "https://s3.oss-{region}.aliyuncs.com"),
 )

@@ -116,6 +116,8 @@ CLOUD = Cloud(
     ingress_rules=_ingress,
     price_adapter="trainkit.clouds.prices_aws",
     shutdown_terminates=True,  # aws_instance.instance_initiated_shutdown_behavior = "terminate"
+    # None: boto3 resolves Amazon S3's own endpoint, honouring AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
+    object_store=("s3", None),
     supports_endpoints=True,
     tag_sweeper="trainkit.clouds.aws_sweep",
     # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",

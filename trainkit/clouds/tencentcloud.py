@@ -81,6 +81,8 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     price_adapter="trainkit.clouds.prices_tencentcloud",
+    # COS docs, "Using AWS S3 SDK to Access COS": endpoint cos.<region>.myqcloud.com.
+    object_store=("cos", "https://cos.{region}.myqcloud.com"),
     spot_needs_max_price=True,
     # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,
     # UnauthorizedOperation).

@@ -92,7 +92,8 @@ def export(checkpoint: str, onnx_out: str, opset: int | None, verify: bool) -> N
     model = build_model(cfg)
     model.load_state_dict(state["model"])
     shape = tuple(state["input_shape"])
-    out = export_onnx(model, shape, Path(onnx_out), opset or cfg.export.opset)
+    out = export_onnx(model, shape, Path(onnx_out), opset or cfg.export.opset,
+                      {"run_id": Path(cfg.run_dir).name, "model": cfg.model})
     click.echo(f"wrote {out} from {path} (step {state['step']})")
     if verify:
         check = verify_onnx(model, out, shape, cfg.export.rtol, cfg.export.atol)

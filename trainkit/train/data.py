@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import signal
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -19,8 +20,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, Te
 
 from trainkit.errors import InputError
 from trainkit.train.config import TrainConfig
-from trainkit.train.dist import DistInfo
+from trainkit.train.dist import DistInfo, broadcast_object
 from trainkit.train.schedule import suggested_workers
+from trainkit.train.workers import choose as choose_workers
 
 
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
@@ -45,10 +47,37 @@ def digits_dataset(seed: int = 0) -> Dataset:
     """scikit-learn's 8x8 digits (1797 images, 10 classes, bundled: no download), scaled to [0, 1]."""
     images, labels = digits_arrays()
     x = torch.tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
-    return TensorDataset(x, torch.tensor(labels, dtype=torch.long))
+    ds = TensorDataset(x, torch.tensor(labels, dtype=torch.long))
+    ds.classes = [str(d) for d in range(10)]  # torchvision's attribute; lands in model.onnx metadata
+    return ds
 
 
-BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset}
+class FolderDataset(Dataset):
+    """A staged dataset folder: <path>/<class>/<item>.npy, one array per item, classes sorted by
+    name (as torchvision's ImageFolder). Read from disk per item, so `workers: auto` measures."""
+
+    def __init__(self, path: str) -> None:
+        root = Path(path)
+        self.classes = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        self.items = [(f, i) for i, c in enumerate(self.classes) for f in sorted((root / c).glob("*.npy"))]
+        if not self.items:
+            raise InputError(f"data_args.path: no <class>/<item>.npy files under {path}",
+                             fix="stage the data first (trainkit stage) or point path at it")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        path, label = self.items[i]
+        return torch.from_numpy(np.load(path).astype(np.float32)), label
+
+
+def folder_dataset(seed: int = 0, path: str = "") -> Dataset:
+    """`data: folder` with `data_args: {path: DIR}`: the folder is split train/val/test by `split`."""
+    return FolderDataset(path)
+
+
+BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset, "folder": folder_dataset}
 
 
 def resolve_import(spec: str, builtins: dict[str, Callable[..., Any]], key: str) -> Callable[..., Any]:
@@ -112,15 +141,21 @@ def ignore_sigterm(worker_id: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def loader_options(cfg: TrainConfig, info: DistInfo) -> dict[str, Any]:
-    """workers / pin_memory / persistent_workers / prefetch_factor from the machine and config."""
-    bound = suggested_workers(os.cpu_count() or 1, info.local_world_size)
-    workers = bound if cfg.workers == "auto" else cfg.workers
+def loader_options(cfg: TrainConfig, info: DistInfo, workers: int | None = None) -> dict[str, Any]:
+    """workers / pin_memory / persistent_workers / prefetch_factor from the machine and config.
+    `workers` is the resolved count for `workers: auto` (trainkit.train.workers.choose); without it
+    auto means the machine bound (Lightning's suggested_max_num_workers)."""
+    if workers is None:
+        workers = worker_bound(info) if cfg.workers == "auto" else cfg.workers
     opts: dict[str, Any] = {"num_workers": workers, "pin_memory": info.device.type == "cuda"}
     if workers > 0:
         # prefetch_factor 2 is PyTorch's default; persistent workers avoid a re-fork per epoch.
         opts.update(persistent_workers=True, prefetch_factor=2, worker_init_fn=ignore_sigterm)
     return opts
+
+
+def worker_bound(info: DistInfo) -> int:
+    return suggested_workers(os.cpu_count() or 1, info.local_world_size)
 
 
 def train_loader(ds: Dataset, micro: int, cfg: TrainConfig, info: DistInfo
@@ -133,8 +168,10 @@ def train_loader(ds: Dataset, micro: int, cfg: TrainConfig, info: DistInfo
     # a private generator: creating the iterator must not draw from the global torch RNG,
     # or a resumed run's dropout masks would differ from the uninterrupted run's.
     gen = torch.Generator().manual_seed(cfg.seed)
+    workers = cfg.workers if cfg.workers != "auto" else choose_workers(
+        ds, micro, worker_bound(info), info.is_main, lambda x: broadcast_object(info, x))
     loader = DataLoader(ds, batch_size=micro, sampler=sampler, drop_last=True, generator=gen,
-                        **loader_options(cfg, info))
+                        **loader_options(cfg, info, workers))
     return loader, sampler
 
 

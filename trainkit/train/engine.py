@@ -21,10 +21,10 @@ import torch.nn.functional as F
 
 from trainkit.errors import OK, PREEMPTED
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import data, dist, schedule
+from trainkit.train import artifacts, data, dist, schedule
 from trainkit.train.config import TrainConfig, write_config
 from trainkit.train.lifecycle import Result, Run, build_run, describe, resume, save_checkpoint, summarize
-from trainkit.train.monitor import Monitor, plot_curves, setup_logging
+from trainkit.train.monitor import Monitor, setup_logging
 
 log = logging.getLogger("trainkit.train")
 
@@ -97,6 +97,7 @@ def fit(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, preempt: dist.Pree
             run.extra["val"] = evaluate(run, "val")
             run.extra["val_step"] = run.step
             monitor.epoch(run.epoch, run.step, run.extra["val"])
+            artifacts.on_epoch(run, run.extra["val"])
             run.epoch, run.step_in_epoch = run.epoch + 1, 0
     return "completed" if run.epoch >= cfg.epochs else "max_steps"
 
@@ -192,7 +193,7 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_
                        test_acc=test["acc"])
     if monitor.epoch_losses or monitor.window:
         metrics["train_loss"] = (monitor.epoch_losses or [w[0] for w in monitor.window])[-1]
-    opts = data.loader_options(run.cfg, run.info)
+    opts = data.loader_options(run.cfg, run.info, run.loader.num_workers)
     metrics["verdict"] = monitor.verdict(opts["num_workers"], schedule.suggested_workers(
         os.cpu_count() or 1, run.info.local_world_size))
     run_dir = Path(run.cfg.run_dir)
@@ -204,7 +205,7 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_
     summary = summarize(run, reason, code, metrics)
     if run.info.is_main:
         if run.cfg.plot:
-            plot_curves(run_dir)
+            artifacts.plot_curves(run_dir, summary)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
     return Result(code, summary)
@@ -215,7 +216,7 @@ def export_and_verify(run: Run, out: Path) -> dict[str, Any]:
     from trainkit.train.export import export_onnx, verify_onnx
 
     shape, e = run.extra["input_shape"], run.cfg.export
-    export_onnx(run.model, shape, out, e.opset)
+    export_onnx(run.model, shape, out, e.opset, artifacts.onnx_metadata(run))
     check = verify_onnx(run.model, out, shape, e.rtol, e.atol)
     log.info("exported %s (onnxruntime max abs diff %.2e)", out, check["max_abs_diff"])
     return {"onnx": str(out), "onnx_max_abs_diff": check["max_abs_diff"]}

@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import trainkit
 from trainkit.errors import InputError
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import data, dist, schedule
+from trainkit.train import artifacts, data, dist, schedule
 from trainkit.train.config import TrainConfig
 from trainkit.train.model import build_model, build_optimizer
 
@@ -139,6 +139,7 @@ def apply_state(run: Run, state: dict[str, Any]) -> None:
     run.scaler.load_state_dict(state["scaler"])
     run.step, run.epoch, run.step_in_epoch = state["step"], state["epoch"], state["step_in_epoch"]
     run.resumed_from = run.extra["saved_step"] = run.step
+    run.extra["best"] = state.get("best")  # weights/best.pt tracking continues (artifacts.py)
     rngs = state["rng"]
     if len(rngs) == run.info.world_size:
         ckpt.set_rng_state(rngs[run.info.rank])
@@ -166,7 +167,7 @@ def save_checkpoint(run: Run, saver: ckpt.Checkpointer, monitor, reason: str, bl
              "world_size": run.info.world_size, "global_batch": run.plan.global_batch,
              "config": run.cfg.to_dict(), "config_hash": run.cfg.hash(),
              "input_shape": run.extra["input_shape"], "torch_version": torch.__version__,
-             "trainkit_version": trainkit.__version__}
+             "trainkit_version": trainkit.__version__, "best": run.extra.get("best")}
     blocked = saver.save(state, run.step, block=block or not run.cfg.checkpoint.async_save)
     if block:
         saver.wait()
@@ -177,7 +178,7 @@ def save_checkpoint(run: Run, saver: ckpt.Checkpointer, monitor, reason: str, bl
 
 def describe(run: Run) -> dict[str, Any]:
     """The `run` record of metrics.jsonl: what was derived from config + machine."""
-    opts = data.loader_options(run.cfg, run.info)
+    opts = data.loader_options(run.cfg, run.info, run.loader.num_workers)
     return {"world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "warmup_steps": run.warmup,
@@ -200,5 +201,6 @@ def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) ->
             "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
-            **{k: metrics.get(k) for k in keys}, "config_hash": run.cfg.hash(),
+            **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run)),
+            "config_hash": run.cfg.hash(),
             "torch_version": torch.__version__, "trainkit_version": trainkit.__version__}

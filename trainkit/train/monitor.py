@@ -157,30 +157,3 @@ def _tensorboard(path: Path):
         log.info("TensorBoard events off (tensorboard is not installed; extra 'train')")
         return None
     return SummaryWriter(str(path))
-
-
-def plot_curves(run_dir: Path) -> Path | None:
-    """<run_dir>/curves.png: train loss per logged step, val loss/accuracy per epoch. None if no
-    matplotlib or no records."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-    steps = [r for r in recs if r["kind"] == "step"]
-    epochs = [r for r in recs if r["kind"] == "epoch"]
-    if not steps and not epochs:
-        return None
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    ax1.plot([r["step"] for r in steps], [r["loss"] for r in steps], label="train loss")
-    ax1.plot([r["step"] for r in epochs], [r["val_loss"] for r in epochs], "o-", label="val loss")
-    ax1.set_xlabel("step"), ax1.set_yscale("log"), ax1.legend()
-    ax2.plot([r["epoch"] for r in epochs], [r["val_acc"] for r in epochs], "o-", label="val accuracy")
-    ax2.set_xlabel("epoch"), ax2.legend()
-    fig.tight_layout()
-    out = run_dir / "curves.png"
-    fig.savefig(out, dpi=80)
-    plt.close(fig)
-    return out

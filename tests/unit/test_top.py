@@ -1,0 +1,60 @@
+"""`trainkit top`: the node sampler on this machine's real /proc, and the bottleneck verdict."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from trainkit import top, top_sampler
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_sampler_reads_real_counters_twice_for_rates(tmp_path):
+    run = tmp_path / "runs" / "digits-1"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(
+        json.dumps({"kind": "run", "time": time.time()}) + "\n"
+        + json.dumps({"kind": "step", "time": time.time(), "step": 40, "samples_per_s": 900.0,
+                      "data_wait_pct": 14.0}) + "\n")
+    proc = subprocess.run([sys.executable, str(top.SAMPLER), str(tmp_path), str(tmp_path), "0.2"],
+                          capture_output=True, text=True, check=True)
+    row = json.loads(proc.stdout)
+    assert 0 <= row["cpu_pct"] <= 100 and 0 < row["mem_used_gb"] < row["mem_total_gb"]
+    assert row["net_rx_mbs"] >= 0 and row["job"] == {"run_id": "digits-1", "step": 40,
+                                                       "samples_per_s": 900.0, "data_wait_pct": 14.0,
+                                                       "age_s": row["job"]["age_s"]}
+    if row["disk"] is not None:  # a container's root may be an overlay with no block device
+        assert 0 <= row["disk"]["util_pct"] <= 100 and row["disk"]["read_mbs"] >= 0
+
+
+def test_the_mount_holding_a_path_gives_its_device():
+    assert top_sampler.device_of("/proc") is None  # proc is not a block device
+
+
+def row(wait=None, gpus=(), cpu=20.0, disk=0.0):
+    return {"cpu_pct": cpu, "disk": {"util_pct": disk}, "gpus": [{"util_pct": u} for u in gpus],
+            "job": None if wait is None else {"data_wait_pct": wait}}
+
+
+@pytest.mark.parametrize("r, flagged, words", [
+    (row(wait=14.0, gpus=[95]), True, "data-bound"),
+    (row(wait=25.0, disk=99.0), True, "disk busy"),
+    (row(wait=3.0, gpus=[60, 70]), True, "GPU under-used: 65%"),
+    (row(wait=3.0, gpus=[90]), False, "compute-bound"),
+    (row(wait=3.0), False, "no GPU: CPU figures only"),
+    (row(gpus=[0]), True, "no job running"),
+])
+def test_rows_below_the_thresholds_are_flagged_with_a_verdict(r, flagged, words):
+    got = top.verdict(r)
+    assert got[0] is flagged and words in got[1]
+
+
+def test_an_unreachable_node_is_a_row_not_a_crash():
+    node = top.Node("gone", ("ssh", "-o", "ConnectTimeout=1", "-p", "1", "root@127.0.0.1"), "python3", "/w", "/d")
+    got = top.sample_node(node, 0.1)
+    assert got["node"] == "gone" and got["error"]

@@ -1,0 +1,45 @@
+"""`trainkit stage`: download a `data:` section's sources onto this node (glue over trainkit.stage)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from trainkit.errors import InputError
+
+
+@click.command("stage")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--root", required=True, type=click.Path(file_okay=False),
+              help="Data root: each source lands in ROOT/<name>/.")
+@click.option("--json", "as_json", is_flag=True, help="Print one row per object as JSON.")
+def stage(file: str, root: str, as_json: bool) -> None:
+    """Stage the `data:` section of FILE (a cluster spec, or a YAML/JSON file with `data:`) under
+    ROOT: parallel ranged downloads, resumed after an interruption, verified (sha256, else size and
+    MD5 ETag), archives unpacked, skipped when already present. The train role runs it on each node
+    (or once, on the NAS) before training.
+
+    \b
+    Example:
+      trainkit stage examples/clusters/local.yaml --root /data/datasets
+    """
+    import yaml
+
+    from trainkit.stage import load_section, stage as run_stage
+
+    try:
+        raw = yaml.safe_load(Path(file).read_text()) or {}
+    except yaml.YAMLError as err:
+        raise InputError(f"{file}: not YAML/JSON: {err}") from None
+    section = raw.get("data") if isinstance(raw, dict) else None
+    if not isinstance(section, dict):
+        raise InputError(f"{file}: no `data:` mapping to stage",
+                         fix="add data: {sources: [{url: s3://bucket/prefix/}]} (see docs/data.md)")
+    rows = run_stage(load_section(section, f"{file}: data"), Path(root))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            click.echo(f"{row['status']:10} {row['size']:>12}  {row['path']}")

@@ -1,0 +1,67 @@
+"""`trainkit top`: live per-node utilisation of a cluster (glue over trainkit.top)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from trainkit.commands.ops import _load, spec_argument, workdir_option
+from trainkit.errors import InputError
+
+
+@click.command()
+@spec_argument
+@workdir_option
+@click.option("--once", is_flag=True, help="Sample once and exit (for scripts and CI).")
+@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON (with --once: one array).")
+@click.option("--interval", type=click.FloatRange(1, 60), default=1.0, show_default=True,
+              help="Seconds between refreshes (each sample also spans one second).")
+def top(spec, workdir, once, as_json, interval):
+    """Show each node's GPU utilisation and memory, CPU, memory, data-disk and network throughput,
+    and the running job's samples/s and data wait, refreshed every second. Rows under the
+    thresholds (GPU util < 80%, data wait > 10%) are flagged with the bottleneck verdict.
+
+    \b
+    Example:
+      trainkit top examples/clusters/hosts.yaml
+      trainkit top examples/clusters/local.yaml --once --json
+    """
+    import yaml
+
+    from trainkit.top import collect, nodes_from_inventory, table
+
+    cluster, ws = _load(spec, workdir)
+    if not ws.inventory_yml.exists():
+        raise InputError(f"{cluster.name} has no inventory yet", fix="run `trainkit apply` first")
+    nodes = nodes_from_inventory(yaml.safe_load(ws.inventory_yml.read_text()))
+    if once:
+        rows = collect(nodes)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            from rich.console import Console
+            Console().print(table(rows, f"{cluster.name}: {len(rows)} node(s)"))
+        return
+    _live(cluster.name, nodes, interval, as_json)
+
+
+def _live(name, nodes, interval, as_json) -> None:
+    from rich.live import Live
+
+    from trainkit.top import collect, table
+
+    if as_json:  # one JSON array a line, for a pipe
+        while True:
+            click.echo(json.dumps(collect(nodes)))
+            time.sleep(max(0.0, interval - 1))
+    with Live(table([], f"{name}: sampling..."), auto_refresh=False) as live:
+        try:
+            while True:
+                rows = collect(nodes)
+                live.update(table(rows, f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
+                                        "(Ctrl-C to quit)"), refresh=True)
+                time.sleep(max(0.0, interval - 1))
+        except KeyboardInterrupt:
+            pass
