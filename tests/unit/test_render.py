@@ -2,9 +2,11 @@
 
 To regenerate the golden files after an intended change, run
 
-    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py
+    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py -k golden
 
-and review `git diff tests/golden/` like any other change (it is what reviewers will read).
+(each golden test then writes its folder and fails on purpose, so an update run never passes), review
+`git diff tests/golden/` like any other change (it is what reviewers will read), and run the tests
+again without the variable.
 """
 
 from __future__ import annotations
