@@ -33,8 +33,7 @@ from trainkit.resolve import Cluster, module_variables
 # tests the installed terraform against this same value.
 TERRAFORM_MIN_VERSION = "1.10.0"
 MANIFEST = ".trainkit-rendered"
-MODULE_FILES = ("versions.tf", "variables.tf", "main.tf", "image.tf", "nas.tf", "nat.tf", "outputs.tf",
-                "README.md")
+MODULE_DOC = "README.md"  # copied with the module's *.tf files (module_file_names)
 
 
 # HCL native syntax string escapes (hcl/v2 hclsyntax spec, "Template Literals"); every other
@@ -143,13 +142,19 @@ def require_terraform(cluster: Cluster) -> None:
                              f"`trainkit apply` handles {cluster.spec.cloud} directly")
 
 
+def module_file_names(folder: Path) -> list[str]:
+    """The files that make up a module folder: every `*.tf` plus README.md, sorted by name
+    (so the render does not depend on directory order)."""
+    return sorted(p.name for p in folder.iterdir()
+                  if p.is_file() and (p.suffix == ".tf" or p.name == MODULE_DOC))
+
+
 def module_files(cloud: str) -> dict[str, str]:
     """The cloud's module as `{modules/<cloud>/<file>: content}`."""
     folder = clouds.get(cloud).module_dir
     if folder is None or not folder.is_dir():
         raise InputError(f"cloud {cloud}: no Terraform module at {folder}")
-    versions = tuple((name, (folder / name).stat().st_mtime_ns) for name in MODULE_FILES
-                     if (folder / name).exists())
+    versions = tuple((name, (folder / name).stat().st_mtime_ns) for name in module_file_names(folder))
     return dict(_read_module(cloud, str(folder), versions))
 
 

@@ -17,11 +17,13 @@ merged with the snapshot winning, and the supplement may not redefine a snapshot
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import hcl2
 import pytest
 
+from trainkit.catalog import load_catalog
 from trainkit.render import render_stack
 from trainkit.resolve import load_cluster
 
@@ -202,3 +204,45 @@ def test_the_checker_catches_unknown_deprecated_missing_and_out_of_enum_argument
                      "`auto_pay` is deprecated", "required `share_type`", "required `flavor_id`",
                      "required `network`"):
         assert expected in found
+
+
+# Catalog `choices` key -> the module variable whose value the module passes to a provider argument.
+CHOICE_VARIABLES = {"system_disk_categories": "var.system_disk.category",
+                    "data_disk_categories": "var.data_disk.category",
+                    "performance_levels": "var.data_disk.performance_level",
+                    "nas_types": "var.nas.type"}
+
+
+def arguments_fed_by(cloud: str, variable: str) -> list[tuple[str, str]]:
+    """(resource type, argument) of every argument of the cloud's module set from `variable`,
+    directly or through a local that can take its value (`cond ? var.x : null`)."""
+    folder = REPO / "terraform" / "modules" / cloud
+    files = {p.name: p.read_text() for p in sorted(folder.glob("*.tf"))}
+    as_value = re.compile(rf"(^\$\{{|\?|:)\s*{re.escape(variable)}\s*(\}}|:|$)")  # not in a condition
+    names = [variable] + [f"local.{k}" for text in files.values()
+                          for item in hcl2.loads(text).get("locals", [])
+                          for k, v in item.items() if as_value.search(str(v))]
+    return [(rtype, key) for _, rtype, _, body in resources(files)
+            for key, value in fields(body).items()
+            if isinstance(value, str) and any(re.search(rf"{re.escape(n)}\b", value) for n in names)]
+
+
+@pytest.mark.parametrize("cloud", [c for c in CLOUDS if c != "aws"])
+def test_every_catalog_choice_is_a_value_the_provider_accepts(schemas, cloud):
+    """The catalog's choices (= the module's enum lists, tests/unit/test_module_catalog.py) are within
+    the provider's enum, from the code or, where the code does not validate, from its docs."""
+    choices = load_catalog(cloud).choices
+    problems, checked = [], 0
+    for key, variable in CHOICE_VARIABLES.items():
+        fed = arguments_fed_by(cloud, variable)
+        assert fed or not choices[key], f"{cloud}: no provider argument takes {variable}"
+        for rtype, argument in fed:
+            schema = schemas[rtype]
+            allowed = (schema.get("enums") or {}).get(argument) or \
+                (schema.get("enums_from_docs") or {}).get(argument)
+            assert allowed, f"{cloud}: {rtype}.{argument} has no enum in the snapshot"
+            problems += [f"{cloud}: {key} {v!r} is not a {rtype}.{argument} ({allowed})"
+                         for v in choices[key] if v not in allowed]
+            checked += 1
+    assert not problems, "\n".join(problems)
+    assert checked >= 3

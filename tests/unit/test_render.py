@@ -2,14 +2,17 @@
 
 To regenerate the golden files after an intended change, run
 
-    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py
+    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py -k golden
 
-and review `git diff tests/golden/` like any other change (it is what reviewers will read).
+(each golden test then writes its folder and fails on purpose, so an update run never passes), review
+`git diff tests/golden/` like any other change (it is what reviewers will read), and run the tests
+again without the variable.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.errors import InputError
+from trainkit.errors import BAD_INPUT, InputError, SpecError
 from trainkit.render import hcl, render_stack, write_files
 from trainkit.resolve import load_cluster, module_variables
 
@@ -47,6 +50,8 @@ def test_render_matches_golden_files(name):
     folder = GOLDEN / name
     if os.environ.get("TRAINKIT_UPDATE_GOLDEN"):
         write_files(files, folder)
+        pytest.fail(f"goldens updated in {folder.relative_to(REPO)}; review `git diff tests/golden/` "
+                    "and re-run without TRAINKIT_UPDATE_GOLDEN", pytrace=False)
     on_disk = {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*"))
                if p.is_file() and p.name != ".trainkit-rendered"}
     assert sorted(on_disk) == sorted(files), "file list differs; regenerate (see module docstring)"
@@ -54,9 +59,36 @@ def test_render_matches_golden_files(name):
         assert content == on_disk[rel], f"{name}/{rel} differs from the golden file"
 
 
-@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
-def test_render_is_deterministic(name):
-    assert rendered(name) == rendered(name)
+# Renders every cloud example in a fresh interpreter and prints the files in the order
+# render_stack returns them, so a hash-seed-dependent order or content shows up in the bytes.
+RENDER_ALL = """
+import json, sys
+from pathlib import Path
+from trainkit.render import render_stack
+from trainkit.resolve import load_cluster
+examples, key = Path(sys.argv[1]), sys.argv[2]
+out = {n: list(render_stack(load_cluster(examples / f"{n}.yaml"), key).items()) for n in sys.argv[3:]}
+sys.stdout.write(json.dumps(out, indent=0))
+"""
+
+
+def render_in_fresh_interpreter(hash_seed: str) -> bytes:
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", RENDER_ALL, str(EXAMPLES), SSH_KEY, *CLOUD_EXAMPLES],
+                          cwd=REPO, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return proc.stdout
+
+
+def test_render_is_byte_identical_across_interpreters_with_different_hash_seeds():
+    """Set/dict-order or hash() nondeterminism only shows across processes with different seeds."""
+    first, second = render_in_fresh_interpreter("1"), render_in_fresh_interpreter("2718")
+    assert first, "the render printed nothing"
+    by_name = (json.loads(first), json.loads(second))
+    assert sorted(by_name[0]) == CLOUD_EXAMPLES
+    for name in CLOUD_EXAMPLES:
+        assert by_name[0][name] == by_name[1][name], f"{name}: render differs between hash seeds"
+    assert first == second
 
 
 @pytest.mark.parametrize("name", CLOUD_EXAMPLES)
@@ -96,8 +128,12 @@ def test_nat_gateway_with_every_node_public_is_rejected(tmp_path):
     spec = tmp_path / "c.yaml"
     spec.write_text((EXAMPLES / "aws.yaml").read_text().replace(
         "  public_ip: head", "  public_ip: all\n  nat_gateway: true"))
-    with pytest.raises(Exception, match="nat_gateway"):
+    with pytest.raises(SpecError) as err:
         load_cluster(spec)
+    assert err.value.exit_code == BAD_INPUT
+    assert [field for field, _, _ in err.value.problems] == ["network.nat_gateway"]
+    assert "network.nat_gateway: true with public_ip: all" in err.value.message
+    assert "drop nat_gateway" in err.value.message
 
 
 def test_aws_emulator_settings_only_with_custom_endpoints():

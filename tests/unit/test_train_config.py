@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pydantic
 import pytest
 import yaml
 
@@ -70,8 +71,10 @@ def test_override_without_equals_is_an_input_error():
 
 def test_config_is_frozen():
     cfg = load_config(None)
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match="Instance is frozen") as err:
         cfg.epochs = 3  # type: ignore[misc]
+    assert [(e["type"], e["loc"]) for e in err.value.errors()] == [("frozen_instance", ("epochs",))]
+    assert cfg.epochs == load_config(None).epochs
 
 
 def test_example_config_loads_and_round_trips(repo, tmp_path):

@@ -149,6 +149,7 @@ variable "system_disk" {
     error_message = "system_disk.category must be one of cloud_essd, cloud_auto, cloud_essd_entry, cloud_ssd, cloud_efficiency."
   }
 
+  # The cloud's documented limits (any category), as in trainkit/clouds/alicloud.py DiskRules.
   validation {
     condition     = var.system_disk.size_gb >= 20 && var.system_disk.size_gb <= 2048
     error_message = "system_disk.size_gb must be from 20 to 2048."
@@ -176,9 +177,10 @@ variable "data_disk" {
     error_message = "data_disk.performance_level is not valid here (allowed: PL0, PL1, PL2, PL3)."
   }
 
+  # The cloud's documented limits (the widest over the categories), as in trainkit/clouds/alicloud.py DiskRules.
   validation {
-    condition     = var.data_disk.size_gb >= 20 && var.data_disk.size_gb <= 65536
-    error_message = "data_disk.size_gb must be from 20 to 65536."
+    condition     = var.data_disk.size_gb >= 1 && var.data_disk.size_gb <= 65536
+    error_message = "data_disk.size_gb must be from 1 to 65536."
   }
 }
 

@@ -149,9 +149,10 @@ variable "system_disk" {
     error_message = "system_disk.category must be one of CLOUD_BSSD, CLOUD_HSSD, CLOUD_PREMIUM, CLOUD_SSD, CLOUD_TSSD."
   }
 
+  # The cloud's documented limits (any category), as in trainkit/clouds/tencentcloud.py DiskRules.
   validation {
-    condition     = var.system_disk.size_gb >= 20 && var.system_disk.size_gb <= 2048
-    error_message = "system_disk.size_gb must be from 20 to 2048."
+    condition     = var.system_disk.size_gb >= 20 && var.system_disk.size_gb <= 1024
+    error_message = "system_disk.size_gb must be from 20 to 1024."
   }
 }
 
@@ -176,9 +177,10 @@ variable "data_disk" {
     error_message = "data_disk.performance_level is not valid here (allowed: none, leave it null)."
   }
 
+  # The cloud's documented limits (the widest over the categories), as in trainkit/clouds/tencentcloud.py DiskRules.
   validation {
-    condition     = var.data_disk.size_gb >= 20 && var.data_disk.size_gb <= 65536
-    error_message = "data_disk.size_gb must be from 20 to 65536."
+    condition     = var.data_disk.size_gb >= 10 && var.data_disk.size_gb <= 32000
+    error_message = "data_disk.size_gb must be from 10 to 32000."
   }
 }
 
