@@ -165,6 +165,11 @@ def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, li
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def range_http(tmp_path):
     """A 127.0.0.1 file server with HTTP Range support over tmp_path/www; yields (folder, base URL)."""
@@ -184,6 +189,9 @@ def range_http(tmp_path):
 def price_stub():
     """`with price_stub(answer) as (url, requests_seen):` a local price API stand-in."""
     return running_price_stub
+
+
+@pytest.fixture
 def s3_data(moto, monkeypatch):
     """The moto S3 server with bucket `data` holding a multi-object prefix (`set/`) and a 5 MiB
     object (`big.bin`, fetched in ranges). Yields (boto3 client, {key: bytes})."""
