@@ -34,7 +34,8 @@ from trainkit.train.schedule import plan_batch
 # Built-in names -> where their builders live (trainkit.train.model.BUILTIN_MODELS and
 # trainkit.train.data.BUILTIN_DATA, which import torch; a unit test keeps the two in step).
 BUILTINS = {"model": {"digits_cnn": "trainkit.train.model:DigitsCNN"},
-            "data": {"digits": "trainkit.train.data:digits_dataset"}}
+            "data": {"digits": "trainkit.train.data:digits_dataset",
+                     "folder": "trainkit.train.data:folder_dataset"}}
 # Keyword arguments trainkit itself passes to a builder (data: builder(seed=..., **data_args)).
 PASSED = {"model": (), "data": ("seed",)}
 
