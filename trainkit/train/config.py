@@ -81,8 +81,8 @@ class TrainConfig(_Section):
     weight_decay: float = Field(5e-4, ge=0, description="Weight decay (YOLOv8 default 5e-4).")
     warmup_epochs: float = Field(1.0, ge=0, description="Linear warmup length in epochs (see schedule.py).")
     grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
-    amp: bool = Field(True, description="Mixed precision on GPU (bf16, else fp16 + GradScaler); "
-                                        "ignored on CPU.")
+    amp: bool = Field(True, description="Mixed precision: GPU bf16 (else fp16 + GradScaler); CPU "
+                                        "bf16 only where the CPU has native bf16, else off (logged).")
     workers: int | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "max(1, cpu_count // local_world_size - 1) (Lightning).")
     seed: int = Field(0, ge=0, description="Seed for split, init, sampler order and dropout.")

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import signal
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -157,6 +158,19 @@ def eval_loader(ds: Dataset, batch: int, cfg: TrainConfig, info: DistInfo) -> Da
     opts.update(num_workers=0, persistent_workers=False)
     opts.pop("prefetch_factor", None), opts.pop("worker_init_fn", None)
     return DataLoader(Subset(ds, indices), batch_size=batch, shuffle=False, **opts)
+
+
+def load_seconds(ds: Dataset, items: int, rounds: int = 3) -> float:
+    """Median seconds this process takes to load and collate `items` items itself (no workers):
+    the loading cost a worker hides, against which the monitor compares the data wait."""
+    from torch.utils.data import default_collate
+
+    times = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        default_collate([ds[(r * items + i) % len(ds)] for i in range(items)])
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
 
 
 def input_shape(ds: Dataset) -> tuple[int, ...]:

@@ -14,6 +14,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from trainkit.errors import InputError
+
 # torchtitan's Comm.init_timeout_seconds: long enough for slow node start-up.
 INIT_TIMEOUT_S = 300
 
@@ -46,6 +48,9 @@ def setup(device: str = "auto") -> DistInfo:
     local_rank = int(env.get("LOCAL_RANK", 0))
     local_world = int(env.get("LOCAL_WORLD_SIZE", world))
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        raise InputError(f"device: 'cuda' but this machine has no usable CUDA GPU ({_cuda_found()})",
+                         fix="set device=auto (uses the GPU when there is one) or device=cpu")
     if use_cuda:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
@@ -56,6 +61,13 @@ def setup(device: str = "auto") -> DistInfo:
                                 timeout=timedelta(seconds=INIT_TIMEOUT_S),
                                 device_id=dev if use_cuda else None)
     return DistInfo(rank, local_rank, world, local_world, dev)
+
+
+def _cuda_found() -> str:
+    """What was found instead of a GPU, in words (for the device error)."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build"
+    return f"torch built for CUDA {torch.version.cuda}, but {torch.cuda.device_count()} device(s) visible"
 
 
 def teardown() -> None:

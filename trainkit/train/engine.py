@@ -82,11 +82,12 @@ def fit(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, preempt: dist.Pree
                     loss = F.cross_entropy(run.ddp(x), y) / plan.accum
                 run.scaler.scale(loss).backward()
                 loss_sum += loss.detach()
+            lr = run.sched.get_last_lr()[0]  # the LR this step used (the scheduler steps next)
             optimizer_step(run)
             run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
             _fault_sigterm(run)
             loss, stop, save = dist.agree(info, loss_sum, preempt.requested, policy.due(run.step))
-            monitor.step(run.step, run.epoch, loss, run.sched.get_last_lr()[0],
+            monitor.step(run.step, run.epoch, loss, lr,
                          time.perf_counter() - t0, wait, plan.global_batch)
             if save or stop:
                 save_checkpoint(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
@@ -134,32 +135,36 @@ def evaluate(run: Run, split: str) -> dict[str, float]:
 
 class SavePolicy:
     """When a scheduled checkpoint is due: every_n_steps, else interval seconds, else 'auto'
-    (first save after step 1 to measure the write time C, then Young/Daly with M = mtbf / nodes).
-    Time-based decisions are rank 0's clock; `dist.agree` makes every rank follow it."""
+    (the first step after EVERY start, fresh or resumed, saves to measure the write time C; then
+    Young/Daly with M = mtbf / nodes). Time-based decisions are rank 0's clock; `dist.agree` makes
+    every rank follow it. `clock` is injectable for tests."""
 
-    def __init__(self, cfg: TrainConfig, info: dist.DistInfo) -> None:
+    def __init__(self, cfg: TrainConfig, info: dist.DistInfo, clock=time.monotonic) -> None:
         c = cfg.checkpoint
-        self.every, self.is_main = c.every_n_steps, info.is_main
+        self.every, self.is_main, self.clock = c.every_n_steps, info.is_main, clock
         self.auto = c.every_n_steps is None and c.interval == "auto"
         self.interval = None if (c.every_n_steps or self.auto) else c.interval
         self.mtbf_s = c.mtbf_hours * 3600 / info.num_nodes
-        self.last = time.monotonic()
+        self.last = clock()
+        self.measuring = False
 
     def due(self, step: int) -> bool:
         if self.every:
             return step % self.every == 0
         if self.auto and self.interval is None:
-            return step == 1
+            self.measuring = True  # the first step after this start: save now, measure C
+            return True
         return (self.is_main and self.interval is not None
-                and time.monotonic() - self.last >= self.interval)
+                and self.clock() - self.last >= self.interval)
 
-    def saved(self, saver: ckpt.Checkpointer) -> None:
-        self.last = time.monotonic()
-        if self.auto and self.interval is None:
+    def saved(self, saver) -> None:
+        self.last = self.clock()
+        if self.measuring and self.interval is None:
             saver.wait()  # the first save's write time is C
             self.interval = schedule.young_daly_interval(max(saver.last_write_s, 1e-3), self.mtbf_s)
-            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.0fs (Young/Daly)",
+            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.3gs (Young/Daly)",
                      saver.last_write_s, self.mtbf_s, self.interval)
+            self.last = self.clock()
 
 
 def _fault_sigterm(run: Run) -> None:
@@ -193,8 +198,10 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_
     if monitor.epoch_losses or monitor.window:
         metrics["train_loss"] = (monitor.epoch_losses or [w[0] for w in monitor.window])[-1]
     opts = data.loader_options(run.cfg, run.info)
+    load_s = (data.load_seconds(run.splits["train"], run.plan.micro) * run.plan.accum
+              if opts["num_workers"] > 0 else None)
     metrics["verdict"] = monitor.verdict(opts["num_workers"], schedule.suggested_workers(
-        os.cpu_count() or 1, run.info.local_world_size))
+        os.cpu_count() or 1, run.info.local_world_size), load_s)
     run_dir = Path(run.cfg.run_dir)
     if run.info.is_main and run.cfg.export.onnx and not preempted:
         metrics.update(export_and_verify(run, run_dir / "model.onnx"))

@@ -70,6 +70,25 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def pick_amp_dtype(amp: bool, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for `amp` on `device`, or None (logged when amp was asked but is off).
+
+    GPU: bf16 where supported (no GradScaler needed: nanoGPT, PyTorch AMP docs), else fp16 + scaler.
+    CPU: bf16 autocast only where oneDNN reports native bf16 (AVX512-BF16/AMX); elsewhere bf16 is
+    emulated and slower than fp32, so AMP is off and the log says so.
+    """
+    if not amp:
+        return None
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        log.info("amp: bf16 autocast on CPU (oneDNN reports native bf16)")
+        return torch.bfloat16
+    log.info("amp: off on this CPU (no native bf16: capability %s); training in fp32",
+             torch.backends.cpu.get_cpu_capability())
+    return None
+
+
 def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     """Data, batch plan, model (same init on every rank: seed), optimizer, LR schedule, AMP, DDP."""
     if cfg.deterministic and info.device.type == "cuda":  # CPU kernels are deterministic already
@@ -91,9 +110,7 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     factor = functools.partial(schedule.lr_factor, warmup=warmup, total_steps=total, lrf=cfg.lrf,
                                cosine=cfg.cos_lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    amp_dtype = None
-    if cfg.amp and info.device.type == "cuda":  # bf16 needs no GradScaler (nanoGPT, AMP docs)
-        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    amp_dtype = pick_amp_dtype(cfg.amp, info.device)
     scaler = torch.amp.GradScaler(info.device.type, enabled=amp_dtype == torch.float16)
     ddp = model
     if info.distributed:

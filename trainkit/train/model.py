@@ -18,7 +18,7 @@ from trainkit.train.data import resolve_import
 
 class DigitsCNN(nn.Module):
     """A small CNN for 1x8x8 digit images: two 3x3 conv blocks, one pooling, a dropout, a linear head.
-    About 30k parameters; reaches ~98% validation accuracy on scikit-learn digits in a few seconds."""
+    14,698 parameters with the defaults (channels 32, 10 classes); reaches ~98% validation accuracy on scikit-learn digits in a few seconds."""
 
     def __init__(self, channels: int = 32, dropout: float = 0.1, num_classes: int = 10) -> None:
         super().__init__()
