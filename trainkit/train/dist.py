@@ -10,6 +10,7 @@ import os
 import signal
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -27,6 +28,7 @@ class DistInfo:
     world_size: int
     local_world_size: int
     device: torch.device
+    ckpt_group: Any = None  # a gloo group of all ranks for checkpoint collectives (async saves)
 
     @property
     def is_main(self) -> bool:
@@ -60,7 +62,10 @@ def setup(device: str = "auto") -> DistInfo:
         dist.init_process_group("nccl" if use_cuda else "gloo",
                                 timeout=timedelta(seconds=INIT_TIMEOUT_S),
                                 device_id=dev if use_cuda else None)
-    return DistInfo(rank, local_rank, world, local_world, dev)
+    # checkpoint collectives on their own group, so a background save never interleaves with the
+    # training collectives (PyTorch blog, "Reducing Model Checkpointing Times by Over 10x")
+    group = dist.new_group(backend="gloo") if world > 1 else None
+    return DistInfo(rank, local_rank, world, local_world, dev, group)
 
 
 def _cuda_found() -> str:

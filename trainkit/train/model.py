@@ -1,4 +1,4 @@
-"""Models: the built-in digits CNN, and user models by import path.
+"""Models: the built-in digits CNN and byte-level GPT (gpt.py), and user models by import path.
 
 Model contract (`model: pkg.module:builder`): `builder(**model_args)` returns a `torch.nn.Module`
 mapping a float batch `(N, *input_shape)` to class logits `(N, num_classes)`.
@@ -34,7 +34,13 @@ class DigitsCNN(nn.Module):
         return self.head(self.features(x))
 
 
-BUILTIN_MODELS: dict[str, Callable[..., Any]] = {"digits_cnn": DigitsCNN}
+def _gpt(**kwargs: Any) -> nn.Module:
+    from trainkit.train.gpt import GPT
+
+    return GPT(**kwargs)
+
+
+BUILTIN_MODELS: dict[str, Callable[..., Any]] = {"digits_cnn": DigitsCNN, "gpt": _gpt}
 
 
 def build_model(cfg: TrainConfig) -> nn.Module:
