@@ -127,10 +127,11 @@ def evaluate(run: Run, split: str) -> dict[str, float]:
     ds, batch = run.splits[split], run.plan.micro * 4
     loader = iter(data.eval_loader(ds, batch, run.cfg, run.info))
     totals = torch.zeros(3, dtype=torch.float64, device=run.info.device)
-    pad = ds[0][0].unsqueeze(0)  # the forward of a rank that has run out of items (not counted)
+    pad = None  # what a rank that has run out of items forwards (not counted)
     for _ in range(data.eval_batches(len(ds), batch, run.info.world_size)):
         x, y = next(loader, (None, None))
         real = x is not None
+        pad = x[:1] if real else (pad if pad is not None else ds[0][0].unsqueeze(0))
         x = (x if real else pad).to(run.info.device)
         with run.autocast():
             logits = run.wrapped(x).flatten(0, -2).float()

@@ -125,8 +125,7 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     scaler = torch.amp.GradScaler(info.device.type, enabled=amp_dtype == torch.float16)
     return Run(cfg, info, plan, model, wrapped, strategy, opt, sched, scaler, amp_dtype, splits,
                loader, sampler, spe, total, lr, warmup,
-               extra={"input_shape": data.input_shape(splits["train"]),
-                      "input_dtype": str(splits["train"][0][0].dtype).replace("torch.", "")})
+               extra={"input_shape": data.input_shape(splits["train"])})
 
 
 def make_saver(run: Run) -> sharded.Checkpointer:
@@ -206,7 +205,7 @@ def save_checkpoint(run: Run, saver: sharded.Checkpointer, monitor, reason: str,
             "world_size": run.info.world_size, "strategy": run.strategy,
             "global_batch": run.plan.global_batch, "config": run.cfg.to_dict(),
             "config_hash": run.cfg.hash(), "input_shape": run.extra["input_shape"],
-            "input_dtype": run.extra["input_dtype"], "torch_version": torch.__version__,
+            "torch_version": torch.__version__,
             "trainkit_version": trainkit.__version__}
     blocked = saver.save(run.wrapped, run.opt, meta, run.step,
                          block=block or not run.cfg.checkpoint.async_save)

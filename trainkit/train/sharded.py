@@ -27,6 +27,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_w
                                        step_dir)
 
 log = logging.getLogger("trainkit.train")
+# one process has no process group: DCP then saves/loads alone, which is what is meant here
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninit")
 META = "meta.pt"
 DCP_METADATA = ".metadata"
 SHA_MAX_BYTES = 2 << 30  # above this, markers carry sizes only (hashing would cost a full re-read)
