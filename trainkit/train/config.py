@@ -107,7 +107,8 @@ class TrainConfig(_Section):
                             "and optimizer state; auto: fsdp when they would not fit one device.")
     activation_checkpointing: bool = Field(False, description="Recompute each block's activations "
                                            "in backward (fsdp.blocks names the blocks).")
-    fsdp: FsdpConfig = Field(default_factory=FsdpConfig)
+    fsdp: FsdpConfig = Field(default_factory=FsdpConfig, description="FSDP2 settings (blocks, "
+                             "reshard_after_forward) used when strategy resolves to fsdp.")
     deterministic: bool = Field(True, description="torch.use_deterministic_algorithms (warn only).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")
     run_dir: str = Field("runs/train", description="Where config.yaml, logs/, metrics.jsonl, "
