@@ -153,3 +153,18 @@ def test_scheduled_checkpoints_keep_coming_after_a_resume(tmp_path):
     saves = [(r["step"], r["reason"]) for r in recs if r["kind"] == "checkpoint"]
     assert saves == [(1, "schedule"), (2, "schedule"), (3, "schedule"), (4, "sigterm"),
                      (5, "schedule"), (6, "schedule"), (7, "schedule"), (8, "schedule")]
+
+
+def test_export_consolidates_a_sharded_fsdp_checkpoint_into_plain_weights(fsdp_run, tmp_path):
+    from click.testing import CliRunner
+
+    from trainkit.commands.run import export
+    from trainkit.train.gpt import GPT
+
+    out = tmp_path / "weights.pt"
+    result = CliRunner().invoke(export, [str(fsdp_run / "checkpoints"), "--weights", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(list((Path(summary(fsdp_run)["checkpoint"])).glob("__*_0.distcp"))) == 2  # 2 shards
+    model = GPT(block_size=32, n_layer=2, n_head=2, n_embd=32)
+    model.load_state_dict(torch.load(out))  # strict: every key, full shapes
+    assert_bitwise(model.state_dict(), final_weights(fsdp_run))
