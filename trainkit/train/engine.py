@@ -59,7 +59,7 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
         return finish(run, saver, monitor, reason, t_start)
     finally:
         data.close_loader(run.loader)
-        saver.wait()
+        saver.close()
         monitor.close()
         preempt.restore()
 
@@ -84,6 +84,7 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
                 run.scaler.scale(loss).backward()
                 loss_sum += loss.detach()
             lr = run.sched.get_last_lr()[0]  # the LR this step used (the scheduler steps next)
+            saver.wait_staged()  # an async checkpoint's copy of the weights must be done first
             optimizer_step(run)
             run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
             _fault_sigterm(run)

@@ -25,8 +25,8 @@ def pydoc_bytes(max_bytes: int | None = None) -> bytes:
 
 
 def pydoc_text(seed: int = 0, block_size: int = 64, max_bytes: int | None = 262144) -> TensorDataset:
-    """Non-overlapping windows of block_size + 1 bytes: input = first block_size, target = next
-    byte at each position. One Dataset (the engine splits it by split_seed)."""
+    """Non-overlapping windows of block_size bytes as inputs; targets are the same windows shifted by
+    one byte (the next byte at each position). One Dataset (the engine splits it by split_seed)."""
     data = torch.frombuffer(bytearray(pydoc_bytes(max_bytes)), dtype=torch.uint8).long()
     n = (len(data) - 1) // block_size
     x = data[:n * block_size].view(n, block_size)

@@ -54,7 +54,6 @@ def block_modules(model: nn.Module, blocks: list[str] | str, min_params: int) ->
         wanted = set(blocks)
         return [m for m in model.modules() if m is not model and type(m).__name__ in wanted]
     picked: list[nn.Module] = []
-    own: dict[int, int] = {}
 
     def visit(m: nn.Module) -> int:
         left = sum(p.numel() for p in m.parameters(recurse=False))
@@ -62,7 +61,6 @@ def block_modules(model: nn.Module, blocks: list[str] | str, min_params: int) ->
         if m is not model and left >= min_params:
             picked.append(m)
             return 0
-        own[id(m)] = left
         return left
 
     visit(model)

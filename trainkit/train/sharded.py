@@ -8,9 +8,12 @@ after every rank's shard and `.metadata` are on disk. Resume takes the newest fo
 verifies; a folder without one is skipped with a warning, so a kill -9 at any point loses at most
 the save in flight. Keep-N prunes the oldest complete folders.
 
-Async (torchtitan's `async_mode="async"`, i.e. `dcp.async_save`): the caller is blocked while DCP
-plans and stages (copies) the state to host memory; shards are written and `.metadata` committed in
-a background thread, on a separate gloo process group so checkpoint collectives never interleave with
+Async (`dcp.async_save` with a persistent `DefaultStager`, as torchtitan's async modes): the copy of
+the state to host memory (staging) runs in a background thread into buffers reused from save to save,
+and overlaps the next step's forward and backward; the loop calls `wait_staged()` before the
+optimizer changes the parameters (models with buffers, e.g. BatchNorm statistics that forward
+updates, stage synchronously instead). Shards are then written and `.metadata` committed in another
+background thread, on a separate gloo process group so checkpoint collectives never interleave with
 training ones (PyTorch async checkpointing blog). One save is in flight at a time.
 
 Loading reshards: any world size and either strategy (ddp/fsdp) loads any checkpoint, because DCP
@@ -82,9 +85,12 @@ class Checkpointer:
         self.group, self.distributed = group, distributed
         self.fault = fault or KillFault(None)
         self._thread: threading.Thread | None = None
+        self._staging = None  # Future of the staging copy in flight
+        self._stager = None
         self._error: BaseException | None = None
         self.last_path: Path | None = None
         self.last_write_s = 0.0  # rank 0: save start -> marker written (C for Young/Daly)
+        self.blocked_s = 0.0  # total seconds training waited for staging outside save()
 
     def save(self, model: nn.Module, opt, meta: dict[str, Any], step: int, block: bool) -> float:
         """Save as step `step`. Returns the seconds the caller was blocked (plan + staging copy)."""
@@ -99,15 +105,49 @@ class Checkpointer:
             folder.mkdir(parents=True)
             buf = _to_bytes(meta)
             _atomic_write(folder / META, buf)
-        fut = dcp.async_save(app_state(model, opt), checkpoint_id=str(folder),
-                             process_group=self.group, no_dist=not self.distributed)
+        resp = dcp.async_save(app_state(model, opt), checkpoint_id=str(folder),
+                              process_group=self.group, no_dist=not self.distributed,
+                              async_stager=self.stager())
+        self._staging = resp.staging_completion
         self.fault.arm(step)
-        self._thread = threading.Thread(target=self._finish, args=(fut, folder, step, t0), daemon=True)
+        self._thread = threading.Thread(target=self._finish, args=(resp.upload_completion, folder,
+                                                                  step, t0), daemon=True)
         self._thread.start()
+        if block or any(True for _ in model.buffers()):
+            self.wait_staged()
         blocked = time.perf_counter() - t0
         if block:
             self.wait()
         return blocked
+
+    def stager(self):
+        """One DefaultStager for the run: its host buffers are reused by every save (no fresh
+        page faults each time); pinned and non-blocking on GPU."""
+        if self._stager is None:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+            gpu = torch.cuda.is_available() and torch.cuda.is_initialized()
+            self._stager = DefaultStager(StagingOptions(use_pinned_memory=gpu, use_shared_memory=False,
+                                                        use_async_staging=True,
+                                                        use_non_blocking_copy=gpu))
+        return self._stager
+
+    def wait_staged(self) -> float:
+        """Block until the staging copy in flight is done (before parameters change). Returns the
+        seconds waited (the part of the copy the step's compute did not hide)."""
+        if self._staging is None:
+            return 0.0
+        t0 = time.perf_counter()
+        self._staging.result()
+        self._staging = None
+        self.blocked_s += time.perf_counter() - t0
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.wait()
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
 
     def _finish(self, fut, folder: Path, step: int, t0: float) -> None:
         try:
@@ -121,6 +161,7 @@ class Checkpointer:
 
     def wait(self) -> None:
         """Block until the save in flight is committed; re-raise its error."""
+        self.wait_staged()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
