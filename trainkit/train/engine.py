@@ -2,12 +2,13 @@
 
 Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM
 stopped it after a checkpoint) and always leaves <run_dir>/summary.json. It works under torchrun
-(any world size; every rank calls it) and in a plain process. Raises InputError for bad input.
+(any world size; every rank calls it; DDP or FSDP2: parallel.py) and in a plain process. Per-step
+losses do not depend on the world size (rng.py, data.GlobalBatchSampler). Raises InputError for bad
+input.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import logging
