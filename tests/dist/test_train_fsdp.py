@@ -27,7 +27,7 @@ import torch
 
 from trainkit.errors import PREEMPTED
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import sharded
+from trainkit.train import schedule, sharded
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 50
@@ -153,6 +153,12 @@ def test_scheduled_checkpoints_keep_coming_after_a_resume(tmp_path):
     saves = [(r["step"], r["reason"]) for r in recs if r["kind"] == "checkpoint"]
     assert saves == [(1, "schedule"), (2, "schedule"), (3, "schedule"), (4, "sigterm"),
                      (5, "schedule"), (6, "schedule"), (7, "schedule"), (8, "schedule")]
+    # and the logged LR is the one each step used (the scheduler's value before it steps)
+    run = next(r for r in recs if r["kind"] == "run")
+    logged = [r["lr"] for r in recs if r["kind"] == "step"]
+    used = [run["lr"] * schedule.lr_factor(k, run["warmup_steps"], run["total_steps"], 0.1, True)
+            for k in range(8)]
+    assert logged == pytest.approx(used, rel=1e-9)
 
 
 def test_export_consolidates_a_sharded_fsdp_checkpoint_into_plain_weights(fsdp_run, tmp_path):
