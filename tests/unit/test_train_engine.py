@@ -133,3 +133,22 @@ def test_benchmarks_help_runs_nothing():
     bad = subprocess.run([sys.executable, "-m", "benchmarks", "nope"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown benchmark" in bad.stderr
+
+
+def test_activation_checkpointing_recomputes_the_same_keyed_dropout_masks():
+    import copy
+
+    from trainkit.train.gpt import GPT
+
+    torch.manual_seed(0)
+    plain = GPT(block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.5)
+    rng.swap_dropout(plain)
+    recomputed = copy.deepcopy(plain)
+    parallel.checkpoint_blocks(parallel.block_modules(recomputed, ["Block"], 1))
+    x = torch.randint(0, 256, (4, 8))
+    for model in (plain, recomputed):
+        with rng.keys_for(rng.sample_keys(0, 0, torch.arange(4))):
+            loss = model(x).logsumexp(-1).mean()
+        loss.backward()  # the recompute runs here, outside keys_for
+    for (name, a), b in zip(plain.named_parameters(), recomputed.parameters()):
+        assert torch.equal(a.grad, b.grad), name

@@ -15,7 +15,7 @@ import os
 import torch
 from torch import nn
 
-from trainkit.train import schedule
+from trainkit.train import rng, schedule
 from trainkit.train.config import TrainConfig
 from trainkit.train.dist import DistInfo
 
@@ -76,7 +76,13 @@ def checkpoint_blocks(blocks: list[nn.Module]) -> None:
         inner = block.forward
 
         def forward(*args, _inner=inner, **kwargs):
-            return checkpoint(_inner, *args, use_reentrant=False, **kwargs)
+            keys = rng.current_keys()  # the recompute in backward runs outside the engine's keys_for
+
+            def keyed(*a, **k):
+                with rng.same_keys(keys):
+                    return _inner(*a, **k)
+
+            return checkpoint(keyed, *args, use_reentrant=False, **kwargs)
 
         block.forward = forward
 

@@ -59,6 +59,21 @@ def keys_for(keys: torch.Tensor) -> Iterator[None]:
         _KEYS.reset(token)
 
 
+def current_keys() -> torch.Tensor | None:
+    return _KEYS.get()
+
+
+@contextlib.contextmanager
+def same_keys(keys: torch.Tensor | None) -> Iterator[None]:
+    """Set `keys` again (no reseeding): activation checkpointing recomputes a block's forward in
+    backward, outside `keys_for`; it must draw the masks the forward drew."""
+    token = _KEYS.set(keys)
+    try:
+        yield
+    finally:
+        _KEYS.reset(token)
+
+
 def keyed_uniform(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
     """Uniform [0, 1) float32 of `shape` (batch first); row b depends only on keys[b] and salt."""
     n = 1
