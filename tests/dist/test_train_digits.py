@@ -17,9 +17,9 @@ from trainkit.train.schedule import suggested_workers
 
 REPO = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = {"status", "exit_reason", "exit_code", "steps", "total_steps", "epochs_completed",
-                "resumed_from_step", "world_size", "num_nodes", "global_batch", "micro_batch",
-                "grad_accum", "lr", "device", "train_loss", "val_loss", "val_acc", "test_loss",
-                "test_acc", "samples_per_s", "data_wait_pct", "verdict", "checkpoint",
+                "resumed_from_step", "world_size", "num_nodes", "strategy", "global_batch", "micro_batch",
+                "grad_accum", "lr", "device", "train_loss", "val_loss", "val_acc", "val_ppl",
+                "test_loss", "test_acc", "test_ppl", "samples_per_s", "data_wait_pct", "verdict", "checkpoint",
                 "checkpoint_write_s", "onnx", "onnx_max_abs_diff", "wall_time_s", "config_hash",
                 "torch_version", "trainkit_version", "run_id", "best_epoch", "best_metric",
                 "best_val_acc", "best_val_loss", "weights", "checkpoint_dir"}

@@ -106,7 +106,7 @@ def test_kill_9_mid_write_and_a_corrupt_checkpoint_are_skipped_then_resume_is_ex
     root = tmp_path / "checkpoints"
     assert not (root / "step-00000012" / "COMPLETE").exists()  # the write never finished
     assert ckpt.load(root / "step-00000008")["step"] == 8      # the previous one is intact
-    state = root / "step-00000008" / "state.pt"
+    state = root / "step-00000008" / "__0_0.distcp"            # this rank's shard
     data = bytearray(state.read_bytes())
     data[len(data) // 2] ^= 0xFF                               # and now it is not
     state.write_bytes(bytes(data))

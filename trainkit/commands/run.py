@@ -57,49 +57,70 @@ def _check_builders(cfg) -> None:
 
 @click.command("export")
 @click.argument("checkpoint", type=click.Path(exists=True))
-@click.option("--onnx", "onnx_out", required=True, type=click.Path(dir_okay=False),
+@click.option("--onnx", "onnx_out", type=click.Path(dir_okay=False),
               help="Where to write the ONNX model.")
+@click.option("--weights", "weights_out", type=click.Path(dir_okay=False),
+              help="Where to write the plain model weights (torch.save of a state dict: "
+              "torch.load + load_state_dict).")
 @click.option("--opset", type=int, default=None, help="ONNX opset (default: the run's export.opset).")
 @click.option("--verify/--no-verify", default=False, help="Check onnxruntime against PyTorch "
               "(rtol 1e-3, atol 1e-5, two batch sizes).")
-def export(checkpoint: str, onnx_out: str, opset: int | None, verify: bool) -> None:
-    """Export CHECKPOINT (a step-N folder, its state.pt, or a checkpoint root: the newest complete
-    one) to ONNX with a dynamic batch axis.
+def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset: int | None,
+           verify: bool) -> None:
+    """Export CHECKPOINT (a step-N folder, or a checkpoint root: the newest complete one) to ONNX
+    with a dynamic batch axis and/or to plain weights. Sharded checkpoints (any world size, ddp or
+    fsdp) are consolidated into one state dict first, in this one process.
 
     \b
     Example:
       trainkit export runs/d1/checkpoints --onnx model.onnx --verify
+      trainkit export runs/gpt/checkpoints --weights gpt.pt
     """
     from pathlib import Path
 
+    import torch
+
     from trainkit.train import checkpoint as ckpt
+    from trainkit.train import sharded
     from trainkit.train.config import config_from_dict
-    from trainkit.train.export import export_onnx, verify_onnx
     from trainkit.train.model import build_model
 
+    if not onnx_out and not weights_out:
+        raise InputError("nothing to export", fix="give --onnx PATH and/or --weights PATH")
     path = Path(checkpoint)
     try:
         if path.is_dir() and not (path / ckpt.MARKER).exists():
-            found = ckpt.Checkpointer(path, keep=2).load_latest()
+            found = sharded.Checkpointer(path, keep=2).newest_valid()
             if found is None:
                 raise InputError(f"no complete checkpoint under {path}")
-            path, state = found
-        else:
-            state = ckpt.load(path)
+            path = found
+        state = ckpt.load(path)
     except ckpt.CheckpointError as err:
         raise InputError(f"{path}: {err}") from None
     cfg = config_from_dict(state["config"], source=f"{path} (stored config)")
     model = build_model(cfg)
     model.load_state_dict(state["model"])
-    shape = tuple(state["input_shape"])
-    out = export_onnx(model, shape, Path(onnx_out), opset or cfg.export.opset,
+    if weights_out:
+        Path(weights_out).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), weights_out)
+        click.echo(f"wrote {weights_out} from {path} (step {state['step']}, "
+                   f"{sum(p.numel() for p in model.parameters())} parameters)")
+    if onnx_out:
+        out = _export_onnx(model, cfg, tuple(state["input_shape"]), Path(onnx_out), opset, verify)
+        click.echo(f"wrote {out} from {path} (step {state['step']})")
+
+
+def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
+    from trainkit.train.export import export_onnx, verify_onnx
+
+    out = export_onnx(model, shape, out, opset or cfg.export.opset,
                       {"run_id": Path(cfg.run_dir).name, "model": cfg.model})
-    click.echo(f"wrote {out} from {path} (step {state['step']})")
     if verify:
         check = verify_onnx(model, out, shape, cfg.export.rtol, cfg.export.atol)
         click.echo(f"onnxruntime matches PyTorch on batches {check['batches']} "
                    f"(max abs diff {check['max_abs_diff']:.2e}, rtol {cfg.export.rtol}, "
                    f"atol {cfg.export.atol})")
+    return out
 
 
 def _is_rank0() -> bool:

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import yaml
 
+from trainkit.train import parallel
+
 BEST_METRIC = "val_acc"  # higher is better; ties keep the earlier epoch
 
 
@@ -28,11 +30,11 @@ def run_id(run_dir: str | Path) -> str:
     return Path(run_dir).resolve().name
 
 
-def save_weights(model: torch.nn.Module, path: Path) -> Path:
-    """Atomically write `model`'s state_dict (on CPU) to `path` (temp + fsync + rename)."""
+def save_weights(weights: dict[str, torch.Tensor], path: Path) -> Path:
+    """Atomically write full `weights` (on CPU) to `path` (temp + fsync + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".pt.tmp")
-    state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    state = {k: v.detach().to("cpu") for k, v in weights.items()}
     with open(tmp, "wb") as f:
         torch.save(state, f)
         f.flush()
@@ -48,15 +50,17 @@ def on_epoch(run, val: dict[str, float]) -> None:
         return
     run.extra["best"] = {"epoch": run.epoch, "step": run.step, "metric": BEST_METRIC,
                          "value": val["acc"], "val_loss": val["loss"]}
+    weights = parallel.full_state_dict(run.model)  # collective under FSDP: every rank takes part
     if run.info.is_main:
-        save_weights(run.model, Path(run.cfg.run_dir) / "weights" / "best.pt")
+        save_weights(weights, Path(run.cfg.run_dir) / "weights" / "best.pt")
 
 
 def finish(run, derived: dict[str, Any]) -> dict[str, Any]:
     """At the end (every rank): write last.pt and hparams.yaml (rank 0); return summary fields."""
     out = Path(run.cfg.run_dir)
+    weights = parallel.full_state_dict(run.model)  # collective under FSDP: every rank takes part
     if run.info.is_main:
-        save_weights(run.model, out / "weights" / "last.pt")
+        save_weights(weights, out / "weights" / "last.pt")
         hp = {"run_id": run_id(out), "config": run.cfg.to_dict(), "derived": derived}
         (out / "hparams.yaml").write_text(yaml.safe_dump(hp, sort_keys=False))
     best = run.extra.get("best") or {}

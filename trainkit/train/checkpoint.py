@@ -1,4 +1,6 @@
-"""Atomic checkpoints in `step-N/` folders; resume from the newest complete one.
+"""The single-file checkpoint format (runs before sharded checkpoints; still read) and the
+helpers both formats share. New runs write torch.distributed.checkpoint folders: see sharded.py.
+`load` reads either format.
 
 Layout: <root>/step-00000042/state.pt and <root>/step-00000042/COMPLETE (JSON: step, bytes, sha256),
 the marker written last. A write is: serialize -> state.pt.tmp -> fsync -> os.replace -> fsync dir ->
@@ -142,12 +144,21 @@ class CheckpointError(Exception):
 
 
 def load(path: Path | str) -> dict[str, Any]:
-    """Load a checkpoint folder (or its state.pt). Raises CheckpointError if partial or corrupt.
+    """Load a checkpoint folder (or its state.pt) of either format as one dict of plain tensors
+    (sharded ones consolidated: trainkit.train.sharded). Raises CheckpointError if partial or corrupt.
 
     Uses weights_only=False (RNG states are Python objects): load only checkpoints you wrote.
     """
     folder = Path(path)
     folder = folder.parent if folder.is_file() else folder
+    from trainkit.train import sharded
+
+    if sharded.is_sharded(folder):  # torch.distributed.checkpoint format: verify, consolidate
+        sharded.verify(folder)
+        try:
+            return sharded.consolidate(folder)
+        except Exception as err:
+            raise CheckpointError(f"does not load: {err}") from None
     if not (folder / MARKER).exists():
         raise CheckpointError("no completion marker (partial write)")
     try:

@@ -53,6 +53,20 @@ class ExportConfig(_Section):
     atol: float = Field(1e-5, ge=0, description="Parity tolerance vs PyTorch (PyTorch ORT tutorial).")
 
 
+class FsdpConfig(_Section):
+    """FSDP2 (`torch.distributed.fsdp.fully_shard`) settings, used when `strategy` resolves to fsdp.
+    Each block module is sharded on its own (its parameters are gathered just for its forward and
+    backward), then the root holds what is left (embeddings, head)."""
+
+    blocks: list[str] | Literal["auto"] = Field(
+        "auto", description="Class names of the modules to shard one by one (e.g. [Block]), or "
+                            "'auto': every module holding >= min_block_params parameters of its own.")
+    min_block_params: int = Field(100_000_000, ge=1, description="'auto' block size threshold "
+                                  "(100M: FSDP1 size_based_auto_wrap_policy's default).")
+    reshard_after_forward: bool = Field(True, description="Free gathered block parameters after "
+                                        "forward (ZeRO-3); false keeps them until backward (ZeRO-2).")
+
+
 class TrainConfig(_Section):
     """Everything a training run needs. `batch` is the GLOBAL batch (samples per optimizer step over
     all ranks); per-rank micro-batch and accumulation are derived from the world size at start-up."""
@@ -64,7 +78,7 @@ class TrainConfig(_Section):
                                             "builder(seed=..., **data_args) -> Dataset or (train, val, test).")
     data_args: dict[str, Any] = Field(default_factory=dict, description="Keyword args for the data builder.")
     split: list[float] = Field([0.7, 0.2, 0.1], description="train/val/test fractions when the data "
-                                                            "builder returns one Dataset (split by seed).")
+                                                            "builder returns one Dataset (split_seed).")
     epochs: int = Field(20, ge=1, description="Epochs to train for.")
     max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (tests).")
     batch: int = Field(64, ge=1, description="GLOBAL batch: samples per optimizer step, all ranks.")
@@ -83,12 +97,21 @@ class TrainConfig(_Section):
     weight_decay: float = Field(5e-4, ge=0, description="Weight decay (YOLOv8 default 5e-4).")
     warmup_epochs: float = Field(1.0, ge=0, description="Linear warmup length in epochs (see schedule.py).")
     grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
-    amp: bool = Field(True, description="Mixed precision on GPU (bf16, else fp16 + GradScaler); "
-                                        "ignored on CPU.")
+    amp: bool = Field(True, description="Mixed precision: GPU bf16 (else fp16 + GradScaler); CPU "
+                                        "bf16 only where the CPU has native bf16, else off (logged).")
     workers: int | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "0 for in-memory datasets, else the fastest count measured "
                                            "at start-up (trainkit/train/workers.py).")
-    seed: int = Field(0, ge=0, description="Seed for split, init, sampler order and dropout.")
+    seed: int = Field(0, ge=0, description="Seed for init, sampler order and dropout.")
+    split_seed: int = Field(0, ge=0, description="Seed of the train/val/test split (fixed, apart "
+                                                 "from `seed`, so every seed is tested on one set).")
+    strategy: Literal["ddp", "fsdp", "auto"] = Field(
+        "auto", description="ddp: every rank holds the model; fsdp: FSDP2 shards parameters, grads "
+                            "and optimizer state; auto: fsdp when they would not fit one device.")
+    activation_checkpointing: bool = Field(False, description="Recompute each block's activations "
+                                           "in backward (fsdp.blocks names the blocks).")
+    fsdp: FsdpConfig = Field(default_factory=FsdpConfig, description="FSDP2 settings (blocks, "
+                             "reshard_after_forward) used when strategy resolves to fsdp.")
     deterministic: bool = Field(True, description="torch.use_deterministic_algorithms (warn only).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")
     run_dir: str = Field("runs/train", description="Where config.yaml, logs/, metrics.jsonl, "
@@ -122,7 +145,7 @@ class TrainConfig(_Section):
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
-SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig}
+SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig, "fsdp": FsdpConfig}
 
 
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:

@@ -12,11 +12,12 @@ import importlib.util
 import os
 import signal
 from pathlib import Path
+import time
 from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset, TensorDataset
 
 from trainkit.errors import InputError
 from trainkit.train.config import TrainConfig
@@ -77,7 +78,14 @@ def folder_dataset(seed: int = 0, path: str = "") -> Dataset:
     return FolderDataset(path)
 
 
-BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset, "folder": folder_dataset}
+def _pydoc_text(**kwargs: Any) -> Dataset:
+    from trainkit.train.gpt import pydoc_text
+
+    return pydoc_text(**kwargs)
+
+
+BUILTIN_DATA: dict[str, Callable[..., Any]] = {"digits": digits_dataset, "folder": folder_dataset,
+                                              "pydoc_text": _pydoc_text}
 
 
 def resolve_import(spec: str, builtins: dict[str, Callable[..., Any]], key: str) -> Callable[..., Any]:
@@ -96,14 +104,15 @@ def resolve_import(spec: str, builtins: dict[str, Callable[..., Any]], key: str)
 
 
 def build_splits(cfg: TrainConfig) -> dict[str, Dataset]:
-    """train/val/test datasets for `cfg` (user builder or built-in), split by seed if needed."""
+    """train/val/test datasets for `cfg` (user builder or built-in), split by `split_seed` (not the
+    training seed, so the test set is the same for every seed) if the builder returns one set."""
     builder = resolve_import(cfg.data, BUILTIN_DATA, "data")
     out = builder(seed=cfg.seed, **cfg.data_args)
     if isinstance(out, dict):
         return {name: out[name] for name in ("train", "val", "test")}
     if isinstance(out, (tuple, list)):
         return dict(zip(("train", "val", "test"), out))
-    return split_dataset(out, cfg.split, cfg.seed)
+    return split_dataset(out, cfg.split, cfg.split_seed)
 
 
 def split_dataset(ds: Dataset, fractions: list[float], seed: int) -> dict[str, Dataset]:
@@ -116,24 +125,38 @@ def split_dataset(ds: Dataset, fractions: list[float], seed: int) -> dict[str, D
     return {name: Subset(ds, idx) for name, idx in cuts.items()}
 
 
-class ResumableSampler(DistributedSampler):
-    """DistributedSampler whose epoch can start part-way: `set_epoch(e, start=k)` skips the first k
-    indices of this rank's shard for epoch e, so a mid-epoch resume continues with exactly the
-    batches the interrupted run had not yet consumed (same permutation: seed + epoch)."""
+class GlobalBatchSampler(Sampler[int]):
+    """This rank's share of epoch e's global order, the same rule for every world size.
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.start = 0
+    The order is a permutation of the train set seeded by (seed, e), cut to a whole number of
+    global batches (`len // global_batch * global_batch`: the remainder, at most global_batch - 1
+    items of this epoch's order, is dropped -- a different set each epoch -- so no sample is
+    padded or served twice, and 1, 2 or 4 processes run the same steps). Rank r takes positions
+    r, r + W, r + 2W, ...: the union of all ranks' k-th micro-batches is one slice of the order.
+    `set_epoch(e, start=k)` skips this rank's first k items (mid-epoch resume).
+    """
+
+    def __init__(self, n: int, global_batch: int, rank: int, world: int, seed: int) -> None:
+        self.n, self.global_batch, self.rank, self.world, self.seed = n, global_batch, rank, world, seed
+        self.usable = n // global_batch * global_batch
+        self.epoch = self.start = 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
-        super().set_epoch(epoch)
-        self.start = start
+        self.epoch, self.start = epoch, start
+
+    def order(self) -> list[int]:
+        gen = torch.Generator().manual_seed(self.seed + self.epoch)
+        return torch.randperm(self.n, generator=gen)[:self.usable].tolist()
 
     def __iter__(self):
-        return iter(list(super().__iter__())[self.start:])
+        return iter(self.order()[self.rank::self.world][self.start:])
 
     def __len__(self) -> int:
-        return self.num_samples - self.start
+        return self.usable // self.world - self.start
+
+    @property
+    def num_samples(self) -> int:
+        return self.usable // self.world
 
 
 def ignore_sigterm(worker_id: int) -> None:
@@ -158,13 +181,11 @@ def worker_bound(info: DistInfo) -> int:
     return suggested_workers(os.cpu_count() or 1, info.local_world_size)
 
 
-def train_loader(ds: Dataset, micro: int, cfg: TrainConfig, info: DistInfo
-                 ) -> tuple[DataLoader, ResumableSampler]:
-    """Shuffled, sharded, drop-last loader of per-rank micro-batches. Rank r's shard is the
-    permutation's r::world slice, so the union of all ranks' k-th micro-batches is the same set of
-    samples a single process would see: global-batch results do not depend on the world size."""
-    sampler = ResumableSampler(ds, num_replicas=info.world_size, rank=info.rank,
-                               shuffle=True, seed=cfg.seed, drop_last=False)
+def train_loader(ds: Dataset, micro: int, global_batch: int, cfg: TrainConfig, info: DistInfo
+                 ) -> tuple[DataLoader, GlobalBatchSampler]:
+    """Shuffled, sharded loader of per-rank micro-batches (see GlobalBatchSampler): global-batch
+    results do not depend on the world size."""
+    sampler = GlobalBatchSampler(len(ds), global_batch, info.rank, info.world_size, cfg.seed)
     # a private generator: creating the iterator must not draw from the global torch RNG,
     # or a resumed run's dropout masks would differ from the uninterrupted run's.
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -188,12 +209,32 @@ def close_loader(loader: DataLoader) -> None:
 
 
 def eval_loader(ds: Dataset, batch: int, cfg: TrainConfig, info: DistInfo) -> DataLoader:
-    """Unshuffled loader of this rank's r::world slice (no padding, so metrics count each item once)."""
+    """Unshuffled loader of this rank's r::world slice (no padding, so metrics count each item once).
+    Ranks may get one batch fewer than rank 0: see `eval_batches`."""
     indices = list(range(info.rank, len(ds), info.world_size))
     opts = loader_options(cfg, info)
     opts.update(num_workers=0, persistent_workers=False)
     opts.pop("prefetch_factor", None), opts.pop("worker_init_fn", None)
     return DataLoader(Subset(ds, indices), batch_size=batch, shuffle=False, **opts)
+
+
+def eval_batches(n: int, batch: int, world: int) -> int:
+    """Batches the rank with the most items (rank 0) gets from `eval_loader`: every rank runs this
+    many forwards under FSDP (its collectives need all ranks), padding with empty ones."""
+    return -(-(-(-n // world)) // batch)
+
+
+def load_seconds(ds: Dataset, items: int, rounds: int = 3) -> float:
+    """Median seconds this process takes to load and collate `items` items itself (no workers):
+    the loading cost a worker hides, against which the monitor compares the data wait."""
+    from torch.utils.data import default_collate
+
+    times = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        default_collate([ds[(r * items + i) % len(ds)] for i in range(items)])
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
 
 
 def input_shape(ds: Dataset) -> tuple[int, ...]:

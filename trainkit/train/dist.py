@@ -10,9 +10,12 @@ import os
 import signal
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from trainkit.errors import InputError
 
 # torchtitan's Comm.init_timeout_seconds: long enough for slow node start-up.
 INIT_TIMEOUT_S = 300
@@ -25,6 +28,7 @@ class DistInfo:
     world_size: int
     local_world_size: int
     device: torch.device
+    ckpt_group: Any = None  # a gloo group of all ranks for checkpoint collectives (async saves)
 
     @property
     def is_main(self) -> bool:
@@ -46,6 +50,9 @@ def setup(device: str = "auto") -> DistInfo:
     local_rank = int(env.get("LOCAL_RANK", 0))
     local_world = int(env.get("LOCAL_WORLD_SIZE", world))
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda and not torch.cuda.is_available():
+        raise InputError(f"device: 'cuda' but this machine has no usable CUDA GPU ({_cuda_found()})",
+                         fix="set device=auto (uses the GPU when there is one) or device=cpu")
     if use_cuda:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
@@ -55,7 +62,17 @@ def setup(device: str = "auto") -> DistInfo:
         dist.init_process_group("nccl" if use_cuda else "gloo",
                                 timeout=timedelta(seconds=INIT_TIMEOUT_S),
                                 device_id=dev if use_cuda else None)
-    return DistInfo(rank, local_rank, world, local_world, dev)
+    # checkpoint collectives on their own group, so a background save never interleaves with the
+    # training collectives (PyTorch blog, "Reducing Model Checkpointing Times by Over 10x")
+    group = dist.new_group(backend="gloo") if world > 1 else None
+    return DistInfo(rank, local_rank, world, local_world, dev, group)
+
+
+def _cuda_found() -> str:
+    """What was found instead of a GPU, in words (for the device error)."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build"
+    return f"torch built for CUDA {torch.version.cuda}, but {torch.cuda.device_count()} device(s) visible"
 
 
 def teardown() -> None:

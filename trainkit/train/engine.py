@@ -2,13 +2,15 @@
 
 Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM
 stopped it after a checkpoint) and always leaves <run_dir>/summary.json. It works under torchrun
-(any world size; every rank calls it) and in a plain process. Raises InputError for bad input.
+(any world size; every rank calls it; DDP or FSDP2: parallel.py) and in a plain process. Per-step
+losses do not depend on the world size (rng.py, data.GlobalBatchSampler). Raises InputError for bad
+input.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
+import math
 import logging
 import os
 import signal
@@ -20,10 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from trainkit.errors import OK, PREEMPTED
-from trainkit.train import checkpoint as ckpt
-from trainkit.train import artifacts, data, dist, schedule
+from trainkit.train import artifacts, data, dist, parallel, rng, schedule
+from trainkit.train.sharded import Checkpointer
 from trainkit.train.config import TrainConfig, write_config
-from trainkit.train.lifecycle import Result, Run, build_run, describe, resume, save_checkpoint, summarize
+from trainkit.train.lifecycle import (Result, Run, build_run, describe, make_saver, resume,
+                                     save_checkpoint, summarize)
 from trainkit.train.monitor import Monitor, setup_logging
 
 log = logging.getLogger("trainkit.train")
@@ -47,7 +50,7 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
         write_config(cfg, run_dir / "config.yaml")
     preempt = dist.Preemption()
     run = build_run(cfg, info)
-    saver = ckpt.Checkpointer(cfg.checkpoint_dir, cfg.checkpoint.keep)
+    saver = make_saver(run)
     resume(run, saver)
     monitor = Monitor(run_dir, info.is_main, cfg.log_every, cfg.tensorboard,
                       info.local_rank if info.device.type == "cuda" else None)
@@ -57,17 +60,17 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
         return finish(run, saver, monitor, reason, t_start)
     finally:
         data.close_loader(run.loader)
-        saver.wait()
+        saver.close()
         monitor.close()
         preempt.restore()
 
 
-def fit(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, preempt: dist.Preemption) -> str:
+def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemption) -> str:
     """The hot loop. Returns "completed", "max_steps" or "preempted"."""
     cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
     policy = SavePolicy(cfg, info)
     while run.epoch < cfg.epochs and run.step < run.total_steps:
-        run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.micro * plan.accum)
+        run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.per_rank)
         batches = iter(run.loader)
         while run.step_in_epoch < run.steps_per_epoch and run.step < run.total_steps:
             t0, wait, loss_sum = time.perf_counter(), 0.0, torch.zeros((), device=dev)
@@ -76,18 +79,19 @@ def fit(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, preempt: dist.Pree
                 x, y = next(batches)
                 wait += time.perf_counter() - t
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                last = micro == plan.accum - 1
-                sync = contextlib.nullcontext() if last or not info.distributed else run.ddp.no_sync()
-                with sync, run.autocast():
-                    loss = F.cross_entropy(run.ddp(x), y) / plan.accum
+                sync = parallel.grad_sync(run.wrapped, micro == plan.accum - 1)
+                with sync, run.autocast(), rng.keys_for(run.keys(micro)):  # per-sample dropout
+                    loss = loss_fn(run.wrapped(x), y) / plan.accum
                 run.scaler.scale(loss).backward()
                 loss_sum += loss.detach()
+            lr = run.sched.get_last_lr()[0]  # the LR this step used (the scheduler steps next)
+            saver.wait_staged()  # an async checkpoint's copy of the weights must be done first
             optimizer_step(run)
             run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
             _fault_sigterm(run)
             loss, stop, save = dist.agree(info, loss_sum, preempt.requested, policy.due(run.step))
-            monitor.step(run.step, run.epoch, loss, run.sched.get_last_lr()[0],
-                         time.perf_counter() - t0, wait, plan.global_batch)
+            monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
+                         plan.global_batch)
             if save or stop:
                 save_checkpoint(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
                 policy.saved(saver)
@@ -100,6 +104,11 @@ def fit(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, preempt: dist.Pree
             artifacts.on_epoch(run, run.extra["val"])
             run.epoch, run.step_in_epoch = run.epoch + 1, 0
     return "completed" if run.epoch >= cfg.epochs else "max_steps"
+
+
+def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every target: (N, C) vs (N,) or, for sequences, (N, T, C) vs (N, T)."""
+    return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten())
 
 
 def optimizer_step(run: Run) -> None:
@@ -115,52 +124,65 @@ def optimizer_step(run: Run) -> None:
 
 @torch.no_grad()
 def evaluate(run: Run, split: str) -> dict[str, float]:
-    """Mean loss and top-1 accuracy on `split`, each rank on its r::world slice, summed over ranks."""
+    """Mean loss, top-1 accuracy and perplexity per target on `split`; each rank takes its r::world
+    slice and every rank runs the same number of forwards (FSDP collectives need all ranks)."""
     run.model.eval()
-    loader = data.eval_loader(run.splits[split], run.plan.micro * 4, run.cfg, run.info)
+    ds, batch = run.splits[split], run.plan.micro * 4
+    loader = iter(data.eval_loader(ds, batch, run.cfg, run.info))
     totals = torch.zeros(3, dtype=torch.float64, device=run.info.device)
-    for x, y in loader:
-        x, y = x.to(run.info.device), y.to(run.info.device)
+    pad = None  # what a rank that has run out of items forwards (not counted)
+    for _ in range(data.eval_batches(len(ds), batch, run.info.world_size)):
+        x, y = next(loader, (None, None))
+        real = x is not None
+        pad = x[:1] if real else (pad if pad is not None else ds[0][0].unsqueeze(0))
+        x = (x if real else pad).to(run.info.device)
         with run.autocast():
-            logits = run.model(x)
-        totals += torch.stack([F.cross_entropy(logits.float(), y, reduction="sum").double(),
-                               (logits.argmax(1) == y).sum().double(),
-                               torch.tensor(float(len(y)), dtype=torch.float64, device=y.device)])
+            logits = run.wrapped(x).flatten(0, -2).float()
+        if real:
+            y = y.to(run.info.device).flatten()
+            totals += torch.stack([F.cross_entropy(logits, y, reduction="sum").double(),
+                                   (logits.argmax(-1) == y).sum().double(),
+                                   torch.tensor(float(y.numel()), dtype=torch.float64, device=y.device)])
     if run.info.distributed:
         torch.distributed.all_reduce(totals)
     run.model.train()
     loss, correct, count = totals.tolist()
-    return {"loss": loss / max(count, 1), "acc": correct / max(count, 1)}
+    loss = loss / max(count, 1)
+    return {"loss": loss, "acc": correct / max(count, 1), "ppl": math.exp(min(loss, 700))}
 
 
 class SavePolicy:
     """When a scheduled checkpoint is due: every_n_steps, else interval seconds, else 'auto'
-    (first save after step 1 to measure the write time C, then Young/Daly with M = mtbf / nodes).
-    Time-based decisions are rank 0's clock; `dist.agree` makes every rank follow it."""
+    (the first step after EVERY start, fresh or resumed, saves to measure the write time C; then
+    Young/Daly with M = mtbf / nodes). Time-based decisions are rank 0's clock; `dist.agree` makes
+    every rank follow it. `clock` is injectable for tests."""
 
-    def __init__(self, cfg: TrainConfig, info: dist.DistInfo) -> None:
+    def __init__(self, cfg: TrainConfig, info: dist.DistInfo, clock=time.monotonic) -> None:
         c = cfg.checkpoint
-        self.every, self.is_main = c.every_n_steps, info.is_main
+        self.every, self.is_main, self.clock = c.every_n_steps, info.is_main, clock
         self.auto = c.every_n_steps is None and c.interval == "auto"
         self.interval = None if (c.every_n_steps or self.auto) else c.interval
         self.mtbf_s = c.mtbf_hours * 3600 / info.num_nodes
-        self.last = time.monotonic()
+        self.last = clock()
+        self.measuring = False
 
     def due(self, step: int) -> bool:
         if self.every:
             return step % self.every == 0
         if self.auto and self.interval is None:
-            return step == 1
+            self.measuring = True  # the first step after this start: save now, measure C
+            return True
         return (self.is_main and self.interval is not None
-                and time.monotonic() - self.last >= self.interval)
+                and self.clock() - self.last >= self.interval)
 
-    def saved(self, saver: ckpt.Checkpointer) -> None:
-        self.last = time.monotonic()
-        if self.auto and self.interval is None:
+    def saved(self, saver) -> None:
+        self.last = self.clock()
+        if self.measuring and self.interval is None:
             saver.wait()  # the first save's write time is C
             self.interval = schedule.young_daly_interval(max(saver.last_write_s, 1e-3), self.mtbf_s)
-            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.0fs (Young/Daly)",
+            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.3gs (Young/Daly)",
                      saver.last_write_s, self.mtbf_s, self.interval)
+            self.last = self.clock()
 
 
 def _fault_sigterm(run: Run) -> None:
@@ -176,7 +198,7 @@ def _fault_sigterm(run: Run) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_start: float) -> Result:
+def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start: float) -> Result:
     """Final checkpoint (unless preempted: already written), test metrics, ONNX, plot, summary."""
     preempted = reason == "preempted"
     if not preempted and run.extra.get("saved_step") != run.step:
@@ -189,16 +211,20 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_
     if not preempted:
         val = run.extra["val"] if run.extra.get("val_step") == run.step else evaluate(run, "val")
         test = evaluate(run, "test")
-        metrics.update(val_loss=val["loss"], val_acc=val["acc"], test_loss=test["loss"],
-                       test_acc=test["acc"])
+        metrics.update(val_loss=val["loss"], val_acc=val["acc"], val_ppl=val["ppl"],
+                       test_loss=test["loss"], test_acc=test["acc"], test_ppl=test["ppl"])
     if monitor.epoch_losses or monitor.window:
         metrics["train_loss"] = (monitor.epoch_losses or [w[0] for w in monitor.window])[-1]
     opts = data.loader_options(run.cfg, run.info, run.loader.num_workers)
+    load_s = (data.load_seconds(run.splits["train"], run.plan.micro) * run.plan.accum
+              if opts["num_workers"] > 0 else None)
     metrics["verdict"] = monitor.verdict(opts["num_workers"], schedule.suggested_workers(
-        os.cpu_count() or 1, run.info.local_world_size))
+        os.cpu_count() or 1, run.info.local_world_size), load_s)
     run_dir = Path(run.cfg.run_dir)
-    if run.info.is_main and run.cfg.export.onnx and not preempted:
-        metrics.update(export_and_verify(run, run_dir / "model.onnx"))
+    if run.cfg.export.onnx and not preempted:
+        weights = parallel.full_state_dict(run.model)  # collective: every rank takes part
+        if run.info.is_main:
+            metrics.update(export_and_verify(run, weights, run_dir / "model.onnx"))
     dist.barrier(run.info)
     code = PREEMPTED if preempted else OK
     metrics["wall_time_s"] = time.time() - t_start
@@ -211,12 +237,16 @@ def finish(run: Run, saver: ckpt.Checkpointer, monitor: Monitor, reason: str, t_
     return Result(code, summary)
 
 
-def export_and_verify(run: Run, out: Path) -> dict[str, Any]:
-    """export.onnx: write <run_dir>/model.onnx and check it against PyTorch with onnxruntime."""
+def export_and_verify(run: Run, weights: dict[str, Any], out: Path) -> dict[str, Any]:
+    """export.onnx: rebuild the plain model, load the full `weights`, write <run_dir>/model.onnx
+    and check it against PyTorch with onnxruntime."""
     from trainkit.train.export import export_onnx, verify_onnx
+    from trainkit.train.model import build_model
 
+    model = build_model(run.cfg)
+    model.load_state_dict(weights)
     shape, e = run.extra["input_shape"], run.cfg.export
-    export_onnx(run.model, shape, out, e.opset, artifacts.onnx_metadata(run))
-    check = verify_onnx(run.model, out, shape, e.rtol, e.atol)
+    export_onnx(model, shape, out, e.opset, artifacts.onnx_metadata(run))
+    check = verify_onnx(model, out, shape, e.rtol, e.atol)
     log.info("exported %s (onnxruntime max abs diff %.2e)", out, check["max_abs_diff"])
     return {"onnx": str(out), "onnx_max_abs_diff": check["max_abs_diff"]}

@@ -10,17 +10,17 @@ from __future__ import annotations
 import functools
 import logging
 import random
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 import trainkit
 from trainkit.errors import InputError
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import artifacts, data, dist, schedule
+from trainkit.train import artifacts, data, dist, parallel, rng, schedule, sharded
 from trainkit.train.config import TrainConfig
 from trainkit.train.model import build_model, build_optimizer
 
@@ -40,15 +40,16 @@ class Run:
     cfg: TrainConfig
     info: dist.DistInfo
     plan: schedule.BatchPlan
-    model: torch.nn.Module            # unwrapped: what is saved, evaluated and exported
-    ddp: torch.nn.Module              # DDP-wrapped (what is trained), or the model itself
+    model: torch.nn.Module            # unwrapped (FSDP2 shards it in place): saved, evaluated
+    wrapped: torch.nn.Module          # what is trained: DDP(model), or the (sharded) model itself
+    strategy: str                     # "ddp" or "fsdp"
     opt: torch.optim.Optimizer
     sched: torch.optim.lr_scheduler.LambdaLR
     scaler: torch.amp.GradScaler
     amp_dtype: torch.dtype | None
     splits: dict[str, Any]
     loader: Any
-    sampler: data.ResumableSampler
+    sampler: data.GlobalBatchSampler
     steps_per_epoch: int
     total_steps: int
     lr: float
@@ -60,8 +61,15 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def autocast(self):
-        return torch.autocast(self.info.device.type, dtype=self.amp_dtype,
-                              enabled=self.amp_dtype is not None)
+        on = self.amp_dtype is not None and self.strategy != "fsdp"  # fsdp: MixedPrecisionPolicy
+        return torch.autocast(self.info.device.type, dtype=self.amp_dtype, enabled=on)
+
+    def keys(self, micro: int) -> torch.Tensor:
+        """Per-sample RNG keys of micro-batch `micro` of this step: rank r's item k of the epoch
+        is position r + W*k of the epoch's global order (data.GlobalBatchSampler)."""
+        k0 = self.step_in_epoch * self.plan.per_rank + micro * self.plan.micro
+        pos = self.info.rank + self.info.world_size * torch.arange(k0, k0 + self.plan.micro)
+        return rng.sample_keys(self.cfg.seed, self.epoch, pos)
 
 
 def seed_everything(seed: int) -> None:
@@ -70,83 +78,118 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def pick_amp_dtype(amp: bool, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for `amp` on `device`, or None (logged when amp was asked but is off).
+
+    GPU: bf16 where supported (no GradScaler needed: nanoGPT, PyTorch AMP docs), else fp16 + scaler.
+    CPU: bf16 autocast only where oneDNN reports native bf16 (AVX512-BF16/AMX); elsewhere bf16 is
+    emulated and slower than fp32, so AMP is off and the log says so.
+    """
+    if not amp:
+        return None
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        log.info("amp: bf16 autocast on CPU (oneDNN reports native bf16)")
+        return torch.bfloat16
+    log.info("amp: off on this CPU (no native bf16: capability %s); training in fp32",
+             torch.backends.cpu.get_cpu_capability())
+    return None
+
+
 def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
-    """Data, batch plan, model (same init on every rank: seed), optimizer, LR schedule, AMP, DDP."""
+    """Data, batch plan, model (same init on every rank: seed), strategy, optimizer, LR schedule."""
     if cfg.deterministic and info.device.type == "cuda":  # CPU kernels are deterministic already
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
     seed_everything(cfg.seed)
     splits = data.build_splits(cfg)
     plan = schedule.plan_batch(cfg.batch, info.world_size, cfg.micro_batch, cfg.grad_accum)
-    loader, sampler = data.train_loader(splits["train"], plan.micro, cfg, info)
-    spe = sampler.num_samples // (plan.micro * plan.accum)
+    loader, sampler = data.train_loader(splits["train"], plan.micro, plan.global_batch, cfg, info)
+    spe = sampler.usable // plan.global_batch
     if spe < 1:
         raise InputError(f"the train split ({len(splits['train'])} items) is smaller than one global "
                          f"batch ({cfg.batch})", fix="lower batch")
     total = min(cfg.epochs * spe, cfg.max_steps or cfg.epochs * spe)
     lr = schedule.scaled_lr(cfg.lr0, cfg.batch, cfg.nbs, cfg.lr_scaling)
     warmup = schedule.warmup_steps(cfg.warmup_epochs, spe, total)
-    model = build_model(cfg).to(info.device)
+    model = build_model(cfg)
+    rng.swap_dropout(model)
+    model = model.to(info.device)
+    amp_dtype = pick_amp_dtype(cfg.amp, info.device)
+    wrapped, strategy = parallel.wrap(model, cfg, info, amp_dtype)
     opt = build_optimizer(model, cfg, lr)
     factor = functools.partial(schedule.lr_factor, warmup=warmup, total_steps=total, lrf=cfg.lrf,
                                cosine=cfg.cos_lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    amp_dtype = None
-    if cfg.amp and info.device.type == "cuda":  # bf16 needs no GradScaler (nanoGPT, AMP docs)
-        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler(info.device.type, enabled=amp_dtype == torch.float16)
-    ddp = model
-    if info.distributed:
-        ddp = DDP(model, device_ids=[info.local_rank] if info.device.type == "cuda" else None)
-    seed_everything(cfg.seed + info.rank)  # per-rank streams (dropout) from here on
-    return Run(cfg, info, plan, model, ddp, opt, sched, scaler, amp_dtype, splits, loader, sampler,
-               spe, total, lr, warmup, extra={"input_shape": data.input_shape(splits["train"])})
+    return Run(cfg, info, plan, model, wrapped, strategy, opt, sched, scaler, amp_dtype, splits,
+               loader, sampler, spe, total, lr, warmup,
+               extra={"input_shape": data.input_shape(splits["train"])})
 
 
-def resume(run: Run, saver: ckpt.Checkpointer) -> None:
+def make_saver(run: Run) -> sharded.Checkpointer:
+    return sharded.Checkpointer(run.cfg.checkpoint_dir, run.cfg.checkpoint.keep, run.info.rank,
+                                run.info.ckpt_group, run.info.distributed, sharded.KillFault.from_env())
+
+
+def resume(run: Run, saver: sharded.Checkpointer) -> None:
     """Load `cfg.resume` (a path) or, if true, the newest complete checkpoint, into `run`.
 
-    Rank 0 finds and reads it and broadcasts it (no shared storage needed); every rank then restores
-    model, optimizer, scheduler, scaler, step/epoch/sampler position and its own RNG states.
-    Raises InputError (on every rank) if an explicit `resume` path does not load.
+    Rank 0 finds and verifies it and tells every rank; a sharded checkpoint is then read by every
+    rank (resharded to this world size and strategy), an old single-file one is read by rank 0 and
+    broadcast. Raises InputError (on every rank) if an explicit `resume` path does not verify.
     """
     cfg, info = run.cfg, run.info
-    found: tuple[Any, Any] = (None, None)
+    found: Any = None
     if info.is_main and cfg.resume:
         if isinstance(cfg.resume, str):
             try:
-                found = (cfg.resume, ckpt.load(cfg.resume))
+                sharded.verify(Path(cfg.resume))
+                found = str(Path(cfg.resume))
             except (ckpt.CheckpointError, OSError) as err:
-                found = (InputError(f"resume={cfg.resume}: {err}"), None)
+                found = InputError(f"resume={cfg.resume}: {err}")
         else:
-            hit = saver.load_latest()
-            found = (str(hit[0]), hit[1]) if hit else (None, None)
-    path, state = dist.broadcast_object(info, found)
-    if isinstance(path, InputError):
-        raise path
-    if state is None:
+            hit = saver.newest_valid()
+            found = str(hit) if hit else None
+    found = dist.broadcast_object(info, found)
+    if isinstance(found, InputError):
+        raise found
+    if found is None:
         return
-    apply_state(run, state)
-    log.info("resumed from %s (step %d, epoch %d, step %d of the epoch)", path, run.step, run.epoch,
+    folder = Path(found)
+    if sharded.is_sharded(folder):
+        sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
+        apply_meta(run, sharded.load_meta(folder))
+    else:
+        state = dist.broadcast_object(info, ckpt.load(folder) if info.is_main else None)
+        load_full(run, state)
+        apply_meta(run, state)
+    log.info("resumed from %s (step %d, epoch %d, step %d of the epoch)", folder, run.step, run.epoch,
              run.step_in_epoch)
 
 
-def apply_state(run: Run, state: dict[str, Any]) -> None:
-    """Restore everything `save_checkpoint` stored; warn where the run differs from the saved one."""
-    run.model.load_state_dict(state["model"])
-    run.opt.load_state_dict(state["optimizer"])
+def load_full(run: Run, state: dict[str, Any]) -> None:
+    """A single-file (full, unsharded) checkpoint into any strategy."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    set_model_state_dict(run.model, state["model"], options=StateDictOptions(full_state_dict=True))
+    if run.strategy == "ddp":
+        run.opt.load_state_dict(state["optimizer"])
+    else:
+        log.warning("old single-file checkpoint under fsdp: weights loaded, optimizer state restarts")
+
+
+def apply_meta(run: Run, state: dict[str, Any]) -> None:
+    """Restore position, schedule and scaler; warn where the run differs from the saved one."""
     run.sched.load_state_dict(state["scheduler"])
     run.scaler.load_state_dict(state["scaler"])
     run.step, run.epoch, run.step_in_epoch = state["step"], state["epoch"], state["step_in_epoch"]
     run.resumed_from = run.extra["saved_step"] = run.step
     run.extra["best"] = state.get("best")  # weights/best.pt tracking continues (artifacts.py)
-    rngs = state["rng"]
-    if len(rngs) == run.info.world_size:
-        ckpt.set_rng_state(rngs[run.info.rank])
-    else:
-        log.warning("world size %d -> %d: RNG streams reseeded, resume is not bitwise-exact",
-                    len(rngs), run.info.world_size)
-        seed_everything(run.cfg.seed + run.info.rank + 1000 * run.step)
+    if state["world_size"] != run.info.world_size:
+        log.info("world size %d -> %d: resharded; dropout keys are per sample, so the run continues "
+                 "as it would have", state["world_size"], run.info.world_size)
     if state["config_hash"] != run.cfg.hash():
         log.warning("config differs from the checkpoint's (hash %s -> %s): resuming anyway",
                     state["config_hash"], run.cfg.hash())
@@ -155,22 +198,18 @@ def apply_state(run: Run, state: dict[str, Any]) -> None:
                     state["global_batch"], run.plan.global_batch)
 
 
-def save_checkpoint(run: Run, saver: ckpt.Checkpointer, monitor, reason: str, block: bool) -> None:
-    """Collective (every rank calls it): RNG states gathered from all ranks; rank 0 writes."""
-    rngs = dist.gather_objects(run.info, ckpt.rng_state())
+def save_checkpoint(run: Run, saver: sharded.Checkpointer, monitor, reason: str, block: bool) -> None:
+    """Collective (every rank calls it): every rank writes its shard; rank 0 the meta and marker."""
     run.extra["saved_step"] = run.step
-    if not run.info.is_main:
-        return
-    state = {"step": run.step, "epoch": run.epoch, "step_in_epoch": run.step_in_epoch,
-             "model": run.model.state_dict(), "optimizer": run.opt.state_dict(),
-             "scheduler": run.sched.state_dict(), "scaler": run.scaler.state_dict(), "rng": rngs,
-             "world_size": run.info.world_size, "global_batch": run.plan.global_batch,
-             "config": run.cfg.to_dict(), "config_hash": run.cfg.hash(),
-             "input_shape": run.extra["input_shape"], "torch_version": torch.__version__,
-             "trainkit_version": trainkit.__version__, "best": run.extra.get("best")}
-    blocked = saver.save(state, run.step, block=block or not run.cfg.checkpoint.async_save)
-    if block:
-        saver.wait()
+    meta = {"step": run.step, "epoch": run.epoch, "step_in_epoch": run.step_in_epoch,
+            "scheduler": run.sched.state_dict(), "scaler": run.scaler.state_dict(),
+            "world_size": run.info.world_size, "strategy": run.strategy,
+            "global_batch": run.plan.global_batch, "config": run.cfg.to_dict(),
+            "config_hash": run.cfg.hash(), "input_shape": run.extra["input_shape"],
+            "torch_version": torch.__version__,
+            "trainkit_version": trainkit.__version__, "best": run.extra.get("best")}
+    blocked = saver.save(run.wrapped, run.opt, meta, run.step,
+                         block=block or not run.cfg.checkpoint.async_save)
     monitor.write("checkpoint", step=run.step, reason=reason, blocked_s=blocked,
                   write_s=saver.last_write_s if block else None)
     run.extra["checkpoint_blocked_s"] = blocked
@@ -187,19 +226,21 @@ def describe(run: Run) -> dict[str, Any]:
             "persistent_workers": opts.get("persistent_workers", False),
             "prefetch_factor": opts.get("prefetch_factor"), "device": str(run.info.device),
             "amp": str(run.amp_dtype).replace("torch.", "") if run.amp_dtype else None,
+            "strategy": run.strategy,
             "resumed_from_step": run.resumed_from, "config_hash": run.cfg.hash()}
 
 
 def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) -> dict[str, Any]:
     """summary.json (keys are a stable interface: see docs/training.md)."""
-    keys = ("train_loss", "val_loss", "val_acc", "test_loss", "test_acc", "samples_per_s",
+    keys = ("train_loss", "val_loss", "val_acc", "val_ppl", "test_loss", "test_acc", "test_ppl",
+            "samples_per_s",
             "data_wait_pct", "verdict", "checkpoint", "checkpoint_write_s", "onnx",
             "onnx_max_abs_diff", "wall_time_s")
     return {"status": "preempted" if reason == "preempted" else "completed", "exit_reason": reason,
             "exit_code": exit_code, "steps": run.step, "total_steps": run.total_steps,
             "epochs_completed": run.epoch, "resumed_from_step": run.resumed_from,
             "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
-            "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
+            "strategy": run.strategy, "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
             **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run)),
             "config_hash": run.cfg.hash(),

@@ -1,4 +1,4 @@
-"""Models: the built-in digits CNN, and user models by import path.
+"""Models: the built-in digits CNN and byte-level GPT (gpt.py), and user models by import path.
 
 Model contract (`model: pkg.module:builder`): `builder(**model_args)` returns a `torch.nn.Module`
 mapping a float batch `(N, *input_shape)` to class logits `(N, num_classes)`.
@@ -18,7 +18,7 @@ from trainkit.train.data import resolve_import
 
 class DigitsCNN(nn.Module):
     """A small CNN for 1x8x8 digit images: two 3x3 conv blocks, one pooling, a dropout, a linear head.
-    About 30k parameters; reaches ~98% validation accuracy on scikit-learn digits in a few seconds."""
+    14,698 parameters with the defaults (channels 32, 10 classes); reaches ~98% validation accuracy on scikit-learn digits in a few seconds."""
 
     def __init__(self, channels: int = 32, dropout: float = 0.1, num_classes: int = 10) -> None:
         super().__init__()
@@ -34,7 +34,13 @@ class DigitsCNN(nn.Module):
         return self.head(self.features(x))
 
 
-BUILTIN_MODELS: dict[str, Callable[..., Any]] = {"digits_cnn": DigitsCNN}
+def _gpt(**kwargs: Any) -> nn.Module:
+    from trainkit.train.gpt import GPT
+
+    return GPT(**kwargs)
+
+
+BUILTIN_MODELS: dict[str, Callable[..., Any]] = {"digits_cnn": DigitsCNN, "gpt": _gpt}
 
 
 def build_model(cfg: TrainConfig) -> nn.Module:

@@ -79,7 +79,7 @@ class Monitor:
         self.gpu = GpuStats(gpu_index) if is_main else GpuStats(None)
         self.window: list[tuple[float, float, float]] = []  # (loss, step_s, wait_s)
         self.total_step_s = self.total_wait_s = 0.0
-        self.samples = 0
+        self.samples = self.steps = 0
         self.gpu_util: list[float] = []
         self.epoch_t0 = time.perf_counter()
         self.epoch_losses: list[float] = []
@@ -101,6 +101,7 @@ class Monitor:
         self.total_step_s += step_s
         self.total_wait_s += wait_s
         self.samples += batch
+        self.steps += 1
         if len(self.window) < self.log_every:
             return
         losses, times, waits = zip(*self.window)
@@ -132,16 +133,30 @@ class Monitor:
     def throughput(self) -> float:
         return self.samples / self.total_step_s if self.total_step_s else 0.0
 
-    def verdict(self, workers: int, max_workers: int) -> str:
-        """One line: data-bound (data wait > 10%, and GPU util < 80% where measured) or not."""
+    def verdict(self, workers: int, max_workers: int, load_s: float | None = None) -> str:
+        """One line: data-bound (data wait > 10%, and GPU util < 80% where measured) or not.
+
+        `load_s`: seconds this process takes to load one step's batches itself (measured by the
+        caller). With workers, a wait longer than that is hand-off (IPC, pickling, worker start-up),
+        not loading: fewer workers (or 0) would wait less, so that is what it suggests.
+        """
         pct = self.data_wait_pct()
         util = sum(self.gpu_util) / len(self.gpu_util) if self.gpu_util else None
         util_txt = f", GPU util {util:.0f}%" if util is not None else ""
         if pct > DATA_BOUND_PCT and (util is None or util < GPU_BUSY_PCT):
-            more = (f"raise workers (now {workers}, machine bound {max_workers})"
-                    if workers < max_workers else "make __getitem__/collate cheaper or pre-process")
-            return f"data-bound: data wait {pct:.1f}% of step time{util_txt}; {more}"
+            return f"data-bound: data wait {pct:.1f}% of step time{util_txt}; " + self._advice(
+                workers, max_workers, load_s)
         return f"compute-bound: data wait {pct:.1f}% of step time{util_txt}"
+
+    def _advice(self, workers: int, max_workers: int, load_s: float | None) -> str:
+        wait = self.total_wait_s / max(1, self.steps)
+        if workers > 0 and load_s is not None and wait > load_s:
+            return (f"the wait ({1e3 * wait:.1f} ms/step) exceeds loading in-process "
+                    f"({1e3 * load_s:.1f} ms/step): worker hand-off dominates; lower workers "
+                    f"(now {workers}; try {workers // 2})")
+        if workers < max_workers:
+            return f"raise workers (now {workers}, machine bound {max_workers})"
+        return "make __getitem__/collate cheaper or pre-process"
 
     def close(self) -> None:
         if self.file is not None:

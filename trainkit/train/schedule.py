@@ -113,3 +113,26 @@ def young_daly_interval(save_s: float, mtbf_s: float, higher_order: bool = True)
 def suggested_workers(cpu_count: int, local_world_size: int) -> int:
     """Lightning's `suggested_max_num_workers`: max(1, cpu_count // local_world_size - 1)."""
     return max(1, cpu_count // max(1, local_world_size) - 1)
+
+
+# Share of one device the model's training state may take before `auto` shards it; the rest is
+# left for activations, buffers and the allocator (trainkit's choice, a conservative half).
+FSDP_HEADROOM = 0.5
+# Optimizer state per parameter, in parameter copies: AdamW keeps exp_avg and exp_avg_sq,
+# SGD with momentum one buffer (torch.optim docs).
+OPTIMIZER_COPIES = {"AdamW": 2, "SGD": 1}
+
+
+def training_state_bytes(param_bytes: int, optimizer: str) -> int:
+    """Parameters + gradients + optimizer state of a model whose parameters take `param_bytes`."""
+    return param_bytes * (2 + OPTIMIZER_COPIES.get(optimizer, 2))
+
+
+def choose_strategy(asked: str, param_bytes: int, optimizer: str, device_bytes: int,
+                    world_size: int) -> str:
+    """'ddp' or 'fsdp'. `asked` ddp/fsdp is kept; 'auto' is fsdp when there is more than one process
+    and the training state would take more than FSDP_HEADROOM of one device."""
+    if asked != "auto":
+        return asked
+    too_big = training_state_bytes(param_bytes, optimizer) > FSDP_HEADROOM * device_bytes
+    return "fsdp" if world_size > 1 and too_big else "ddp"

@@ -1,0 +1,154 @@
+"""Engine pieces without processes: save policy, sampler, keyed dropout, strategy choice, blocks,
+monitor advice, device check, the benchmark runner's help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from trainkit.errors import InputError
+from trainkit.train import dist, parallel, rng, schedule
+from trainkit.train.config import load_config
+from trainkit.train.data import GlobalBatchSampler, split_dataset
+from trainkit.train.engine import SavePolicy
+from trainkit.train.monitor import Monitor
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class FakeSaver:
+    last_write_s = 2.0
+
+    def wait(self) -> None:
+        pass
+
+
+def info(world: int = 1, rank: int = 0) -> dist.DistInfo:
+    return dist.DistInfo(rank, rank, world, world, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("start", [0, 137])  # a fresh run and a resumed one
+def test_auto_interval_is_measured_on_the_first_step_after_every_start(start):
+    now = [0.0]
+    policy = SavePolicy(load_config(None, ["checkpoint.mtbf_hours=1"]), info(), clock=lambda: now[0])
+    assert policy.due(start + 1)           # first step after this start: save and measure C
+    policy.saved(FakeSaver())
+    expected = schedule.young_daly_interval(2.0, 3600)
+    assert policy.interval == pytest.approx(expected)
+    now[0] += expected - 1
+    assert not policy.due(start + 2)
+    now[0] += 1
+    assert policy.due(start + 3)           # and then again at the computed interval
+
+
+def test_sampler_drops_the_same_remainder_for_every_world_size_without_duplicates():
+    n, batch = 127, 16                      # 127 = 7 * 16 + 15: 15 items left out this epoch
+    orders = {}
+    for world in (1, 2, 4):
+        shards = [list(GlobalBatchSampler(n, batch, r, world, seed=3)) for r in range(world)]
+        assert all(len(s) == 112 // world for s in shards)
+        union = [shards[i % world][i // world] for i in range(112)]  # position p = r + W*k
+        assert len(set(union)) == 112
+        orders[world] = union
+    assert orders[1] == orders[2] == orders[4]
+    s = GlobalBatchSampler(n, batch, 0, 1, seed=3)
+    s.set_epoch(1)
+    assert list(s) != orders[1]            # a new order each epoch
+
+
+def test_keyed_dropout_masks_do_not_depend_on_how_the_batch_is_split():
+    keys = rng.sample_keys(0, 2, torch.arange(8))
+    drop = rng.KeyedDropout(0.5, salt=1)
+    x = torch.ones(8, 4, 5)
+    with rng.keys_for(keys):
+        whole = drop(x)
+    with rng.keys_for(keys[:3]):
+        a = drop(x[:3])
+    with rng.keys_for(keys[3:]):
+        b = drop(x[3:])
+    assert torch.equal(torch.cat([a, b]), whole)
+    assert 0.3 < (whole == 0).float().mean() < 0.7
+    drop.eval()
+    assert torch.equal(drop(x), x)
+
+
+def test_swap_dropout_replaces_every_plain_dropout():
+    model = nn.Sequential(nn.Dropout(0.2), nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.3)))
+    assert rng.swap_dropout(model) == 2
+    assert [m.p for m in model.modules() if isinstance(m, rng.KeyedDropout)] == [0.2, 0.3]
+
+
+def test_split_does_not_change_with_the_training_seed():
+    cfg_a, cfg_b = load_config(None, ["seed=0"]), load_config(None, ["seed=1"])
+    ds = torch.utils.data.TensorDataset(torch.arange(100))
+    a, b = (split_dataset(ds, c.split, c.split_seed) for c in (cfg_a, cfg_b))
+    assert a["test"].indices == b["test"].indices
+
+
+def test_strategy_auto_shards_only_what_does_not_fit():
+    gib = 1 << 30
+    assert schedule.choose_strategy("auto", gib, "AdamW", 80 * gib, 8) == "ddp"
+    assert schedule.choose_strategy("auto", 20 * gib, "AdamW", 80 * gib, 8) == "fsdp"  # 80 > 40
+    assert schedule.choose_strategy("auto", 20 * gib, "AdamW", 80 * gib, 1) == "ddp"
+    assert schedule.choose_strategy("fsdp", 1, "SGD", gib, 2) == "fsdp"
+
+
+def test_blocks_by_class_name_and_by_size():
+    from trainkit.train.gpt import GPT, Block
+
+    model = GPT(block_size=8, n_layer=3, n_head=2, n_embd=16)
+    named = parallel.block_modules(model, ["Block"], 1)
+    assert len(named) == 3 and all(isinstance(b, Block) for b in named)
+    block_params = sum(p.numel() for p in named[0].parameters())
+    auto = parallel.block_modules(model, "auto", block_params)
+    assert model not in auto and all(b in auto for b in named)  # and any other module as big
+    assert model.pos not in auto                                 # but not the small ones
+
+
+def test_monitor_suggests_fewer_workers_when_the_wait_is_hand_off(tmp_path):
+    mon = Monitor(tmp_path, False, 100, False, None)
+    for _ in range(10):
+        mon.step(1, 0, 1.0, 0.1, step_s=0.010, wait_s=0.004, batch=8)
+    assert "lower workers (now 4" in mon.verdict(4, 8, load_s=0.0005)
+    assert "raise workers" in mon.verdict(2, 8, load_s=0.010)
+
+
+def test_device_cuda_without_a_gpu_is_a_config_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the error cannot happen here")
+    with pytest.raises(InputError, match="device: 'cuda'.*no usable CUDA GPU"):
+        dist.setup("cuda")
+
+
+def test_benchmarks_help_runs_nothing():
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "usage: python -m benchmarks" in proc.stdout
+    assert "==" not in proc.stdout  # no benchmark printed a header
+    bad = subprocess.run([sys.executable, "-m", "benchmarks", "nope"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown benchmark" in bad.stderr
+
+
+def test_activation_checkpointing_recomputes_the_same_keyed_dropout_masks():
+    import copy
+
+    from trainkit.train.gpt import GPT
+
+    torch.manual_seed(0)
+    plain = GPT(block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.5)
+    rng.swap_dropout(plain)
+    recomputed = copy.deepcopy(plain)
+    parallel.checkpoint_blocks(parallel.block_modules(recomputed, ["Block"], 1))
+    x = torch.randint(0, 256, (4, 8))
+    for model in (plain, recomputed):
+        with rng.keys_for(rng.sample_keys(0, 0, torch.arange(4))):
+            loss = model(x).logsumexp(-1).mean()
+        loss.backward()  # the recompute runs here, outside keys_for
+    for (name, a), b in zip(plain.named_parameters(), recomputed.parameters()):
+        assert torch.equal(a.grad, b.grad), name

@@ -1,0 +1,132 @@
+"""Data parallelism: DDP (every rank holds the model) or FSDP2 (`fully_shard`: each rank holds 1/W of
+parameters, gradients and optimizer state), chosen by `strategy`, plus activation checkpointing.
+
+`wrap(model, cfg, info, amp_dtype)` returns (trained module, strategy). Both strategies keep the
+parameter names (FQNs) of the plain model, so checkpoints (torch.distributed.checkpoint) move between
+strategies and world sizes. FSDP2 needs a process group: with one process the model is not wrapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+import torch
+from torch import nn
+
+from trainkit.train import rng, schedule
+from trainkit.train.config import TrainConfig
+from trainkit.train.dist import DistInfo
+
+log = logging.getLogger("trainkit.train")
+
+
+def device_bytes(info: DistInfo) -> int:
+    """Memory one rank may use: the GPU's total, or on CPU this node's available RAM / local ranks."""
+    if info.device.type == "cuda":
+        return torch.cuda.get_device_properties(info.device).total_memory
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        avail = 8 << 30
+    return avail // max(1, info.local_world_size)
+
+
+def resolve_strategy(model: nn.Module, cfg: TrainConfig, info: DistInfo) -> str:
+    """'ddp' or 'fsdp' for this run (see schedule.choose_strategy for 'auto')."""
+    n = sum(p.numel() for p in model.parameters())
+    bytes_per = next(model.parameters()).element_size()
+    strategy = schedule.choose_strategy(cfg.strategy, n * bytes_per, cfg.optimizer,
+                                        device_bytes(info), info.world_size)
+    if strategy == "fsdp" and not info.distributed:
+        log.info("strategy fsdp with one process: nothing to shard, training unwrapped")
+        return "ddp"
+    return strategy
+
+
+def block_modules(model: nn.Module, blocks: list[str] | str, min_params: int) -> list[nn.Module]:
+    """The modules sharded (and checkpointed) one by one, outermost first, never the root.
+
+    A list names classes (`type(m).__name__`); 'auto' picks, bottom-up, every module whose own
+    parameters (not already in a picked descendant) number >= `min_params`."""
+    if blocks != "auto":
+        wanted = set(blocks)
+        return [m for m in model.modules() if m is not model and type(m).__name__ in wanted]
+    picked: list[nn.Module] = []
+
+    def visit(m: nn.Module) -> int:
+        left = sum(p.numel() for p in m.parameters(recurse=False))
+        left += sum(visit(c) for c in m.children())
+        if m is not model and left >= min_params:
+            picked.append(m)
+            return 0
+        return left
+
+    visit(model)
+    return picked[::-1]
+
+
+def checkpoint_blocks(blocks: list[nn.Module]) -> None:
+    """Activation checkpointing: each block's forward is recomputed in backward (non-reentrant,
+    as torchtitan's `apply_ac` does with checkpoint_wrapper)."""
+    from torch.utils.checkpoint import checkpoint
+
+    for block in blocks:
+        inner = block.forward
+
+        def forward(*args, _inner=inner, **kwargs):
+            keys = rng.current_keys()  # the recompute in backward runs outside the engine's keys_for
+
+            def keyed(*a, **k):
+                with rng.same_keys(keys):
+                    return _inner(*a, **k)
+
+            return checkpoint(keyed, *args, use_reentrant=False, **kwargs)
+
+        block.forward = forward
+
+
+def wrap(model: nn.Module, cfg: TrainConfig, info: DistInfo,
+         amp_dtype: torch.dtype | None) -> tuple[nn.Module, str]:
+    """Apply activation checkpointing and the data-parallel strategy. Returns (module, strategy)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    strategy = resolve_strategy(model, cfg, info)
+    blocks = block_modules(model, cfg.fsdp.blocks, cfg.fsdp.min_block_params)
+    if cfg.activation_checkpointing:
+        checkpoint_blocks(blocks)
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mp = MixedPrecisionPolicy()
+        if amp_dtype is not None:  # params in bf16/fp16 for compute, gradients reduced in fp32
+            mp = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
+        for block in blocks:
+            fully_shard(block, mp_policy=mp, reshard_after_forward=cfg.fsdp.reshard_after_forward)
+        fully_shard(model, mp_policy=mp, reshard_after_forward=cfg.fsdp.reshard_after_forward)
+        log.info("fsdp: %d block(s) sharded over %d ranks", len(blocks), info.world_size)
+        return model, strategy
+    if info.distributed:
+        ids = [info.local_rank] if info.device.type == "cuda" else None
+        return DDP(model, device_ids=ids), strategy
+    return model, strategy
+
+
+def grad_sync(wrapped: nn.Module, sync: bool):
+    """Skip the gradient reduction on all but the last micro-step (DDP no_sync / FSDP2
+    set_requires_gradient_sync)."""
+    if hasattr(wrapped, "set_requires_gradient_sync"):
+        wrapped.set_requires_gradient_sync(sync)
+        return contextlib.nullcontext()
+    if sync or not hasattr(wrapped, "no_sync"):
+        return contextlib.nullcontext()
+    return wrapped.no_sync()
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The whole model's weights on CPU, on rank 0 (other ranks get {}). Collective under FSDP."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=opts)

@@ -1,0 +1,114 @@
+"""Randomness that does not depend on the world size: per-SAMPLE keys and a keyed dropout.
+
+Why: a per-rank RNG stream draws a different dropout mask for sample i when 1, 2 or 4 processes
+share the global batch, so per-step losses change with the world size (and on resume to another
+world size). Here every random draw in training is a pure function of (seed, epoch, the sample's
+position in the epoch's global order, layer, element), computed with a counter-based hash, as
+counter-based generators do (Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3").
+So the mask of a sample is the same whichever rank, micro-batch or accumulation step carries it.
+
+- `KeyedDropout` replaces every `nn.Dropout` of a model (`swap_dropout`); it draws its mask from the
+  keys the engine sets around each forward (`keys_for`), and falls back to `F.dropout` without keys.
+- The global torch RNG (user code calling `torch.rand` or `F.dropout` itself) is reseeded before
+  each micro-batch from the key of its first sample: deterministic and resume-exact, but equal
+  across world sizes only when the micro-batch split is (same `micro_batch`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+M32 = 0xFFFFFFFF
+_KEYS: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar("trainkit_keys",
+                                                                          default=None)
+
+
+def mix(x):
+    """A 32-bit integer hash (hash-prospector's 2-round `lowbias32` family, Chris Wellons,
+    github.com/skeeto/hash-prospector; multipliers < 2**31 so int64 tensors never overflow).
+    Works the same on Python ints and int64 tensors."""
+    x = x & M32
+    x = x ^ (x >> 16)
+    x = (x * 0x21F0AAAD) & M32
+    x = x ^ (x >> 15)
+    x = (x * 0x735A2D97) & M32
+    return x ^ (x >> 15)
+
+
+def sample_keys(seed: int, epoch: int, positions: torch.Tensor) -> torch.Tensor:
+    """int64 keys (< 2**32) for samples at `positions` of epoch `epoch`'s global order."""
+    base = mix(mix(seed) ^ epoch)
+    return mix(positions.to(torch.int64) ^ base)
+
+
+@contextlib.contextmanager
+def keys_for(keys: torch.Tensor) -> Iterator[None]:
+    """Within this block, KeyedDropout layers draw sample b's mask from keys[b]; the global torch
+    RNG is reseeded from keys[0] (see the module docstring)."""
+    torch.manual_seed(int(keys[0]))
+    token = _KEYS.set(keys)
+    try:
+        yield
+    finally:
+        _KEYS.reset(token)
+
+
+def current_keys() -> torch.Tensor | None:
+    return _KEYS.get()
+
+
+@contextlib.contextmanager
+def same_keys(keys: torch.Tensor | None) -> Iterator[None]:
+    """Set `keys` again (no reseeding): activation checkpointing recomputes a block's forward in
+    backward, outside `keys_for`; it must draw the masks the forward drew."""
+    token = _KEYS.set(keys)
+    try:
+        yield
+    finally:
+        _KEYS.reset(token)
+
+
+def keyed_uniform(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
+    """Uniform [0, 1) float32 of `shape` (batch first); row b depends only on keys[b] and salt."""
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    row = mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9))
+    bits = mix(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
+    return ((bits >> 8).to(torch.float32) * (1.0 / (1 << 24))).reshape(shape)
+
+
+class KeyedDropout(nn.Dropout):
+    """nn.Dropout whose mask is a function of the per-sample keys (see module docstring).
+    `salt` tells the layers of one model apart."""
+
+    def __init__(self, p: float = 0.5, salt: int = 0) -> None:
+        super().__init__(p)
+        self.salt = salt
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keys = _KEYS.get()
+        if not self.training or self.p == 0:
+            return x
+        if keys is None or keys.shape[0] != x.shape[0]:
+            return F.dropout(x, self.p, True)
+        keep = keyed_uniform(keys.to(x.device), x.shape, self.salt) >= self.p
+        return x * keep.to(x.dtype) * (1.0 / (1.0 - self.p))
+
+
+def swap_dropout(model: nn.Module) -> int:
+    """Replace every plain nn.Dropout in `model` by a KeyedDropout (same p; salt = its order).
+    Returns how many were replaced. Functional dropout inside forward() is not reached."""
+    count = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Dropout:
+                setattr(parent, name, KeyedDropout(child.p, salt=count))
+                count += 1
+    return count

@@ -1,0 +1,272 @@
+"""Sharded, asynchronous checkpoints with torch.distributed.checkpoint (DCP).
+
+Layout: <root>/step-00000042/ holds DCP's shard files (`__<rank>_0.distcp`, every rank writes its
+own), DCP's `.metadata` (renamed into place last by DCP's coordinator), `meta.pt` (step, epoch,
+scheduler, scaler, config: small, rank 0) and trainkit's `COMPLETE` marker (JSON: step, every
+file's bytes, and their sha256 when the checkpoint is <= 2 GiB), written atomically by rank 0 only
+after every rank's shard and `.metadata` are on disk. Resume takes the newest folder whose marker
+verifies; a folder without one is skipped with a warning, so a kill -9 at any point loses at most
+the save in flight. Keep-N prunes the oldest complete folders.
+
+Async (`dcp.async_save` with a persistent `DefaultStager`, as torchtitan's async modes): the copy of
+the state to host memory (staging) runs in a background thread into buffers reused from save to save,
+and overlaps the next step's forward and backward; the loop calls `wait_staged()` before the
+optimizer changes the parameters (models with buffers, e.g. BatchNorm statistics that forward
+updates, stage synchronously instead). Shards are then written and `.metadata` committed in another
+background thread, on a separate gloo process group so checkpoint collectives never interleave with
+training ones (PyTorch async checkpointing blog). One save is in flight at a time.
+
+Loading reshards: any world size and either strategy (ddp/fsdp) loads any checkpoint, because DCP
+stores each tensor with its global shape and the plain parameter names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_write, _step_of,
+                                       step_dir)
+
+log = logging.getLogger("trainkit.train")
+# one process has no process group: DCP then saves/loads alone, which is what is meant here
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninit")
+META = "meta.pt"
+DCP_METADATA = ".metadata"
+SHA_MAX_BYTES = 2 << 30  # above this, markers carry sizes only (hashing would cost a full re-read)
+
+
+class KillFault:
+    """Test hook, read ONCE at start-up: TRAINKIT_FAULT_KILL_IN_SAVE="<step>[:<delay s>]" makes every
+    rank SIGKILL itself <delay> seconds after the save of <step> starts (mid-write)."""
+
+    def __init__(self, spec: str | None) -> None:
+        step, _, delay = (spec or "").partition(":")
+        self.step = int(step) if step else None
+        self.delay = float(delay or 0)
+
+    @classmethod
+    def from_env(cls) -> "KillFault":
+        return cls(os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE"))
+
+    def arm(self, step: int) -> None:
+        if self.step == step:
+            timer = threading.Timer(self.delay, os.kill, (os.getpid(), signal.SIGKILL))
+            timer.daemon = True
+            timer.start()
+
+
+def app_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
+    """{"model", "optim"}: DCP state dicts keyed by plain parameter names (DDP/FSDP alike)."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    msd, osd = get_state_dict(model, opt)
+    return {"model": msd, "optim": osd}
+
+
+class Checkpointer:
+    """Collective saves (every rank calls `save`) and the newest complete checkpoint under `root`."""
+
+    def __init__(self, root: Path, keep: int, rank: int = 0, group=None, distributed: bool = False,
+                 fault: KillFault | None = None) -> None:
+        self.root, self.keep, self.rank = Path(root), max(2, keep), rank
+        self.group, self.distributed = group, distributed
+        self.fault = fault or KillFault(None)
+        self._thread: threading.Thread | None = None
+        self._staging = None  # Future of the staging copy in flight
+        self._stager = None
+        self._error: BaseException | None = None
+        self.last_path: Path | None = None
+        self.last_write_s = 0.0  # rank 0: save start -> marker written (C for Young/Daly)
+        self.blocked_s = 0.0  # total seconds training waited for staging outside save()
+
+    def save(self, model: nn.Module, opt, meta: dict[str, Any], step: int, block: bool) -> float:
+        """Save as step `step`. Returns the seconds the caller was blocked (plan + staging copy)."""
+        import torch.distributed.checkpoint as dcp
+
+        t0 = time.perf_counter()
+        self.wait()
+        folder = step_dir(self.root, step)
+        if self.rank == 0:
+            if folder.exists():  # a partial leftover of an interrupted run at this step
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            buf = _to_bytes(meta)
+            _atomic_write(folder / META, buf)
+        resp = dcp.async_save(app_state(model, opt), checkpoint_id=str(folder),
+                              process_group=self.group, no_dist=not self.distributed,
+                              async_stager=self.stager())
+        self._staging = resp.staging_completion
+        self.fault.arm(step)
+        self._thread = threading.Thread(target=self._finish, args=(resp.upload_completion, folder,
+                                                                  step, t0), daemon=True)
+        self._thread.start()
+        if block or any(True for _ in model.buffers()):
+            self.wait_staged()
+        blocked = time.perf_counter() - t0
+        if block:
+            self.wait()
+        return blocked
+
+    def stager(self):
+        """One DefaultStager for the run: its host buffers are reused by every save (no fresh
+        page faults each time); pinned and non-blocking on GPU."""
+        if self._stager is None:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+            gpu = torch.cuda.is_available() and torch.cuda.is_initialized()
+            self._stager = DefaultStager(StagingOptions(use_pinned_memory=gpu, use_shared_memory=False,
+                                                        use_async_staging=True,
+                                                        use_non_blocking_copy=gpu))
+        return self._stager
+
+    def wait_staged(self) -> float:
+        """Block until the staging copy in flight is done (before parameters change). Returns the
+        seconds waited (the part of the copy the step's compute did not hide)."""
+        if self._staging is None:
+            return 0.0
+        t0 = time.perf_counter()
+        self._staging.result()
+        self._staging = None
+        self.blocked_s += time.perf_counter() - t0
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        self.wait()
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
+
+    def _finish(self, fut, folder: Path, step: int, t0: float) -> None:
+        try:
+            fut.result()
+            if self.rank == 0:
+                _atomic_write(folder / MARKER, json.dumps(_marker(folder, step)).encode())
+                self.last_path, self.last_write_s = folder, time.perf_counter() - t0
+                self._prune()
+        except BaseException as err:  # surfaced by the next wait()
+            self._error = err
+
+    def wait(self) -> None:
+        """Block until the save in flight is committed; re-raise its error."""
+        self.wait_staged()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def _prune(self) -> None:
+        complete = self.complete_steps()
+        for step in complete[:-self.keep]:
+            shutil.rmtree(step_dir(self.root, step), ignore_errors=True)
+        newest = complete[-1] if complete else -1
+        for folder in self.root.glob("step-*"):  # partial leftovers older than the newest complete
+            if not (folder / MARKER).exists() and _step_of(folder) < newest:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def complete_steps(self) -> list[int]:
+        """Steps with a completion marker, oldest first (content not yet verified)."""
+        return sorted(_step_of(p.parent) for p in self.root.glob(f"step-*/{MARKER}"))
+
+    def newest_valid(self) -> Path | None:
+        """The newest folder that verifies (either format); warns about each one skipped."""
+        for folder in sorted(self.root.glob("step-*"), key=_step_of, reverse=True):
+            try:
+                verify(folder)
+                return folder
+            except CheckpointError as err:
+                log.warning("skipping checkpoint %s: %s", folder, err)
+        return None
+
+
+def _to_bytes(obj: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _marker(folder: Path, step: int) -> dict[str, Any]:
+    files = {p.name: p.stat().st_size for p in sorted(folder.iterdir())
+             if p.is_file() and p.name != MARKER and not p.name.endswith(".tmp")}
+    marker: dict[str, Any] = {"format": "dcp", "step": step, "files": files, "time": time.time()}
+    if sum(files.values()) <= SHA_MAX_BYTES:
+        marker["sha256"] = {name: _sha256(folder / name) for name in files}
+    return marker
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def is_sharded(folder: Path) -> bool:
+    return (folder / META).exists() or (folder / DCP_METADATA).exists()
+
+
+def verify(folder: Path) -> None:
+    """Raise CheckpointError unless `folder` is a complete checkpoint (marker, files, checksums)."""
+    from trainkit.train import checkpoint as ckpt
+
+    if not is_sharded(folder):
+        ckpt.load(folder)  # the single-file format of older runs: its own checks
+        return
+    if not (folder / MARKER).exists():
+        raise CheckpointError("no completion marker (partial write)")
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+        sizes = {name: (folder / name).stat().st_size for name in marker["files"]}
+    except (OSError, ValueError, KeyError) as err:
+        raise CheckpointError(f"unreadable or missing file: {err}") from None
+    if sizes != marker["files"] or DCP_METADATA not in sizes or META not in sizes:
+        raise CheckpointError("file sizes do not match the completion marker (corrupt)")
+    for name, digest in marker.get("sha256", {}).items():
+        if _sha256(folder / name) != digest:
+            raise CheckpointError(f"{name}: sha256 does not match the completion marker (corrupt)")
+
+
+def load_meta(folder: Path) -> dict[str, Any]:
+    return torch.load(folder / META, map_location="cpu", weights_only=False)
+
+
+def load_into(folder: Path, model: nn.Module, opt, group=None, distributed: bool = False) -> None:
+    """Every rank: load `folder`'s shards into this rank's (possibly sharded) model and optimizer."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    state = app_state(model, opt)
+    dcp.load(state, checkpoint_id=str(folder), process_group=group, no_dist=not distributed)
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+
+
+def consolidate(folder: Path) -> dict[str, Any]:
+    """One process, no process group: the whole checkpoint as plain tensors (model weights as
+    `state["model"]`, loadable with `load_state_dict`) plus meta.pt's entries."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner, _load_state_dict
+
+    state: dict[str, Any] = {}
+    _load_state_dict(state, storage_reader=FileSystemReader(str(folder)),
+                     planner=_EmptyStateDictLoadPlanner(), no_dist=True)
+    return {**load_meta(folder), "model": state["model"], "optimizer": state.get("optim")}
+
+
+__all__ = ["Checkpointer", "KillFault", "consolidate", "load_into", "load_meta", "verify", "STATE"]
