@@ -33,9 +33,10 @@ from trainkit.train.schedule import plan_batch
 
 # Built-in names -> where their builders live (trainkit.train.model.BUILTIN_MODELS and
 # trainkit.train.data.BUILTIN_DATA, which import torch; a unit test keeps the two in step).
-BUILTINS = {"model": {"digits_cnn": "trainkit.train.model:DigitsCNN"},
+BUILTINS = {"model": {"digits_cnn": "trainkit.train.model:DigitsCNN", "gpt": "trainkit.train.model:_gpt"},
             "data": {"digits": "trainkit.train.data:digits_dataset",
-                     "folder": "trainkit.train.data:folder_dataset"}}
+                     "folder": "trainkit.train.data:folder_dataset",
+                     "pydoc_text": "trainkit.train.data:_pydoc_text"}}
 # Keyword arguments trainkit itself passes to a builder (data: builder(seed=..., **data_args)).
 PASSED = {"model": (), "data": ("seed",)}
 

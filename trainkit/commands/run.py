@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from pathlib import Path
+
 import click
 
 from trainkit.errors import InputError, TrainkitError, TRAIN
