@@ -288,10 +288,15 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
         launch.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    for a in record.get("attempts") or []:
+        a["ended_at"] = a.get("ended_at") or time.time()
     summary["cost"] = cost_ledger(cluster, record)
     summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True))
-    record.update(status=status, ended_at=time.time())
+    now = time.time()
+    for a in record.get("attempts") or []:
+        a["ended_at"] = a.get("ended_at") or now
+    record.update(status=status, ended_at=now)
     runs.write_record(run_dir, record)
     if raise_ and status != "completed":
         code = PREEMPTED if status == "preempted" else TRAIN
