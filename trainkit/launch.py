@@ -123,6 +123,7 @@ def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) 
            "TRAINKIT_GPUS_PER_NODE": str(nproc), "TRAINKIT_CHECKPOINT_DIR": lay.checkpoint_dir,
            "TRAINKIT_RUN_DIR": lay.run_dir, "TRAINKIT_STATUS_FILE": f"{lay.node_dir(node.rank)}/status",
            "TRAINKIT_PRIVATE_IP": str(node.vars.get("trainkit_private_ip", "127.0.0.1")),
+           "TRAINKIT_PYTHON": str(node.vars.get("trainkit_node_python", "python3")),
            "MASTER_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")), "MASTER_PORT": port,
            "NNODES": str(len(nodes)), "NODE_RANK": str(node.rank), "NPROC_PER_NODE": str(nproc),
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
