@@ -39,6 +39,8 @@ class Options:
     backoff_max_s: float = 900.0
     poll_s: float = 2.0
     lost_after: int = 2                 # consecutive failed polls before a node counts as lost
+    lost_after_s: float = 5.0           # ... spanning at least this long
+    start_grace_s: float = 60.0         # a supervisor that has not written its state yet
     grace_s: float = 60.0               # survivors of a failed node get this long to stop alone
     notice_url: str | None = None
     notice_poll_s: float = 5.0
@@ -168,17 +170,20 @@ class Follower:
 def watch(nodes, lay: launch.Layout, attempt: int, run_dir: Path, follower: Follower, opts: Options,
           *, stop_on_preempt: bool = True) -> Outcome:
     """Poll every node until all are final or one is lost; records notices as events."""
-    misses = {n.name: 0 for n in nodes}
-    first_end, signalled, noticed = None, False, set()
+    misses: dict[str, list[float]] = {n.name: [] for n in nodes}   # times of consecutive bad polls
+    first_end, signalled, noticed, began = None, False, set(), time.time()
     while True:
         states = launch.node_states(nodes, lay, attempt)
         follower.poll()
+        now = time.time()
         for s in states:
-            misses[s.name] = misses[s.name] + 1 if s.status in ("unreachable", "lost") else 0
+            bad = s.status in ("unreachable", "lost") and not (
+                not s.state and s.reachable and now - began < opts.start_grace_s)
+            misses[s.name] = misses[s.name] + [now] if bad else []
             if s.state.get("notice") and s.name not in noticed:
                 noticed.add(s.name)
                 runs.event(run_dir, "notice", node=s.name, body=s.state["notice"].get("body"))
-        lost = [n for n, k in misses.items() if k >= opts.lost_after]
+        lost = [n for n, t in misses.items() if len(t) >= opts.lost_after and t[-1] - t[0] >= opts.lost_after_s]
         if lost:
             return Outcome("reclaimed", lost, follower.last_step, time.time(), follower.step_time_s)
         finals = [s.status for s in states if s.status in FINAL]
