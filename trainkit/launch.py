@@ -97,7 +97,11 @@ def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any
     from trainkit.inventory import inventory_hosts
 
     inv = yaml.safe_load(inventory_yml.read_text())
-    group = inv["all"].get("vars") or {}
+    group = dict(inv["all"].get("vars") or {})
+    # Ansible reads group_vars/all.yml next to the inventory over the inventory's group vars.
+    for extra in (inventory_yml.parent / "group_vars" / "all.yml", inventory_yml.parent / "group_vars" / "all.yaml"):
+        if extra.is_file():
+            group.update(yaml.safe_load(extra.read_text()) or {})
     hosts = inventory_hosts(inv)
     nodes = [Node(name, int(v.get("trainkit_node_rank", i)), {**group, **v}) for i, (name, v) in
              enumerate(hosts.items())]
