@@ -144,11 +144,11 @@ def _runs(ws: Path) -> list[Path]:
                   key=lambda p: json.loads((p / "run.json").read_text())["created_at"])
 
 
-def _wait_new_run(ws: Path, old: Path, proc, timeout_s=60) -> Path:
+def _wait_new_run(ws: Path, old: Path | None, proc, timeout_s=60) -> Path:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read()
-        new = [p for p in _runs(ws) if p != old]
+        new = [p for p in _runs(ws) if p != old] if (ws / "runs").is_dir() else []
         if new:
             return new[-1]
         time.sleep(0.3)
@@ -163,3 +163,57 @@ def _wait_step(metrics: Path, step: int, proc, timeout_s=240) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"step {step} never reached")
+
+
+CUSTOM = ["--config", str(REPO / "examples/custom/train.yaml")]
+
+
+def test_user_command_detached_survives_its_controller_and_recovers_onto_the_spare(trio, tmp_path):
+    h1, h2, h3 = trio.hosts
+    shared = trio.workdir / "shared"
+    shared.mkdir()
+    spec = write_spec(trio, shared, tmp_path / "cluster.yaml")
+    ws = tmp_path / "ws"
+    (ws / "group_vars").mkdir(parents=True)
+    (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))
+    common = [str(spec), "--workdir", str(ws)]
+    assert tk(trio, "apply", *common, "--yes").returncode == 0
+    runs_on_nas = shared / CLUSTER / "runs"
+
+    # the controller is killed mid-run: the job goes on; runs and logs --follow see it to the end
+    proc = subprocess.Popen([str(TRAINKIT), "train", *common, *CUSTOM, *FAST], cwd=REPO, env=_env(trio),
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        run = _wait_new_run(ws, None, proc)
+        _wait_step(runs_on_nas / run.name / "metrics.jsonl", 20, proc)
+    finally:
+        _kill_group(proc)                      # SIGKILL to the controller's whole process group
+    listed = json.loads(tk(trio, "runs", *common, "--json").stdout)
+    assert [(r["run_id"], r["status"]) for r in listed] == [(run.name, "running")] and listed[0]["step"] >= 20
+    follow = tk(trio, "logs", *common, run.name, "--follow")
+    assert follow.returncode == 0 and "rank 0: done at step" in follow.stdout, follow.stdout
+    listed = json.loads(tk(trio, "runs", *common, "--json").stdout)
+    assert listed[0]["status"] == "completed"
+    attach = tk(trio, "train", *common, "--attach", run.name, *FAST)
+    assert attach.returncode == 0 and (run / "logs" / "node-1.log").is_file(), attach.stdout
+
+    # --recover with the user's command: host 2 dies, the spare takes over, the job resumes
+    proc = subprocess.Popen([str(TRAINKIT), "train", *common, *CUSTOM, *FAST, "--recover"], cwd=REPO,
+                            env=_env(trio), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        second = _wait_new_run(ws, run, proc)
+        _wait_step(runs_on_nas / second.name / "metrics.jsonl", 40, proc)
+        for pid in h2.pids():
+            os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=400)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, out
+    events = [json.loads(x) for x in (second / "events.jsonl").read_text().splitlines()]
+    resumed = [e for e in events if e["event"] == "resumed"]
+    assert len(resumed) == 1 and resumed[0]["step"] % 5 == 0 and resumed[0]["step"] >= 40 - 5, events
+    assert [(e["node"], e["by"]) for e in events if e["event"] == "replaced"] == [(h2.name, h3.name)]
+    metrics = [json.loads(x) for x in (second / "metrics.jsonl").read_text().splitlines()]
+    assert [m for m in metrics if m["kind"] == "epoch"][-1]["val_acc"] >= 0.95
+    assert "rank 0: done at step" in (second / "logs" / "node-0.log").read_text()
