@@ -151,7 +151,8 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
               "'index($4, ip \"/\") == 1 {print $2; exit}' || true)",
               'if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"; fi',
               f"rm -f {q(nd + '/status')}"]
-    if job.command is None:
+    if job.command is None:  # a summary.json left by an earlier attempt must not speak for this one
+        lines.append(f"rm -f {q(lay.run_dir + '/summary.json')}")
         lines.append(_torchrun(job, node, nodes, lay, attempt))
         return "\n".join(lines) + "\n"
     if job.setup:  # once per node and setup text: a marker keyed by the setup's hash
@@ -227,12 +228,15 @@ def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
     return buf.getvalue()
 
 
-def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float) -> str:
-    """Unpack nothing; start the supervisor detached (systemd-run where systemd is PID 1)."""
+def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float,
+                 engine: bool = False) -> str:
+    """Start the supervisor detached (systemd-run where systemd is PID 1, else setsid). The
+    engine's status file is its summary.json (torchrun turns the ranks' exit 75 into 1)."""
     q = shlex.quote
     nd = lay.node_dir(node.rank)
     py = q(str(node.vars.get("trainkit_node_python", "python3")))
-    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", f"{nd}/status"]
+    status = f"{lay.run_dir}/summary.json" if engine else f"{nd}/status"
+    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", status]
     if notice_url:
         sup += ["--notice-url", notice_url, "--notice-poll", str(notice_poll)]
     sup_cmd = py + " " + " ".join(q(a) for a in sup) + " -- bash " + q(f"{nd}/launch.sh")
@@ -279,7 +283,7 @@ def launch(job: Job, nodes: list[Node], lay: Layout, attempt: int, *, notice_url
         if res.returncode == 0 and code is not None:
             res = node.sh(f"mkdir -p {q(lay.code_dir)} && tar -xf - -C {q(lay.code_dir)}", code)
         if res.returncode == 0:
-            res = node.sh(start_script(node, lay, attempt, notice_url, notice_poll))
+            res = node.sh(start_script(node, lay, attempt, notice_url, notice_poll, job.command is None))
         if res.returncode != 0:
             return node.name, "error: " + res.stderr.decode(errors="replace").strip()[-400:]
         return node.name, res.stdout.decode().strip().splitlines()[-1]

@@ -109,3 +109,27 @@ def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
     assert last[:4] == ["exec", "/usr/bin/python3", "-m", "torch.distributed.run"]
     assert "--rdzv-id" in last and last[last.index("--rdzv-id") + 1] == "j-1-a3"
     assert last[-4:] == ["run_dir=/w/runs/j-1", "checkpoint.dir=/w/checkpoints/j-1", "resume=true", "epochs=2"]
+
+
+def test_replace_addresses_picks_the_lost_index_instance_by_id_and_its_data_resources():
+    from trainkit.replace_cloud import replace_addresses
+
+    def res(addr, id_):
+        return {"address": f"module.cluster.{addr}", "mode": "managed", "values": {"id": id_}}
+    state = {"values": {"root_module": {"child_modules": [{"resources": [
+        res("x_instance.node[0]", "i-0"), res("x_instance.node[1]", "i-1"), res("x_disk.data[0]", "d-0"),
+        res("x_disk.data[1]", "d-1"), res("x_attach.data[1]", "a-1"), res("x_nas.this", "fs-1")]}]}}}
+    assert replace_addresses(state, 1, "i-1") == ["module.cluster.x_instance.node[1]",
+                                                  "module.cluster.x_disk.data[1]", "module.cluster.x_attach.data[1]"]
+    # terminated: the refresh dropped it (or another id sits there): only its data resources
+    assert replace_addresses(state, 1, "i-gone") == ["module.cluster.x_disk.data[1]",
+                                                     "module.cluster.x_attach.data[1]"]
+
+
+def test_spare_hosts_are_not_nodes_and_all_spares_is_an_error():
+    from trainkit.spec import ClusterSpec, node_count
+
+    hosts = [{"name": "a", "address": "10.0.0.1"}, {"name": "b", "address": "10.0.0.2", "spare": True}]
+    assert node_count(ClusterSpec(name="abc", cloud="hosts", hosts=hosts)) == 1
+    with pytest.raises(ValueError, match="every host is a spare"):
+        ClusterSpec(name="abc", cloud="hosts", hosts=[{**hosts[1], "name": "c"}])
