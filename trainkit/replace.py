@@ -26,6 +26,9 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
     elif cluster.spec.cloud in CLOUD_TARGETS:
         from trainkit.replace_cloud import replace_instances
         new = replace_instances(cluster, ws, lost, run_dir)
+        from trainkit.lifecycle import wait_for_ssh
+        fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in new and n.get("public_ip")]
+        wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
     else:
         raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
                             "nothing to replace it with", exit_code=PREEMPTED)
