@@ -16,7 +16,7 @@ supervisor received (`trainkit cancel`) = cancelled; anything else = failed.
 
 With --notice-url it also polls the cloud's spot-termination metadata every --notice-poll
 seconds; a 200 answer with a body is a notice: the job gets SIGTERM at once so it can write its
-checkpoint inside the notice window (AWS gives two minutes, Alibaba five; see the cloud rooms).
+checkpoint inside the notice window (minutes long; each cloud room cites its provider's docs).
 """
 
 from __future__ import annotations
