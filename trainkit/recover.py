@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import launch, progress, runs
-from trainkit.errors import InputError, TrainkitError, PREEMPTED, TRAIN
+from trainkit import launch, runs
+from trainkit.errors import TrainkitError, PREEMPTED, TRAIN
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace
 
