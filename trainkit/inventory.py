@@ -178,7 +178,7 @@ def _host_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
         more["ansible_ssh_private_key_file"] = key
     return [_node(h.name, i, h.address, h.private_ip or h.address, h.user or cluster.ssh_user,
                   _nproc(cluster, h.gpus), h.port, **more)
-            for i, h in enumerate(cluster.spec.hosts)]
+            for i, h in enumerate(h for h in cluster.spec.hosts if not h.spare)]
 
 
 def _local_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:

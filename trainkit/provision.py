@@ -258,16 +258,18 @@ def _failure_error(result: PlaybookResult, cluster: Cluster, exit_code: int) -> 
 
 def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path | None = None,
              extravars: dict | None = None, display: Callable[[dict], bool] | None = None,
-             check: bool = False) -> PlaybookResult:
-    """Make every node ready (site.yml). Builds the wheel unless the target reuses its Python
-    (trainkit_venv_mode: reuse, the `local` default). Raises TrainkitError(PROVISION)."""
+             check: bool = False, limit: list[str] | None = None) -> PlaybookResult:
+    """Make every node ready (site.yml), or only the inventory hosts in `limit` (a replaced
+    node). Builds the wheel unless the target reuses its Python (trainkit_venv_mode: reuse,
+    the `local` default). Raises TrainkitError(PROVISION)."""
     extra = dict(extravars or {})
     if job_config:
         extra["trainkit_job_config"] = str(Path(job_config).resolve())
     if _venv_mode(cluster, workspace, extra) != "reuse" and "trainkit_wheel" not in extra:
         extra["trainkit_wheel"] = str(build_wheel(workspace).resolve())
     return run_playbook("site.yml", cluster, workspace, extra, exit_code=PROVISION, display=display,
-                        cmdline="--check --diff" if check else None)
+                        cmdline=" ".join((["--check --diff"] if check else [])
+                                         + ([f"--limit {','.join(limit)}"] if limit else [])) or None)
 
 
 def _venv_mode(cluster: Cluster, workspace: Workspace, extra: dict) -> str:

@@ -178,6 +178,8 @@ class HostSpec(_Model):
     port: int = Field(22, ge=1, le=65535)
     user: str | None = None
     gpus: int = Field(0, ge=0, le=16)
+    spare: bool = Field(False, description="Held in reserve: `train --recover` puts it in place of "
+                                           "an unreachable host (docs/runs.md)")
 
     @field_validator("address", "private_ip")
     @classmethod
@@ -307,8 +309,11 @@ def _target_problems(s: ClusterSpec) -> list[str]:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             out.append(f"hosts: duplicate host names {dupes}")
-        if "nodes" in s.model_fields_set and s.nodes != len(s.hosts):
-            out.append(f"nodes: {s.nodes} but {len(s.hosts)} hosts are listed; drop `nodes`")
+        active = len([h for h in s.hosts if not h.spare])
+        if s.hosts and not active:
+            out.append("hosts: every host is a spare; mark at least one without `spare: true`")
+        if "nodes" in s.model_fields_set and s.nodes != active:
+            out.append(f"nodes: {s.nodes} but {active} active hosts are listed; drop `nodes`")
         out += spec_checks.host_problems(s)
     if s.cloud == "local" and (s.ttl or s.idle):
         out.append("ttl: the local target is this machine; trainkit will not shut it down "
@@ -324,8 +329,8 @@ def _target_problems(s: ClusterSpec) -> list[str]:
 
 
 def node_count(spec: ClusterSpec) -> int:
-    """Nodes in the cluster: the host list for `hosts`, else `nodes`."""
-    return len(spec.hosts) if spec.cloud == "hosts" else spec.nodes
+    """Nodes in the cluster: the active (non-spare) hosts for `hosts`, else `nodes`."""
+    return len([h for h in spec.hosts if not h.spare]) if spec.cloud == "hosts" else spec.nodes
 
 
 def load_spec(path: str | Path) -> ClusterSpec:

@@ -115,6 +115,21 @@ class TerraformRunner:
                                 exit_code=errors.DESTROY)
         return [line for line in res.output.splitlines() if line and not line.startswith("No state")]
 
+    def state_json(self) -> dict:
+        """`terraform show -json` of the current state (after a refresh: what exists now)."""
+        res = self._run("show", phase=errors.APPLY, json=IsFlagged, no_color=IsFlagged, quiet=True)
+        return json.loads(res.output or "{}")
+
+    def refresh(self) -> None:
+        """`terraform apply -refresh-only`: drop from the state what the cloud no longer has."""
+        self._run("apply", phase=errors.APPLY, input=False, no_color=IsFlagged, auto_approve=IsFlagged,
+                  refresh_only=IsFlagged)
+
+    def apply_replace(self, addresses: list[str]) -> None:
+        """`terraform apply -replace=A ...`: recreate `addresses`, create what is missing, keep the rest."""
+        self._run("apply", phase=errors.APPLY, input=False, no_color=IsFlagged, auto_approve=IsFlagged,
+                  replace=list(addresses) or None)
+
     def _run(self, cmd: str, *args: str, phase: int, ok: tuple[int, ...] = (0,), quiet: bool = False,
              **options) -> Result:
         """Run one terraform command, streaming stdout+stderr into the log; TrainkitError if rc not in ok."""

@@ -24,7 +24,8 @@ Choices the namespace machines force, and why they are honest:
   cleanup.yml do not gather them again.
 - Preemption: the rank process on host 2 (the torchrun agent's child, found with `ip netns pids`)
   gets SIGTERM, as a spot notice would deliver it; every rank agrees to stop, rank 0 writes the
-  checkpoint on the shared folder and `trainkit train` exits 75. The same command resumes.
+  checkpoint on the shared folder and `trainkit train` exits 75. `train --resume RUN` resumes it
+  (the checkpoint folder is keyed by run id: a plain `train` would start a new run).
 """
 
 from __future__ import annotations
@@ -133,15 +134,17 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
     assert first["status"] == "preempted" and first["world_size"] == 2, first
     stopped_at = first["steps"]
     assert stopped_at >= PREEMPT_AFTER_STEP
-    ckpts = sorted((shared / CLUSTER / "checkpoints" / "digits").glob("step-*"))
+    run_id = _latest_run(ws).name
+    ckpts = sorted((shared / CLUSTER / "checkpoints" / run_id).glob("step-*"))
     assert ckpts and ckpts[-1].name == f"step-{stopped_at:08d}"
     print(f"preempted train {time.monotonic() - t0:.0f}s at step {stopped_at}")
 
     # train again: resumes from the shared checkpoint and reaches the accuracy target
     t0 = time.monotonic()
-    out = trainkit(cluster, "train", *common, *TRAIN_ARGS)
+    out = trainkit(cluster, "train", *common, *TRAIN_ARGS, "--resume", run_id)
     assert out.returncode == 0, out.stdout
     run_dir = _latest_run(ws)
+    assert run_dir.name == run_id
     done = json.loads((run_dir / "summary.json").read_text())
     assert done["status"] == "completed" and done["resumed_from_step"] == stopped_at > 0, done
     assert done["steps"] == done["total_steps"] and done["world_size"] == 2 and done["num_nodes"] == 2

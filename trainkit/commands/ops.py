@@ -1,4 +1,4 @@
-"""Commands that change or inspect a cluster: plan, apply, train, destroy, status, ssh.
+"""Commands that change or inspect a cluster: plan, apply, destroy, status, ssh (train: jobs.py).
 
 Each parses its options, takes the workspace lock, calls one `trainkit.lifecycle` function and
 renders the result. Exit codes per phase are in `trainkit.errors`.
@@ -107,34 +107,6 @@ def apply(spec, workdir, price_file, yes, no_provision):
                f"workspace {ws.root}")
     for node in nodes:
         click.echo(f"  {node['name']}: private {node['private_ip']}, public {node.get('public_ip') or '-'}")
-
-
-@click.command(context_settings={"ignore_unknown_options": True})
-@spec_argument
-@workdir_option
-@click.option("--config", "config", default=None,
-              help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
-                   "Default: digits.")
-@click.argument("overrides", nargs=-1)
-def train(spec, workdir, config, overrides):
-    """Run a training job on every node and fetch its results into runs/<run-id>/.
-
-    Running it again after an interruption resumes from the newest checkpoint.
-
-    \b
-    Example:
-      trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
-    """
-    from trainkit.validate import check_train_config, world_size
-
-    cluster, ws = _load(spec, workdir)
-    check_train_config(config, list(overrides), world_size(cluster))  # before the workspace or a node
-    with ws.lock("train"):
-        result = lifecycle.train(cluster, ws, resources.train_config(config), list(overrides))
-    click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
-    for key in ("val_acc", "test_acc", "resumed_from_step", "onnx"):
-        if result.get(key) is not None:
-            click.echo(f"  {key}: {result[key]}")
 
 
 @click.command()

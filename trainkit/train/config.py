@@ -148,6 +148,11 @@ class TrainConfig(_Section):
 SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig, "fsdp": FsdpConfig}
 
 
+# Keys of a train config that the controller's launcher reads (trainkit.runs: the run's name and a
+# user command with its code and environment); the engine ignores them.
+LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes")
+
+
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read YAML at `path` (None = all defaults), apply `key=value` overrides, validate.
 
@@ -158,6 +163,7 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         raw = yamlload.load_file(path, "train config") or {}
         if not isinstance(raw, dict):
             raise InputError(f"{path}: a train config is a mapping of keys to values")
+        raw = {k: v for k, v in raw.items() if k not in LAUNCH_KEYS}
     for item in overrides:
         _apply_override(raw, item)
     return config_from_dict(raw, source=str(path or "<defaults>"))

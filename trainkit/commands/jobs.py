@@ -1,0 +1,220 @@
+"""Commands for runs: train (start / attach / resume / recover), logs, runs, cancel.
+
+Glue only: parse, take the workspace lock where state changes, call trainkit.recover /
+trainkit.launch / trainkit.runs, render. docs/runs.md explains runs, recovery and the contract.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from trainkit import launch, recover, resources, runs
+from trainkit.commands.ops import _load, spec_argument, workdir_option
+from trainkit.errors import InputError
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@spec_argument
+@workdir_option
+@click.option("--config", "config", default=None,
+              help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
+                   "Default: digits.")
+@click.argument("overrides", nargs=-1)
+@click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
+@click.option("--attach", "attach", metavar="RUN", help="Re-attach to a running RUN (stream, wait, fetch).")
+@click.option("--resume", "resume", metavar="RUN", help="Continue RUN from its newest checkpoint.")
+@click.option("--force", is_flag=True, help="With --resume: accept a changed config.")
+@click.option("--recover", "recover_", is_flag=True, help="Keep the job going through reclaims until it completes.")
+@click.option("--max-recoveries", type=click.IntRange(0), default=3, show_default=True)
+@click.option("--max-restarts-on-errors", type=click.IntRange(0), default=0, show_default=True,
+              help="Relaunches after a failure of the job itself (not a reclaim).")
+@click.option("--backoff", "backoff_s", type=click.FloatRange(0), default=60.0, show_default=True,
+              help="Seconds before the first relaunch; doubles each time (max 900).")
+@click.option("--poll", "poll_s", type=click.FloatRange(0.2), default=2.0, show_default=True,
+              help="Seconds between looks at the nodes.")
+@click.option("--notice-url", help="Spot-termination metadata URL the nodes poll (default: the "
+              "cloud's, when spot is on).")
+@click.option("--notice-poll", "notice_poll_s", type=click.FloatRange(0.2), default=5.0, show_default=True)
+def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, **tuning):
+    """Start a training run on every node as a detached, supervised job; stream rank 0's log
+    and fetch the results into runs/<run-id>/ (unless --detach).
+
+    Each call starts a NEW run (id <name>-<timestamp>, its own checkpoint folder); --resume RUN
+    continues one. Exit 0 completed, 75 preempted (checkpoint saved), 6 failed.
+
+    \b
+    Example:
+      trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
+      trainkit train cluster.yaml --config examples/custom/train.yaml --recover --detach
+      trainkit train cluster.yaml --attach digits-20260101-120000
+    """
+    cluster, ws = _load(spec, workdir)
+    config_path = None if attach else resources.train_config(config)
+    if config_path is not None and runs.load_job(config_path, list(overrides)).command is None:
+        from trainkit.validate import check_train_config, world_size
+
+        check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
+    cluster = recover.effective_cluster(cluster, ws)
+    opts = recover.Options(detach=detach, recover=recover_, **tuning)
+    if detach and recover_:
+        raise InputError("--recover needs a controller that stays: drop --detach",
+                         fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
+    if attach:
+        run_dir = runs.resolve_run(ws.runs_dir, attach)
+        record = runs.read_record(run_dir)
+        job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
+        result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo,
+                               attach_attempt=len(record.get("attempts") or []) or None)
+        return _done(result)
+    with ws.lock("train"):
+        job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
+        if detach:
+            recover.launch_attempt(cluster, ws, job, run_dir, opts)
+    if detach:
+        click.echo(run_dir.name)
+        click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
+                   err=True)
+        return
+    click.echo(f"run {run_dir.name} starting", err=True)
+    _done(recover.drive(cluster, ws, job, run_dir, opts, echo=_echo))
+
+
+def _echo(line: str) -> None:
+    click.echo(f"  rank 0 | {line}", err=True)
+
+
+def _done(result: dict) -> None:
+    click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
+    for key in ("val_acc", "test_acc", "resumed_from_step", "recoveries", "onnx"):
+        if result.get(key) is not None:
+            click.echo(f"  {key}: {result[key]}")
+
+
+@click.command()
+@spec_argument
+@click.argument("run", required=False)
+@workdir_option
+@click.option("--rank", type=click.IntRange(0), help="A rank's log (engine runs: logs/rank-N.log).")
+@click.option("--node", "node_index", type=click.IntRange(0), help="A node's log (logs/node-I.log).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the run ends.")
+def logs(spec, run, workdir, rank, node_index, follow):
+    """Print a run's log from the nodes (default: the newest run, rank 0; for a `command:` run,
+    node 0's log).
+
+    \b
+    Example:
+      trainkit logs examples/clusters/local.yaml --follow
+      trainkit logs cluster.yaml digits-20260101-120000 --node 1
+    """
+    cluster, ws = _load(spec, workdir)
+    run_dir = runs.resolve_run(ws.runs_dir, run)
+    record = runs.read_record(run_dir)
+    nodes, group = launch.nodes_from_inventory(_inventory(ws))
+    lay = launch.layout_for(group, run_dir.name)
+    if node_index is not None:
+        if node_index >= len(nodes):
+            raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
+        node, name = nodes[node_index], f"node-{node_index}.log"
+    else:
+        r = rank or 0
+        per = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
+        node = nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]
+        name = f"rank-{r}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
+    path, offset = f"{lay.run_dir}/logs/{name}", 0
+    attempt = len(record.get("attempts") or [])
+    while True:
+        data, _ = launch.read_from(node, path, offset)
+        offset += len(data)
+        click.echo(data.decode(errors="replace"), nl=False)
+        if not follow:
+            return
+        states = launch.node_states(nodes, lay, attempt)
+        if all(s.status in recover.FINAL for s in states):
+            data, _ = launch.read_from(node, path, offset)
+            click.echo(data.decode(errors="replace"), nl=False)
+            return
+        time.sleep(1)
+
+
+def _inventory(ws):
+    if not ws.inventory_yml.exists():
+        raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
+    return ws.inventory_yml
+
+
+@click.command("runs")
+@spec_argument
+@workdir_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def runs_(spec, workdir, as_json):
+    """List the cluster's runs: status (running / preempted / failed / completed / cancelled),
+    step, best metric, wall time. Runs not yet final are looked up on the nodes.
+
+    \b
+    Example:
+      trainkit runs examples/clusters/local.yaml --json
+    """
+    cluster, ws = _load(spec, workdir)
+    rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=lambda p: runs.read_record(p).get(
+        "created_at", 0)) if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    click.echo(f"{'RUN':<34} {'STATUS':<10} {'STEP':>6} {'BEST':<18} {'WALL':>8}")
+    for r in rows:
+        best = " ".join(f"{k}={v:.3f}" for k, v in r["best"].items())[:18] or "-"
+        wall = f"{r['wall_s']:.0f}s" if r["wall_s"] is not None else "-"
+        click.echo(f"{r['run_id']:<34} {r['status']:<10} {r['step'] if r['step'] is not None else '-':>6} "
+                   f"{best:<18} {wall:>8}")
+
+
+def _row(ws, run_dir: Path) -> dict:
+    record = runs.read_record(run_dir)
+    if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
+        return runs.summarize(run_dir)
+    nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
+    lay = launch.layout_for(group, run_dir.name)
+    states = launch.node_states(nodes, lay, len(record.get("attempts") or []))
+    statuses = [s.status for s in states]
+    status = ("running" if any(s in ("running", "starting") for s in statuses)
+              else "completed" if set(statuses) == {"completed"}
+              else "preempted" if "preempted" in statuses or "unreachable" in statuses or "lost" in statuses
+              else "cancelled" if "cancelled" in statuses else "failed")
+    follower = recover.Follower(nodes[0], lay, runs.load_job(Path(record["config"]), record.get("overrides") or [])
+                                if Path(record.get("config", "")).is_file() else _engine(), None)
+    follower.poll()
+    return runs.summarize(run_dir, {"status": status, "step": follower.last_step})
+
+
+def _engine() -> runs.Job:
+    return runs.Job(name="unknown", source=Path("."), engine_config={})
+
+
+@click.command()
+@spec_argument
+@click.argument("run")
+@workdir_option
+@click.option("--wait", "wait_s", type=click.FloatRange(0), default=120.0, show_default=True,
+              help="Seconds to wait for the checkpoint and stop.")
+def cancel(spec, run, workdir, wait_s):
+    """Stop RUN cleanly: SIGTERM to the job on every node (it writes a checkpoint), then stop.
+    Resume it later with `trainkit train --resume RUN`.
+
+    \b
+    Example:
+      trainkit cancel examples/clusters/local.yaml digits-20260101-120000
+    """
+    cluster, ws = _load(spec, workdir)
+    run_dir = runs.resolve_run(ws.runs_dir, run)
+    record = runs.read_record(run_dir)
+    nodes, group = launch.nodes_from_inventory(_inventory(ws))
+    lay = launch.layout_for(group, run_dir.name)
+    attempt = len(record.get("attempts") or [])
+    recover.stop_survivors(nodes, lay, attempt, [], wait_s=wait_s)
+    runs.event(run_dir, "cancelled", attempt=attempt)
+    result = recover.finish(cluster, ws, run_dir, "cancelled")
+    click.echo(f"run {run_dir.name} cancelled; results in {result['run_dir']}")

@@ -1,0 +1,351 @@
+"""The launcher: start a run on every node as a supervised, detached job, and look at it.
+
+Side effects only (ssh, or bash on `local`); what to run comes from `runs.Job` and the
+inventory. Node layout, under the node work dir W (the NAS when there is one):
+
+    W/runs/<run-id>/nodes/node-R/   launch.sh, supervise.py, config.yaml | command.sh,
+                                    attempt-K.json (state), attempt-K.events.jsonl
+    W/runs/<run-id>/logs/           node-R.log (the job's stdout/stderr), rank-N.log (engine)
+    W/checkpoints/<run-id>/         the job's checkpoints ($TRAINKIT_CHECKPOINT_DIR)
+    <launch.root>/code/<run-id>/    the user's workdir (command mode), node-local
+
+The supervisor (trainkit/node/supervise.py) is started with `setsid` so it survives the SSH
+session, or with `systemd-run` (a transient unit, `trainkit-<run-id>-node-R`) where systemd is
+PID 1 and we are root. The job's result travels as data: the state file, never a task name.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainkit.errors import TrainkitError, TRAIN
+from trainkit.runs import Job
+
+SUPERVISOR = Path(__file__).parent / "node" / "supervise.py"
+SSH_TIMEOUT_S = 60
+# Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
+DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".trainkit", "runs", ".mypy_cache",
+                    ".pytest_cache", "*.egg-info")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    rank: int
+    vars: dict[str, Any]          # inventory host vars merged over group vars
+
+    @property
+    def local(self) -> bool:
+        return self.vars.get("ansible_connection") == "local"
+
+    def argv(self, script: str) -> list[str]:
+        """The command running `script` (a POSIX shell string) on this node."""
+        if self.local:
+            return ["bash", "-c", script]
+        v = self.vars
+        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
+                "-o", "ServerAliveCountMax=2"]
+        if v.get("ansible_ssh_private_key_file"):
+            argv += ["-i", str(v["ansible_ssh_private_key_file"])]
+        argv += ["-p", str(v.get("ansible_port") or 22)]
+        argv += shlex.split(v.get("ansible_ssh_common_args") or "")
+        return argv + [f"{v.get('ansible_user') or 'root'}@{v['ansible_host']}", script]
+
+    def sh(self, script: str, data: bytes | None = None, timeout: float = SSH_TIMEOUT_S
+           ) -> subprocess.CompletedProcess:
+        """Run `script` on the node; rc 255 (ssh's own failure) or a timeout = unreachable."""
+        try:
+            return subprocess.run(self.argv(script), input=data, capture_output=True, timeout=timeout,
+                                  stdin=None if data is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(self.argv(script), 255, b"", b"timed out")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Node paths of one run (the same on every node)."""
+
+    work: str
+    root: str
+    run_id: str
+
+    run_dir = property(lambda self: f"{self.work}/runs/{self.run_id}")
+    checkpoint_dir = property(lambda self: f"{self.work}/checkpoints/{self.run_id}")
+    code_dir = property(lambda self: f"{self.root}/code/{self.run_id}")
+
+    def node_dir(self, rank: int) -> str:
+        return f"{self.run_dir}/nodes/node-{rank}"
+
+    def state_file(self, rank: int, attempt: int) -> str:
+        return f"{self.node_dir(rank)}/attempt-{attempt}.json"
+
+
+def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
+    """Nodes in rank order and the group vars, from workspace/inventory.yml."""
+    from trainkit.inventory import inventory_hosts
+
+    inv = yaml.safe_load(inventory_yml.read_text())
+    group = dict(inv["all"].get("vars") or {})
+    # Ansible reads group_vars/all.yml next to the inventory over the inventory's group vars.
+    for extra in (inventory_yml.parent / "group_vars" / "all.yml", inventory_yml.parent / "group_vars" / "all.yaml"):
+        if extra.is_file():
+            group.update(yaml.safe_load(extra.read_text()) or {})
+    hosts = inventory_hosts(inv)
+    nodes = [Node(name, int(v.get("trainkit_node_rank", i)), {**group, **v}) for i, (name, v) in
+             enumerate(hosts.items())]
+    return sorted(nodes, key=lambda n: n.rank), group
+
+
+def layout_for(group: dict[str, Any], run_id: str) -> Layout:
+    return Layout(work=str(group.get("trainkit_work_dir", "/opt/trainkit/work")),
+                  root=str(group.get("trainkit_root", "/opt/trainkit")), run_id=run_id)
+
+
+# ------------------------------------------------------------------ what runs on a node
+
+def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> dict[str, str]:
+    """The launch environment every node gets (docs/runs.md lists it)."""
+    head = nodes[0]
+    port = str(node.vars.get("trainkit_rdzv_port", 29400))
+    nproc = int(node.vars.get("trainkit_nproc_per_node", 1))
+    env = {"TRAINKIT_RUN_ID": lay.run_id, "TRAINKIT_ATTEMPT": str(attempt),
+           "TRAINKIT_NODE_RANK": str(node.rank), "TRAINKIT_NUM_NODES": str(len(nodes)),
+           "TRAINKIT_HEAD_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")),
+           "TRAINKIT_RDZV_ENDPOINT": f"{head.vars.get('trainkit_private_ip', '127.0.0.1')}:{port}",
+           "TRAINKIT_GPUS_PER_NODE": str(nproc), "TRAINKIT_CHECKPOINT_DIR": lay.checkpoint_dir,
+           "TRAINKIT_RUN_DIR": lay.run_dir, "TRAINKIT_STATUS_FILE": f"{lay.node_dir(node.rank)}/status",
+           "TRAINKIT_PRIVATE_IP": str(node.vars.get("trainkit_private_ip", "127.0.0.1")),
+           "TRAINKIT_PYTHON": str(node.vars.get("trainkit_node_python", "python3")),
+           "MASTER_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")), "MASTER_PORT": port,
+           "NNODES": str(len(nodes)), "NODE_RANK": str(node.rank), "NPROC_PER_NODE": str(nproc),
+           "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    if job.workdir:
+        env["TRAINKIT_CODE_DIR"] = lay.code_dir
+    return {**env, **job.env}
+
+
+def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
+    """launch.sh for one node: exports (quoted literals), setup once, then the job via exec."""
+    nd = lay.node_dir(node.rank)
+    q = shlex.quote
+    lines = ["#!/usr/bin/env bash", f"# Written by trainkit: run {lay.run_id}, node {node.rank} of "
+             f"{len(nodes)}, attempt {attempt}.", "set -euo pipefail"]
+    lines += [f"export {k}={q(v)}" for k, v in job_env(job, node, nodes, lay, attempt).items()]
+    log = f"{lay.run_dir}/logs/node-{node.rank}.log"
+    lines += [f"exec </dev/null >>{q(log)} 2>&1",
+              'echo "trainkit: node $TRAINKIT_NODE_RANK attempt $TRAINKIT_ATTEMPT starting at $(date -Is) on $(hostname)"',
+              # NCCL/gloo talk over the interface holding the node's private IP.
+              "ifname=$(ip -o -4 addr show 2>/dev/null | awk -v ip=\"$TRAINKIT_PRIVATE_IP\" "
+              "'index($4, ip \"/\") == 1 {print $2; exit}' || true)",
+              'if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"; fi',
+              f"rm -f {q(nd + '/status')}"]
+    if job.command is None:  # a summary.json left by an earlier attempt must not speak for this one
+        lines.append(f"rm -f {q(lay.run_dir + '/summary.json')}")
+        lines.append(_torchrun(job, node, nodes, lay, attempt))
+        return "\n".join(lines) + "\n"
+    if job.setup:  # once per node and setup text: a marker keyed by the setup's hash
+        import hashlib
+        marker = f"{lay.root}/code/.setup-{hashlib.sha256(job.setup.encode()).hexdigest()[:12]}.done"
+        lines.append(f"if [ ! -e {q(marker)} ]; then (cd {q(lay.code_dir if job.workdir else lay.run_dir)} "
+                     f"&& bash {q(nd + '/setup.sh')}) && mkdir -p {q(lay.root + '/code')} && touch {q(marker)}; fi")
+    lines.append(f"cd {q(lay.code_dir if job.workdir else lay.run_dir)}")
+    lines.append(f"exec bash {q(nd + '/command.sh')}")
+    return "\n".join(lines) + "\n"
+
+
+def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
+    q = shlex.quote
+    py = str(node.vars.get("trainkit_node_python", "python3"))
+    argv = [py, "-m", "torch.distributed.run"]
+    if len(nodes) == 1:
+        argv += ["--standalone"]
+    else:  # a fresh rendezvous id per attempt: a relaunch never meets a stale round
+        argv += ["--nnodes", str(len(nodes)), "--node-rank", str(node.rank), "--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", "$TRAINKIT_RDZV_ENDPOINT", "--rdzv-id", f"{lay.run_id}-a{attempt}"]
+    argv += ["--nproc-per-node", "$TRAINKIT_GPUS_PER_NODE", "-m", "trainkit", "run",
+             f"{lay.node_dir(node.rank)}/config.yaml", f"run_dir={lay.run_dir}",
+             f"checkpoint.dir={lay.checkpoint_dir}", "resume=true", *job.overrides]
+    words = [a if a.startswith("$TRAINKIT_") else q(a) for a in argv]
+    # exec: SIGTERM reaches torchrun, which forwards it to the ranks and gives them 30 s to
+    # checkpoint before SIGKILL (pytorch PR #61602); the engine writes summary.json "preempted".
+    return "cd " + q(lay.run_dir) + "\nexec " + " ".join(words)
+
+
+def node_files(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> dict[str, bytes]:
+    """Files for nodes/node-R/ (name -> content)."""
+    files = {"launch.sh": launch_script(job, node, nodes, lay, attempt).encode(),
+             "supervise.py": SUPERVISOR.read_bytes()}
+    if job.command is None:
+        files["config.yaml"] = yaml.safe_dump(job.engine_config, sort_keys=False).encode()
+    else:
+        files["command.sh"] = (job.command.rstrip("\n") + "\n").encode()
+        if job.setup:
+            files["setup.sh"] = (job.setup.rstrip("\n") + "\n").encode()
+    return files
+
+
+def tar_bytes(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o755 if name.endswith(".sh") else 0o644, time.time()
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
+    """The workdir as a tar stream, without DEFAULT_EXCLUDES, .gitignore patterns and extras
+    (fnmatch on each path part and on the relative path; `!` negations are not supported)."""
+    patterns = list(DEFAULT_EXCLUDES) + list(extra_excludes)
+    ignore = folder / ".gitignore"
+    if ignore.is_file():
+        patterns += [ln.strip().strip("/") for ln in ignore.read_text().splitlines()
+                     if ln.strip() and not ln.startswith(("#", "!"))]
+
+    def skip(rel: Path) -> bool:
+        return any(fnmatch(part, p) for part in rel.parts for p in patterns) or \
+            any(fnmatch(str(rel), p) for p in patterns)
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if not skip(rel) and (path.is_file() or path.is_dir()) and not path.is_symlink():
+                tar.add(path, arcname=str(rel), recursive=False)
+    return buf.getvalue()
+
+
+def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float,
+                 engine: bool = False) -> str:
+    """Start the supervisor detached (systemd-run where systemd is PID 1, else setsid). The
+    engine's status file is its summary.json (torchrun turns the ranks' exit 75 into 1)."""
+    q = shlex.quote
+    nd = lay.node_dir(node.rank)
+    py = q(str(node.vars.get("trainkit_node_python", "python3")))
+    status = f"{lay.run_dir}/summary.json" if engine else f"{nd}/status"
+    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", status]
+    if notice_url:
+        sup += ["--notice-url", notice_url, "--notice-poll", str(notice_poll)]
+    sup_cmd = py + " " + " ".join(q(a) for a in sup) + " -- bash " + q(f"{nd}/launch.sh")
+    unit = q(f"trainkit-{lay.run_id}-node-{node.rank}-a{attempt}")
+    out = q(f"{lay.run_dir}/logs/supervisor-node-{node.rank}.log")
+    return (f"cd {q(lay.run_dir)} && if [ -d /run/systemd/system ] && [ \"$(id -u)\" = 0 ] && "
+            f"command -v systemd-run >/dev/null; then systemd-run --quiet --collect --unit {unit} "
+            f"-p WorkingDirectory={q(lay.run_dir)} {sup_cmd}; echo systemd; "
+            f"else setsid nohup {sup_cmd} </dev/null >>{out} 2>&1 & echo setsid; fi")
+
+
+# ------------------------------------------------------------------ launch / inspect
+
+@dataclass
+class NodeState:
+    name: str
+    rank: int
+    reachable: bool
+    state: dict[str, Any] = field(default_factory=dict)
+    alive: bool = False              # the supervisor process still exists
+
+    @property
+    def status(self) -> str:
+        if not self.reachable:
+            return "unreachable"
+        st = self.state.get("status", "missing")
+        if st in ("running", "starting", "missing") and not self.alive:
+            return "lost"            # its processes are gone without a word (killed)
+        return st
+
+
+def launch(job: Job, nodes: list[Node], lay: Layout, attempt: int, *, notice_url: str | None = None,
+           notice_poll: float = 5.0) -> dict[str, str]:
+    """Copy files to every node and start its supervisor; returns {node: 'setsid'|'systemd'}.
+    TrainkitError(TRAIN) naming the nodes where it failed."""
+    code = workdir_tar(job.workdir, job.excludes) if job.workdir else None
+
+    def one(node: Node) -> tuple[str, str]:
+        q = shlex.quote
+        nd = lay.node_dir(node.rank)
+        prep = (f"mkdir -p {q(nd)} {q(lay.run_dir + '/logs')} {q(lay.checkpoint_dir)} "
+                f"&& tar -xf - -C {q(nd)}")
+        res = node.sh(prep, tar_bytes(node_files(job, node, nodes, lay, attempt)))
+        if res.returncode == 0 and code is not None:
+            res = node.sh(f"mkdir -p {q(lay.code_dir)} && tar -xf - -C {q(lay.code_dir)}", code)
+        if res.returncode == 0:
+            res = node.sh(start_script(node, lay, attempt, notice_url, notice_poll, job.command is None))
+        if res.returncode != 0:
+            return node.name, "error: " + res.stderr.decode(errors="replace").strip()[-400:]
+        return node.name, res.stdout.decode().strip().splitlines()[-1]
+
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        results = dict(pool.map(one, nodes))
+    bad = {n: r for n, r in results.items() if r.startswith("error")}
+    if bad:
+        raise TrainkitError("launch failed on: " + "; ".join(f"{n}: {r}" for n, r in bad.items()),
+                            fix="check the node is reachable (`trainkit ssh`) and provisioned (`trainkit apply`)",
+                            exit_code=TRAIN)
+    return results
+
+
+def node_states(nodes: list[Node], lay: Layout, attempt: int) -> list[NodeState]:
+    """Each node's supervisor state (one ssh per node, in parallel)."""
+    def one(node: Node) -> NodeState:
+        sf = shlex.quote(lay.state_file(node.rank, attempt))
+        script = (f"cat {sf} 2>/dev/null || printf '{{}}'; echo; "
+                  f"pid=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null); "
+                  "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then echo alive; else echo dead; fi")
+        res = node.sh(script, timeout=20)
+        if res.returncode != 0:
+            return NodeState(node.name, node.rank, reachable=False)
+        lines = res.stdout.decode(errors="replace").strip().splitlines()
+        try:
+            state = json.loads(lines[0]) if lines else {}
+        except ValueError:  # written atomically; a torn read cannot happen, garbage can
+            state = {}
+        return NodeState(node.name, node.rank, True, state, alive=lines[-1:] == ["alive"])
+
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        return list(pool.map(one, nodes))
+
+
+def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM") -> None:
+    """Send `sig` to each node's supervisor (which forwards SIGTERM to the job)."""
+    def one(node: Node) -> None:
+        sf = shlex.quote(lay.state_file(node.rank, attempt))
+        node.sh(f"pid=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null); "
+                f"[ -n \"$pid\" ] && kill -{sig} \"$pid\" 2>/dev/null; true", timeout=20)
+
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        list(pool.map(one, nodes))
+
+
+def read_from(node: Node, path: str, offset: int) -> tuple[bytes, bool]:
+    """Bytes of `path` on `node` from byte `offset`; (data, reachable)."""
+    res = node.sh(f"tail -c +{offset + 1} {shlex.quote(path)} 2>/dev/null; true", timeout=30)
+    return (res.stdout if res.returncode == 0 else b""), res.returncode == 0
+
+
+def fetch_run(nodes: list[Node], lay: Layout, dest: Path, shared: bool) -> list[Path]:
+    """Copy the node run folder(s) into `dest` (tar over ssh): the head's whole folder, and the
+    other nodes' logs/ and nodes/ unless the folder is shared."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for node in nodes if not shared else nodes[:1]:
+        what = "." if node.rank == 0 else "logs nodes"
+        res = node.sh(f"cd {shlex.quote(lay.run_dir)} && tar -cf - {what} 2>/dev/null", timeout=300)
+        if res.returncode not in (0, 2) or not res.stdout:
+            continue
+        with tarfile.open(fileobj=io.BytesIO(res.stdout)) as tar:
+            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
+            tar.extractall(dest, members=members, filter="data")
+    return sorted(p for p in dest.rglob("*") if p.is_file())

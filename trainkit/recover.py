@@ -1,0 +1,329 @@
+"""Run a job to its end: launch, watch, and (with --recover) replace what was reclaimed and resume.
+
+`start()` names the run and writes its record; `watch()` follows one attempt until every node's
+supervisor has a final state or a node is lost; `drive()` loops over attempts:
+
+    reclaim (a notice, exit 75 / "preempted", a node unreachable or its processes gone)
+        -> stop the survivors -> replace lost nodes (hosts: a spare) -> provision only them
+        -> back off -> relaunch on every node -> the job resumes from the newest checkpoint
+    failure of the user's code (every node reachable, one exited non-zero, no notice)
+        -> retried at most `max_restarts_on_errors` times (default 0)
+
+Every step is an event in runs/<id>/events.jsonl; summary.json gains a cost ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from trainkit import launch, runs
+from trainkit.errors import TrainkitError, PREEMPTED, TRAIN
+from trainkit.resolve import Cluster
+from trainkit.workspace import Workspace
+
+FINAL = ("completed", "failed", "preempted", "cancelled")
+
+
+@dataclass
+class Options:
+    detach: bool = False
+    follow: bool = True                 # stream rank 0's log while attached
+    recover: bool = False
+    max_recoveries: int = 3
+    max_restarts_on_errors: int = 0
+    backoff_s: float = 60.0             # first wait before a relaunch; doubles each time
+    backoff_max_s: float = 900.0
+    poll_s: float = 2.0
+    lost_after: int = 2                 # consecutive failed polls before a node counts as lost
+    lost_after_s: float = 5.0           # ... spanning at least this long
+    start_grace_s: float = 60.0         # a supervisor that has not written its state yet
+    grace_s: float = 60.0               # survivors of a failed node get this long to stop alone
+    notice_url: str | None = None
+    notice_poll_s: float = 5.0
+
+
+@dataclass
+class Outcome:
+    status: str                         # completed | failed | preempted | cancelled | reclaimed
+    lost: list[str] = field(default_factory=list)
+    last_step: int | None = None
+    detected_at: float | None = None
+    step_time_s: float | None = None    # the job's last logged mean step time (lost-work estimate)
+
+
+# ------------------------------------------------------------------ the cluster as it is now
+
+def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
+    """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
+    path = ws.root / "hosts.json"
+    if cluster.spec.cloud != "hosts" or not path.is_file():
+        return cluster
+    active = json.loads(path.read_text()).get("active") or []
+    by_name = {h.name: h for h in cluster.spec.hosts}
+    if not all(n in by_name for n in active):
+        return cluster                   # the spec changed since: it wins
+    hosts = [by_name[n].model_copy(update={"spare": False}) for n in active]
+    hosts += [h.model_copy(update={"spare": True}) for h in cluster.spec.hosts if h.name not in active]
+    return replace(cluster, spec=cluster.spec.model_copy(update={"hosts": tuple(hosts)}))
+
+
+def _nodes(cluster: Cluster, ws: Workspace):
+    if not ws.inventory_yml.exists():
+        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}",
+                            fix=f"run `trainkit apply {cluster.source}` first", exit_code=TRAIN)
+    return launch.nodes_from_inventory(ws.inventory_yml)
+
+
+def notice_url(cluster: Cluster, configured: str | None) -> str | None:
+    """The spot-termination URL to poll: --notice-url, else the cloud room's when spot is on."""
+    if configured:
+        return configured
+    if cluster.spec.spot.enabled:
+        from trainkit import clouds
+        return clouds.get(cluster.spec.cloud).spot_notice_url
+    return None
+
+
+# ------------------------------------------------------------------ start / attach
+
+def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *,
+          resume: str | None = None, force: bool = False) -> tuple[runs.Job, Path]:
+    """A new run (or `resume`'s) with its record written; InputError on a changed config."""
+    job = runs.load_job(config, overrides)
+    _nodes(cluster, ws)
+    if resume:
+        run_dir = runs.resolve_run(ws.runs_dir, resume)
+        runs.check_resume(runs.read_record(run_dir), job, force)
+        return job, run_dir
+    run_id = runs.new_run_id(job.name, ws.runs_dir)
+    run_dir = ws.runs_dir / run_id
+    runs.write_record(run_dir, {"run_id": run_id, "name": job.name, "config": str(config.resolve()),
+                                "overrides": list(overrides), "config_hash": job.fingerprint(),
+                                "mode": job.mode, "created_at": time.time(), "status": "starting",
+                                "attempts": []})
+    return job, run_dir
+
+
+def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
+    """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl)."""
+    nodes, group = _nodes(cluster, ws)
+    record = runs.read_record(run_dir)
+    attempt = len(record.get("attempts") or []) + 1
+    lay = launch.layout_for(group, run_dir.name)
+    how = launch.launch(job, nodes, lay, attempt, notice_url=notice_url(cluster, opts.notice_url),
+                        notice_poll=opts.notice_poll_s)
+    record.setdefault("attempts", []).append({"attempt": attempt, "nodes": [n.name for n in nodes],
+                                              "started_at": time.time(), "ended_at": None})
+    record.update(status="running", node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
+                  shared=bool(group.get("trainkit_shared_work_dir")) or nodes[0].local)
+    runs.write_record(run_dir, record)
+    runs.event(run_dir, "launched", attempt=attempt, nodes=[n.name for n in nodes],
+               supervisor=sorted(set(how.values())))
+    return attempt
+
+
+# ------------------------------------------------------------------ watch one attempt
+
+class Follower:
+    """Reads the head's log and metrics.jsonl incrementally; prints the log when asked to."""
+
+    def __init__(self, head: launch.Node, lay: launch.Layout, job: runs.Job, echo: Callable[[str], None] | None):
+        self.head, self.lay, self.echo = head, lay, echo
+        name = "rank-0.log" if job.command is None else "node-0.log"
+        self.log = f"{lay.run_dir}/logs/{name}"
+        self.offsets = {"log": 0, "metrics": 0}
+        self.partial = b""
+        self.last_step: int | None = None
+        self.resumed_from: int | None = None
+        self.first_step_at: float | None = None
+        self.step_time_s: float | None = None
+
+    def poll(self) -> None:
+        if self.echo:
+            data, _ = launch.read_from(self.head, self.log, self.offsets["log"])
+            self.offsets["log"] += len(data)
+            for line in data.decode(errors="replace").splitlines():
+                self.echo(line)
+        data, _ = launch.read_from(self.head, f"{self.lay.run_dir}/metrics.jsonl", self.offsets["metrics"])
+        text = (self.partial + data).split(b"\n")
+        self.partial = text.pop()
+        self.offsets["metrics"] += len(data)
+        for line in text:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("kind") == "run":
+                self.resumed_from, self.first_step_at = rec.get("resumed_from_step"), None
+            elif rec.get("kind") in ("step", "checkpoint", "epoch") and rec.get("step") is not None:
+                self.last_step = rec["step"]
+                if rec.get("kind") == "step":
+                    self.step_time_s = rec.get("step_time_s", self.step_time_s)
+                    if self.first_step_at is None:
+                        self.first_step_at = rec.get("time", time.time())
+
+
+def watch(nodes, lay: launch.Layout, attempt: int, run_dir: Path, follower: Follower, opts: Options,
+          *, stop_on_preempt: bool = True) -> Outcome:
+    """Poll every node until all are final or one is lost; records notices as events."""
+    misses: dict[str, list[float]] = {n.name: [] for n in nodes}   # times of consecutive bad polls
+    first_end, signalled, noticed, began = None, False, set(), time.time()
+    while True:
+        states = launch.node_states(nodes, lay, attempt)
+        follower.poll()
+        now = time.time()
+        for s in states:
+            bad = s.status in ("unreachable", "lost") and not (
+                not s.state and s.reachable and now - began < opts.start_grace_s)
+            misses[s.name] = misses[s.name] + [now] if bad else []
+            if s.state.get("notice") and s.name not in noticed:
+                noticed.add(s.name)
+                runs.event(run_dir, "notice", node=s.name, body=s.state["notice"].get("body"))
+        lost = [n for n, t in misses.items() if len(t) >= opts.lost_after and t[-1] - t[0] >= opts.lost_after_s]
+        if lost:
+            return Outcome("reclaimed", lost, follower.last_step, time.time(), follower.step_time_s)
+        finals = [s.status for s in states if s.status in FINAL]
+        if len(finals) == len(states):
+            status = ("completed" if set(finals) == {"completed"} else "cancelled" if "cancelled" in finals
+                      else "preempted" if "preempted" in finals or noticed else "failed")
+            return Outcome(status, [], follower.last_step, time.time(), follower.step_time_s)
+        if finals and first_end is None:
+            first_end = time.time()
+        if first_end and not signalled and time.time() - first_end > opts.grace_s:
+            launch.signal_nodes(nodes, lay, attempt)   # survivors of a dead peer stuck in a collective
+            signalled = True
+        time.sleep(opts.poll_s)
+
+
+def stop_survivors(nodes, lay: launch.Layout, attempt: int, lost: list[str], wait_s: float = 60) -> None:
+    """SIGTERM the supervisors on reachable nodes; SIGKILL the jobs' groups after `wait_s`."""
+    alive = [n for n in nodes if n.name not in lost]
+    launch.signal_nodes(alive, lay, attempt, "TERM")
+    deadline = time.time() + wait_s
+    while time.time() < deadline:
+        states = launch.node_states(alive, lay, attempt)
+        if all(s.status not in ("running", "starting") for s in states):
+            return
+        time.sleep(1)
+    launch.signal_nodes(alive, lay, attempt, "KILL")
+
+
+# ------------------------------------------------------------------ the loop
+
+def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options,
+          echo: Callable[[str], None] | None = None, attach_attempt: int | None = None) -> dict[str, Any]:
+    """Run (or re-attach to) `run_dir` until it ends; with opts.recover, through reclaims.
+    Returns the final summary; TrainkitError(PREEMPTED) / (TRAIN) when it does not complete."""
+    from trainkit import replace as replacing
+
+    recoveries, restarts, backoff = 0, 0, opts.backoff_s
+    attempt = attach_attempt or launch_attempt(cluster, ws, job, run_dir, opts)
+    while True:
+        cluster = effective_cluster(cluster, ws)
+        nodes, group = _nodes(cluster, ws)
+        lay = launch.layout_for(group, run_dir.name)
+        follower = Follower(nodes[0], lay, job, echo if opts.follow else None)
+        out = watch(nodes, lay, attempt, run_dir, follower, opts)
+        _end_attempt(run_dir, attempt, out)
+        if out.status == "completed":
+            runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
+            return finish(cluster, ws, run_dir, "completed")
+        reclaim = out.status in ("reclaimed", "preempted")
+        runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
+                   last_step=out.last_step)
+        if out.status == "cancelled" or not opts.recover:
+            return finish(cluster, ws, run_dir, out.status, raise_=True)
+        if reclaim:
+            recoveries += 1
+            if recoveries > opts.max_recoveries:
+                return finish(cluster, ws, run_dir, "preempted", raise_=True,
+                              why=f"gave up after {opts.max_recoveries} recoveries")
+        else:
+            restarts += 1
+            if restarts > opts.max_restarts_on_errors:
+                return finish(cluster, ws, run_dir, "failed", raise_=True)
+        stop_survivors(nodes, lay, attempt, out.lost)
+        if out.lost:
+            cluster = replacing.replace_lost(cluster, ws, out.lost, run_dir)
+        runs.event(run_dir, "backoff", seconds=backoff)
+        time.sleep(backoff)
+        backoff = min(backoff * 2, opts.backoff_max_s)
+        attempt = launch_attempt(cluster, ws, job, run_dir, opts)
+        _await_resume(cluster, ws, job, run_dir, attempt, out)
+
+
+def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int,
+                  before: Outcome, timeout_s: float = 300) -> None:
+    """Record `resumed` (step, lost work) once the relaunched job logs its first step."""
+    nodes, group = _nodes(cluster, ws)
+    follower = Follower(nodes[0], launch.layout_for(group, run_dir.name), job, None)
+    launched, deadline = time.time(), time.time() + timeout_s
+    while time.time() < deadline:
+        follower.poll()   # reads the whole metrics.jsonl: the newest `run` record is this attempt's
+        if follower.first_step_at and follower.first_step_at >= launched - 1:
+            break
+        time.sleep(0.5)
+    resumed = follower.resumed_from
+    lost = (before.last_step - resumed) if (before.last_step is not None and resumed is not None) else None
+    runs.event(run_dir, "resumed", attempt=attempt, step=resumed, lost_steps=lost,
+               lost_s=round(lost * before.step_time_s, 3) if lost is not None and before.step_time_s else None,
+               first_step_at=follower.first_step_at)
+
+
+def _end_attempt(run_dir: Path, attempt: int, out: Outcome) -> None:
+    record = runs.read_record(run_dir)
+    for a in record.get("attempts") or []:
+        if a["attempt"] == attempt:
+            a.update(ended_at=out.detected_at, outcome=out.status, last_step=out.last_step)
+    runs.write_record(run_dir, record)
+
+
+def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise_: bool = False,
+           why: str = "") -> dict[str, Any]:
+    """Fetch the run's files, add the cost ledger to summary.json, close the record."""
+    nodes, group = _nodes(cluster, ws)
+    record = runs.read_record(run_dir)
+    lay = launch.layout_for(group, run_dir.name)
+    reachable = [n for n in nodes if n.sh("true", timeout=15).returncode == 0]
+    if reachable and reachable[0].rank == 0:
+        launch.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    for a in record.get("attempts") or []:
+        a["ended_at"] = a.get("ended_at") or time.time()
+    summary["cost"] = cost_ledger(cluster, record)
+    summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
+    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True))
+    now = time.time()
+    for a in record.get("attempts") or []:
+        a["ended_at"] = a.get("ended_at") or now
+    record.update(status=status, ended_at=now)
+    runs.write_record(run_dir, record)
+    if raise_ and status != "completed":
+        code = PREEMPTED if status == "preempted" else TRAIN
+        fix = (f"resume it: trainkit train {cluster.source} --resume {run_dir.name} (add --recover "
+               "to keep it going)") if status in ("preempted", "cancelled") else \
+            f"see `trainkit logs {cluster.source} {run_dir.name}` and {run_dir}/logs/"
+        raise TrainkitError(f"run {run_dir.name} {status}{': ' + why if why else ''}", fix=fix, exit_code=code)
+    return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": status, **summary}
+
+
+def cost_ledger(cluster: Cluster, record: dict[str, Any]) -> dict[str, Any]:
+    """Node-hours per instance type and pricing over every attempt, priced from the catalog
+    where known (hosts and local have no price: cost null)."""
+    inst = cluster.instance
+    spot = bool(cluster.spec.spot.enabled)
+    kind = inst.type if inst is not None else cluster.spec.cloud
+    hours = 0.0
+    for a in record.get("attempts") or []:
+        end = a.get("ended_at") or time.time()
+        hours += len(a.get("nodes") or []) * max(0.0, end - a["started_at"]) / 3600
+    price = inst.price(spot) if inst is not None else None
+    item = {"instance_type": kind, "pricing": "spot" if spot else "on-demand", "node_hours": round(hours, 4),
+            "price_per_hour": price, "cost": round(hours * price, 4) if price is not None else None}
+    return {"currency": cluster.catalog.currency if cluster.catalog else None, "items": [item],
+            "total": item["cost"], "attempts": len(record.get("attempts") or [])}

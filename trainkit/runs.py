@@ -1,0 +1,211 @@
+"""Run identity and the run record on the controller: pure parsing plus small file writes.
+
+A run is one training job under one id: `<name>-<YYYYmmdd-HHMMSS>`, where `name` is the train
+config's `name:` (default: the config file's stem). Its controller folder is
+`<workspace>/runs/<run-id>/`:
+
+    run.json        what was launched (config hash, mode, nodes, attempts), written by trainkit
+    events.jsonl    one JSON object a line: launched, notice, preempted, replaced, resumed, ...
+    summary.json    the job's summary (fetched), plus trainkit's cost ledger
+    logs/ ...       fetched from the nodes when the run ends
+
+The checkpoint folder on the nodes is keyed by run id, so a new run never resumes an old one;
+`trainkit train --resume RUN` reuses the id (and its checkpoints) and refuses a changed config
+unless --force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainkit import yamlload
+from trainkit.errors import InputError
+from trainkit.train.config import LAUNCH_KEYS
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# Keys of a train config that belong to the launcher, not to the engine (docs/runs.md).
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A train config split into what trainkit launches and what the engine (if any) reads."""
+
+    name: str
+    source: Path
+    engine_config: dict[str, Any]          # the config minus LAUNCH_KEYS (engine mode only)
+    overrides: tuple[str, ...] = ()
+    command: str | None = None             # user mode: the user's shell command (runs as written)
+    workdir: Path | None = None            # user mode: local folder synced to every node
+    setup: str | None = None               # once per node, before the first command
+    env: dict[str, str] = field(default_factory=dict)
+    excludes: tuple[str, ...] = ()         # extra rsync-style exclude patterns for workdir
+
+    @property
+    def mode(self) -> str:
+        return "command" if self.command else "engine"
+
+    def fingerprint(self) -> str:
+        """Hash of everything that decides what the run computes (config, overrides, command)."""
+        blob = json.dumps({"engine": self.engine_config, "overrides": list(self.overrides),
+                           "command": self.command, "setup": self.setup, "env": self.env},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
+    """Read a train config; InputError (exit 2) naming the file and field for bad launch keys."""
+    if not path.is_file():
+        raise InputError(f"{path}: training config not found", fix="check the --config path")
+    data = yamlload.load_file(path, "train config") or {}  # bounded aliases, duplicate keys refused
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a train config is a mapping of keys to values")
+    for item in overrides:
+        if "=" not in item:
+            raise InputError(f"override {item!r} is not key=value", fix="write it like epochs=3")
+    launch = {k: data.pop(k) for k in LAUNCH_KEYS if k in data}
+    name = launch.get("name", path.stem)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InputError(f"{path}: name: {name!r} is not a run name",
+                         fix="letters, digits, '.', '_' and '-', at most 63 characters")
+    command, setup = _text(path, launch, "command"), _text(path, launch, "setup")
+    if command is None and any(k in launch for k in ("workdir", "setup", "excludes")):
+        raise InputError(f"{path}: workdir/setup need a `command:` (the built-in engine ships with trainkit)")
+    if command is not None and overrides:
+        raise InputError(f"overrides {list(overrides)} apply to the built-in engine, not to `command:`",
+                         fix=f"edit {path} (or pass arguments inside `command:`)")
+    return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
+               workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
+               excludes=tuple(str(x) for x in (launch.get("excludes") or ())))
+
+
+def _text(path: Path, launch: dict, key: str) -> str | None:
+    value = launch.get(key)
+    if value is None:
+        return None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = "\n".join(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{path}: {key}: give a shell command (a string or a list of lines)")
+    return value
+
+
+def _workdir(path: Path, value: Any) -> Path | None:
+    if value is None:
+        return None
+    folder = (path.parent / str(value)).resolve()
+    if not isinstance(value, str) or not folder.is_dir():
+        raise InputError(f"{path}: workdir: {value!r} is not a folder",
+                         fix="a path relative to the config file, e.g. workdir: .")
+    return folder
+
+
+def _env(path: Path, value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: env: give a mapping NAME: value")
+    out = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            raise InputError(f"{path}: env: {key!r} is not an environment variable name")
+        if key.startswith("TRAINKIT_"):
+            raise InputError(f"{path}: env.{key}: TRAINKIT_* variables are set by trainkit")
+        if isinstance(val, (dict, list)) or val is None:
+            raise InputError(f"{path}: env.{key}: give a string or number")
+        out[key] = str(val)
+    return out
+
+
+def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
+    """`<name>-<UTC timestamp>`, with -2, -3... when that folder exists already."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    run_id, n = f"{name}-{stamp}", 1
+    while (runs_dir / run_id).exists():
+        n += 1
+        run_id = f"{name}-{stamp}-{n}"
+    return run_id
+
+
+def read_record(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_record(run_dir: Path, record: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / "run.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
+    tmp.replace(run_dir / "run.json")
+
+
+def event(run_dir: Path, kind: str, **data: Any) -> dict[str, Any]:
+    """Append one event to run_dir/events.jsonl; returns it."""
+    entry = {"time": round(time.time(), 3), "event": kind, **data}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "events.jsonl", "a") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    return entry
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def resolve_run(runs_dir: Path, run: str | None) -> Path:
+    """The folder of run `run` (an id, or a unique prefix); None = the newest run."""
+    found = sorted((p for p in runs_dir.glob("*") if (p / "run.json").is_file()),
+                   key=lambda p: read_record(p).get("created_at", 0)) if runs_dir.is_dir() else []
+    if run is None:
+        if not found:
+            raise InputError(f"no runs in {runs_dir}", fix="start one with `trainkit train`")
+        return found[-1]
+    exact = [p for p in found if p.name == run]
+    matches = exact or [p for p in found if p.name.startswith(run)]
+    if len(matches) != 1:
+        known = ", ".join(p.name for p in found[-5:]) or "none"
+        raise InputError(f"run {run!r} {'is ambiguous' if matches else 'not found'} in {runs_dir}",
+                         fix=f"recent runs: {known} (see `trainkit runs`)")
+    return matches[0]
+
+
+def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
+    """InputError when resuming `record` with a config whose fingerprint changed (unless force)."""
+    if record.get("config_hash") not in (None, job.fingerprint()) and not force:
+        raise InputError(f"run {record.get('run_id')} was started with a different config "
+                         f"({record.get('config')}); resuming it with {job.source} would mix two jobs",
+                         fix="start a new run (drop --resume), or pass --force to resume anyway")
+
+
+def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One row of `trainkit runs`: id, status, step, best metric, wall time (from the record,
+    the fetched summary.json and, while running, the `live` node states)."""
+    record = read_record(run_dir)
+    summary = {}
+    if (run_dir / "summary.json").is_file():
+        try:
+            summary = json.loads((run_dir / "summary.json").read_text())
+        except ValueError:
+            pass
+    live = live or {}
+    status = live.get("status") or record.get("status") or "unknown"
+    started, ended = record.get("created_at"), record.get("ended_at") or live.get("ended_at")
+    wall = ((ended or time.time()) - started) if started else None
+    best = {k: summary[k] for k in ("best_val_acc", "val_acc", "best_metric") if summary.get(k) is not None}
+    return {"run_id": run_dir.name, "name": record.get("name"), "status": status,
+            "step": live.get("step", summary.get("steps")), "best": best,
+            "wall_s": round(wall, 1) if wall is not None else None,
+            "attempts": len(record.get("attempts") or []), "mode": record.get("mode")}
