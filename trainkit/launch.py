@@ -80,9 +80,11 @@ class Layout:
     work: str
     root: str
     run_id: str
+    checkpoint_root: str = ""
 
     run_dir = property(lambda self: f"{self.work}/runs/{self.run_id}")
-    checkpoint_dir = property(lambda self: f"{self.work}/checkpoints/{self.run_id}")
+    checkpoint_dir = property(lambda self: f"{self.checkpoint_root}/{self.run_id}/checkpoints"
+                              if self.checkpoint_root else f"{self.work}/checkpoints/{self.run_id}")
     code_dir = property(lambda self: f"{self.root}/code/{self.run_id}")
 
     def node_dir(self, rank: int) -> str:
@@ -109,8 +111,11 @@ def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any
 
 
 def layout_for(group: dict[str, Any], run_id: str) -> Layout:
+    """Where a run lives on the nodes. `trainkit_checkpoint_root` (local: the workspace's runs/)
+    keeps checkpoints out of the node folder that `destroy` removes."""
     return Layout(work=str(group.get("trainkit_work_dir", "/opt/trainkit/work")),
-                  root=str(group.get("trainkit_root", "/opt/trainkit")), run_id=run_id)
+                  root=str(group.get("trainkit_root", "/opt/trainkit")), run_id=run_id,
+                  checkpoint_root=str(group.get("trainkit_checkpoint_root") or ""))
 
 
 # ------------------------------------------------------------------ what runs on a node

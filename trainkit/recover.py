@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import launch, runs
-from trainkit.errors import TrainkitError, PREEMPTED, TRAIN
+from trainkit.errors import BAD_INPUT, TrainkitError, PREEMPTED, TRAIN
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -73,8 +73,8 @@ def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
 
 def _nodes(cluster: Cluster, ws: Workspace):
     if not ws.inventory_yml.exists():
-        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}",
-                            fix=f"run `trainkit apply {cluster.source}` first", exit_code=TRAIN)
+        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}: apply first",
+                            fix=f"run `trainkit apply {cluster.source}` first", exit_code=BAD_INPUT)
     return launch.nodes_from_inventory(ws.inventory_yml)
 
 

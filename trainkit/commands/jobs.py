@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from trainkit import launch, recover, resources, runs
+from trainkit import clouds, launch, recover, resources, runs
 from trainkit.commands.ops import _load, spec_argument, workdir_option
 from trainkit.errors import InputError
 
@@ -71,6 +71,10 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
                                attach_attempt=len(record.get("attempts") or []) or None)
         return _done(result)
     with ws.lock("train"):
+        if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
+            from trainkit import lifecycle
+
+            lifecycle.sync(cluster, ws, need_ssh=True)
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
         if detach:
             recover.launch_attempt(cluster, ws, job, run_dir, opts)
