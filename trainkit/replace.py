@@ -14,7 +14,7 @@ from pathlib import Path
 from trainkit import runs
 from trainkit.errors import TrainkitError, PREEMPTED
 from trainkit.resolve import Cluster
-from trainkit.spec import CLOUD_TARGETS
+from trainkit import clouds
 from trainkit.workspace import Workspace
 
 
@@ -23,7 +23,7 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
     that is not possible (no spare left, `local`)."""
     if cluster.spec.cloud == "hosts":
         cluster, new = _swap_spares(cluster, ws, lost, run_dir)
-    elif cluster.spec.cloud in CLOUD_TARGETS:
+    elif clouds.is_cloud(cluster.spec.cloud):
         from trainkit.replace_cloud import replace_instances
         new = replace_instances(cluster, ws, lost, run_dir)
         from trainkit.lifecycle import wait_for_ssh
