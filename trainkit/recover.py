@@ -111,6 +111,10 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
 def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
     """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl)."""
     nodes, group = _nodes(cluster, ws)
+    if cluster.spec.data.sources:  # the spec's data: section, staged before every attempt (cheap
+        from trainkit.provision import run_playbook  # when present and verified)
+
+        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
     lay = launch.layout_for(group, run_dir.name)

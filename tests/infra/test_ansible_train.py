@@ -24,7 +24,10 @@ NODE = "local-train"
 # What the head node's run folder holds after `trainkit run`, fetched by the train role's patterns
 # (ansible/roles/train/defaults/main.yml train_fetch_patterns); checkpoints stay on the node.
 FETCHED = {"config.yaml", "curves.png", "digits.yaml", "launch-node-0.sh", "logs/node-0.log",
-           "logs/rank-0.log", "logs/rank-1.log", "metrics.jsonl", "model.onnx", "summary.json"}
+           "logs/rank-0.log", "logs/rank-1.log", "metrics.jsonl", "model.onnx", "summary.json",
+           "hparams.yaml", "weights/best.pt", "weights/last.pt"}
+# On `local` the checkpoints live in the run folder (destroy keeps them); TensorBoard events in tb/.
+UNNAMED = ("checkpoints/", "tb/")
 # Cross-entropy of a uniform guess over the 10 digit classes.
 CHANCE_LOSS = math.log(10)
 
@@ -44,7 +47,10 @@ def test_train_playbook_runs_torchrun_on_the_local_node_and_fetches_the_run(tmp_
     assert (result.playbook.status, result.playbook.rc, result.playbook.failures) == ("successful", 0, [])
     run = result.run_dir
     assert run.parent == ws.runs_dir
-    assert {str(p.relative_to(run)) for p in result.files} == FETCHED
+    named = {str(p.relative_to(run)) for p in result.files if not str(p.relative_to(run)).startswith(UNNAMED)}
+    assert named == FETCHED
+    assert any(p.name == "COMPLETE" for p in (run / "checkpoints").rglob("*"))
+    assert any(p.name.startswith("events.out.tfevents") for p in (run / "tb").iterdir())
     assert result.files == sorted(p for p in run.rglob("*") if p.is_file())
     assert (run / "digits.yaml").read_text() == CONFIG.read_text()
     assert yaml.safe_load((run / "config.yaml").read_text())["epochs"] == 1  # the override reached the node
@@ -113,7 +119,7 @@ def assert_two_ranks_trained_one_epoch(summary: dict, records: list[dict]) -> No
     for key in ("val_acc", "test_acc"):
         assert isinstance(summary[key], float) and 0 <= summary[key] <= 1, (key, summary[key])
     assert isinstance(summary["onnx_max_abs_diff"], float) and summary["onnx_max_abs_diff"] < 1e-4
-    assert summary["checkpoint"].endswith(f"/checkpoints/digits/step-{summary['steps']:08d}")
+    assert summary["checkpoint"].endswith(f"/checkpoints/step-{summary['steps']:08d}")  # runs/<id>/checkpoints on local
     epochs = [r for r in records if r["kind"] == "epoch"]
     assert [(r["epoch"], r["step"]) for r in epochs] == [(0, summary["steps"])]
     assert epochs[0]["val_acc"] == summary["val_acc"]
