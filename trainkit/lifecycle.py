@@ -398,7 +398,7 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str]]
 def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, Any]:
     """Outputs and inventory.yml of a cloud cluster from its state backend (any workspace works).
 
-    TrainkitError when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
+    InputError (exit 2, "apply first") when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
     when the cluster's private key is not where SSH will look for it.
     """
     from trainkit.provision import prepare_inventory
@@ -406,9 +406,8 @@ def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, A
     ws.rotate_log()
     _, outputs = render_and_init(cluster, ws)
     if not outputs.get("nodes"):
-        raise TrainkitError(f"cluster {cluster.name} does not exist: {backend_description(cluster, ws)} "
-                            "holds no nodes", fix=f"run `trainkit apply {cluster.source}` first",
-                            exit_code=errors.TRAIN)
+        raise InputError(f"cluster {cluster.name} does not exist: {backend_description(cluster, ws)} "
+                         "holds no nodes: apply first", fix=f"run `trainkit apply {cluster.source}` first")
     ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
     if need_ssh:
         require_private_key(cluster, ws, outputs.get("ssh_public_key"))
