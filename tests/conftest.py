@@ -165,6 +165,11 @@ def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, li
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def range_http(tmp_path):
     """A 127.0.0.1 file server with HTTP Range support over tmp_path/www; yields (folder, base URL)."""
