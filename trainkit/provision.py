@@ -27,7 +27,7 @@ from typing import Any, Callable, TextIO
 
 from trainkit import resources
 from trainkit.errors import PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
-from trainkit.inventory import inventory_for, write_inventory
+from trainkit.inventory import inventory_for
 from trainkit.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace
@@ -133,7 +133,7 @@ def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
                                 fix=f"run `trainkit apply {cluster.source}` first",
                                 exit_code=PROVISION)
         outputs = workspace.read_outputs()
-    return write_inventory(inventory_for(cluster, outputs, workspace), workspace)
+    return workspace.write_inventory(inventory_for(cluster, outputs, workspace))
 
 
 def build_wheel(workspace: Workspace, source: Path | None = None) -> Path:
@@ -257,8 +257,7 @@ def _failure_error(result: PlaybookResult, cluster: Cluster, exit_code: int) -> 
 
 
 def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path | None = None,
-             extravars: dict | None = None, display: Callable[[dict], bool] | None = None,
-             check: bool = False) -> PlaybookResult:
+             extravars: dict | None = None, display: Callable[[dict], bool] | None = None) -> PlaybookResult:
     """Make every node ready (site.yml). Builds the wheel unless the target reuses its Python
     (trainkit_venv_mode: reuse, the `local` default). Raises TrainkitError(PROVISION)."""
     extra = dict(extravars or {})
@@ -266,8 +265,7 @@ def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path |
         extra["trainkit_job_config"] = str(Path(job_config).resolve())
     if _venv_mode(cluster, workspace, extra) != "reuse" and "trainkit_wheel" not in extra:
         extra["trainkit_wheel"] = str(build_wheel(workspace).resolve())
-    return run_playbook("site.yml", cluster, workspace, extra, exit_code=PROVISION, display=display,
-                        cmdline="--check --diff" if check else None)
+    return run_playbook("site.yml", cluster, workspace, extra, exit_code=PROVISION, display=display)
 
 
 def _venv_mode(cluster: Cluster, workspace: Workspace, extra: dict) -> str:

@@ -233,7 +233,7 @@ def ssh(spec, workdir, node):
     cluster, ws = _load(spec, workdir)
     if cluster.spec.cloud == "local":
         raise InputError("the local target is this machine: no ssh needed",
-                         fix=f"its files are in {ws.root / 'node'}")
+                         fix=f"its files are in {ws.node_dir}")
     if lifecycle.is_cloud(cluster):
         with ws.lock("ssh"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
