@@ -8,7 +8,6 @@ to Ansible.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 import time
@@ -116,7 +115,7 @@ def _plan(cluster: Cluster, ws: Workspace, runner) -> dict[str, Any]:
         runner.on_line = s.line
         runner.plan(ws.plan_bin)
         plan_data = runner.show_json(ws.plan_bin)
-    ws.save_plan(plan_data, stack_fingerprint(ws.terraform_dir))
+    ws.save_plan(plan_data, ws.stack_fingerprint())
     from trainkit.checkov import scan_plan
 
     extra, checkov_note = scan_plan(ws.plan_json)
@@ -139,17 +138,6 @@ def drifted(plan_data: dict) -> list[str]:
     """Resources the cloud no longer has although the state listed them ("deleted outside trainkit")."""
     return sorted(rd["address"] for rd in plan_data.get("resource_drift", [])
                   if "delete" in rd["change"]["actions"])
-
-
-def stack_fingerprint(folder: Path) -> str:
-    """Hash of every rendered file (not .terraform/ or state): a saved plan is for exactly these."""
-    h = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if path.is_file() and rel.parts[0] != ".terraform" and not rel.name.startswith("terraform.tfstate") \
-                and rel.name != ".terraform.lock.hcl":
-            h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------- apply
@@ -197,7 +185,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
     runner, state = render_and_init(cluster, ws, phase=errors.APPLY)
     if provision:  # before changing anything: provisioning will need the cluster's private key
         require_private_key(cluster, ws, state.get("ssh_public_key"))
-    reviewed = change_set(saved[1]) if saved and saved[0] == stack_fingerprint(ws.terraform_dir) else None
+    reviewed = change_set(saved[1]) if saved and saved[0] == ws.stack_fingerprint() else None
     rev = _plan(cluster, ws, runner)
     _confirm_plan(rev, ws, confirm, reviewed)
     with progress.step("terraform apply") as s:

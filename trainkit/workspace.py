@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -102,6 +103,17 @@ class Workspace:
             elif path.exists():
                 path.unlink()
         self.remove_logs()
+
+    def stack_fingerprint(self) -> str:
+        """Hash of every rendered file under terraform/ (not .terraform/, the state or the lock
+        file): a saved plan is for exactly these files."""
+        h = hashlib.sha256()
+        for path in sorted(self.terraform_dir.rglob("*")):
+            rel = path.relative_to(self.terraform_dir)
+            if path.is_file() and rel.parts[0] != ".terraform" and not rel.name.startswith("terraform.tfstate") \
+                    and rel.name != ".terraform.lock.hcl":
+                h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+        return h.hexdigest()
 
     def save_plan(self, plan_data: dict, fingerprint: str) -> None:
         """plan.json (terraform show -json of plan.bin) and the fingerprint of the files it is for."""

@@ -80,3 +80,16 @@ def test_the_review_of_a_target_without_terraform_has_the_review_shape():
     rev = no_terraform_review(load_cluster("examples/clusters/local.yaml"))
     assert set(rev) == {"cluster", "cloud", "changes", "cost", "findings", "safety", "blocking", "note"}
     assert rev["changes"] == changes({}) and rev["changes"]["has_changes"] is False and not rev["blocking"]
+
+
+def test_the_stack_fingerprint_follows_rendered_files_not_state(tmp_path):
+    ws = Workspace.for_cluster("demo", tmp_path)
+    ws.terraform_dir.mkdir(parents=True)
+    (ws.terraform_dir / "main.tf").write_text("a")
+    first = ws.stack_fingerprint()
+    (ws.terraform_dir / "terraform.tfstate").write_text("{}")
+    (ws.terraform_dir / ".terraform").mkdir()
+    (ws.terraform_dir / ".terraform" / "x").write_text("y")
+    assert ws.stack_fingerprint() == first
+    (ws.terraform_dir / "main.tf").write_text("b")
+    assert ws.stack_fingerprint() != first
