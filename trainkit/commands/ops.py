@@ -24,7 +24,6 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
     return load(spec, workdir, price_file)
 
 
-
 @click.command()
 @spec_argument
 @workdir_option
