@@ -26,8 +26,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainkit import grammar
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster
@@ -71,14 +69,6 @@ def inventory_hosts(inventory: dict) -> dict[str, dict]:
     """`{node name: host vars}` in rank order (head first) from an inventory built by inventory_for."""
     children = inventory["all"]["children"]
     return {**children[HEAD_GROUP]["hosts"], **(children[WORKER_GROUP].get("hosts") or {})}
-
-
-def write_inventory(inventory: dict, workspace: Workspace) -> Path:
-    """Write `inventory` to workspace/inventory.yml (the only I/O here; kept apart from inventory_for)."""
-    workspace.ensure()
-    header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"
-    workspace.inventory_yml.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
-    return workspace.inventory_yml
 
 
 def _node(name: str, rank: int, host: str, private_ip: str, user: str, nproc: int,
@@ -193,7 +183,7 @@ def _local_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
 def _local_vars(ws: Workspace) -> dict:
     """This machine: no kernel, time or /etc/hosts changes, and the controller's own Python
     (which already has trainkit and torch) runs the training, so nothing is installed."""
-    root = Path(ws.root).resolve() / "node"
+    root = Path(ws.node_dir).resolve()
     return {"ansible_python_interpreter": sys.executable,
             "base_manage_kernel": False, "base_manage_time_sync": False,
             "base_manage_etc_hosts": False, "base_packages": ["python3-venv", "e2fsprogs"],

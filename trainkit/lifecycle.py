@@ -8,7 +8,6 @@ to Ansible.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 import time
@@ -19,9 +18,9 @@ from typing import Any
 from trainkit import errors, progress
 from trainkit.errors import InputError, TrainkitError
 from trainkit.resolve import Cluster
-from trainkit.cost import cluster_cost, no_cost
+from trainkit.cost import cluster_cost
 from trainkit.resolve import nat_gateway
-from trainkit.review import ROLES, review
+from trainkit.review import no_terraform_review, review
 from trainkit import clouds
 from trainkit.sshkeys import key_files
 from trainkit.workspace import Workspace
@@ -99,25 +98,24 @@ def backend_description(cluster: Cluster, ws: Workspace) -> str:
     return f"{kind} backend {where}"
 
 
-def plan(cluster: Cluster, ws: Workspace, destroy: bool = False) -> dict[str, Any]:
+def plan(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
     """Render, init, plan to plan.bin, show -json to plan.json; returns the review (also review.md)."""
     if not is_cloud(cluster):
-        return _no_terraform_review(cluster)
+        return no_terraform_review(cluster)
     ws.rotate_log()
     runner, _ = render_and_init(cluster, ws)
-    return _plan(cluster, ws, runner, destroy=destroy)
+    return _plan(cluster, ws, runner)
 
 
-def _plan(cluster: Cluster, ws: Workspace, runner, destroy: bool = False) -> dict[str, Any]:
+def _plan(cluster: Cluster, ws: Workspace, runner) -> dict[str, Any]:
     """Plan (refreshing against the cloud) into plan.bin/plan.json/review.md; returns the review."""
     from trainkit.review import to_markdown
 
     with progress.step("terraform plan") as s:
         runner.on_line = s.line
-        runner.plan(ws.plan_bin, destroy=destroy)
+        runner.plan(ws.plan_bin)
         plan_data = runner.show_json(ws.plan_bin)
-    ws.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
-    (ws.root / "plan.fingerprint").write_text(stack_fingerprint(ws.terraform_dir))
+    ws.save_plan(plan_data, ws.stack_fingerprint())
     from trainkit.checkov import scan_plan
 
     extra, checkov_note = scan_plan(ws.plan_json)
@@ -142,25 +140,6 @@ def drifted(plan_data: dict) -> list[str]:
                   if "delete" in rd["change"]["actions"])
 
 
-def _no_terraform_review(cluster: Cluster) -> dict[str, Any]:
-    return {"cluster": cluster.name, "cloud": cluster.spec.cloud,
-            "changes": {"by_role": {role: {} for role in ROLES}, "add": 0, "change": 0, "destroy": 0, "addresses": [],
-                        "has_changes": False},
-            "cost": no_cost(cluster), "findings": [], "blocking": False, "safety": [],
-            "note": f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"}
-
-
-def stack_fingerprint(folder: Path) -> str:
-    """Hash of every rendered file (not .terraform/ or state): a saved plan is for exactly these."""
-    h = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if path.is_file() and rel.parts[0] != ".terraform" and not rel.name.startswith("terraform.tfstate") \
-                and rel.name != ".terraform.lock.hcl":
-            h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 # ---------------------------------------------------------------- apply
 
 @dataclass
@@ -179,8 +158,8 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
         rev, outputs = _terraform_apply(cluster, ws, confirm, provision)
-        ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
-        (ws.root / "applied.json").write_text(json.dumps({"applied_at": time.time()}))
+        ws.write_outputs(outputs)
+        ws.mark_applied(time.time())
     from trainkit.provision import prepare_inventory, run_site
 
     if provision:  # run_site writes inventory.yml itself
@@ -202,20 +181,13 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
     reviewed changes it is applied without asking again; otherwise `confirm(review)` decides.
     """
     ws.rotate_log()
-    saved = _saved_plan(ws)
+    saved = ws.saved_plan()
     runner, state = render_and_init(cluster, ws, phase=errors.APPLY)
     if provision:  # before changing anything: provisioning will need the cluster's private key
         require_private_key(cluster, ws, state.get("ssh_public_key"))
-    reviewed = saved[1] if saved and saved[0] == stack_fingerprint(ws.terraform_dir) else None
+    reviewed = change_set(saved[1]) if saved and saved[0] == ws.stack_fingerprint() else None
     rev = _plan(cluster, ws, runner)
-    refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
-    now = change_set(json.loads(ws.plan_json.read_text()))
-    if reviewed is None or now != reviewed:
-        if reviewed is not None:
-            progress.info("the cloud or the state changed since `trainkit plan`: planned again"
-                          + (f"; gone from the cloud: {', '.join(rev['drift'])}" if rev.get("drift") else ""))
-        if rev["changes"]["has_changes"] and not confirm(rev):
-            raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
+    _confirm_plan(rev, ws, confirm, reviewed)
     with progress.step("terraform apply") as s:
         runner.on_line = s.line
         try:
@@ -225,24 +197,26 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
                 raise
             progress.info("the state changed while planning (another workspace?); planning again")
             rev = _plan(cluster, ws, runner)
-            refuse_blocking(rev)
-            if rev["changes"]["has_changes"] and not confirm(rev):
-                raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
+            _confirm_plan(rev, ws, confirm, None)
             runner.apply_plan(ws.plan_bin)
         finally:
-            # A saved plan can be applied once; drop it so the next apply plans again.
-            ws.plan_bin.unlink(missing_ok=True)
-            (ws.root / "plan.fingerprint").unlink(missing_ok=True)
+            ws.drop_saved_plan()  # a saved plan can be applied once: the next apply plans again
         outputs = {k: v["value"] for k, v in runner.outputs().items()}
     return rev, outputs
 
 
-def _saved_plan(ws: Workspace) -> tuple[str, set] | None:
-    """(fingerprint of the files it was made for, its changes) of the plan `trainkit plan` saved."""
-    fingerprint = ws.root / "plan.fingerprint"
-    if not (ws.plan_bin.exists() and ws.plan_json.exists() and fingerprint.exists()):
-        return None
-    return fingerprint.read_text(), change_set(json.loads(ws.plan_json.read_text()))
+def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | None) -> None:
+    """Refuse a blocking plan; ask `confirm(rev)` unless the new plan (plan.json) makes exactly
+    the `reviewed` changes or none. TrainkitError(APPLY) "cancelled" when the answer is no."""
+    refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
+    now = change_set(json.loads(ws.plan_json.read_text()))
+    if reviewed is not None and now == reviewed:
+        return
+    if reviewed is not None:
+        progress.info("the cloud or the state changed since `trainkit plan`: planned again"
+                      + (f"; gone from the cloud: {', '.join(rev['drift'])}" if rev.get("drift") else ""))
+    if rev["changes"]["has_changes"] and not confirm(rev):
+        raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
 
 
 def refuse_blocking(rev: dict[str, Any]) -> None:
@@ -343,7 +317,6 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     command) reads the outputs.json cache instead and says so in `cached`. The cost since apply
     needs this workspace's apply time.
     """
-    applied = ws.root / "applied.json"
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
     if is_cloud(cluster):
@@ -356,8 +329,8 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
         out["exists"] = bool(out["nodes"])
         out.update(running_cost(cluster, len(out["nodes"])))
-        if out["exists"] and applied.exists():
-            applied_at = json.loads(applied.read_text())["applied_at"]
+        applied_at = ws.applied_at()
+        if out["exists"] and applied_at is not None:
             out.update(safety_status(cluster, applied_at, time.time()))
             out["hours"] = round((time.time() - applied_at) / 3600, 3)
             if out["per_hour"] is not None:
@@ -382,7 +355,7 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str]]
     if not outputs:  # nothing in the state: nothing to refresh
         ws.outputs_json.unlink(missing_ok=True)
         return {}, []
-    refresh = ws.root / "refresh.bin"
+    refresh = ws.refresh_bin
     try:
         with progress.step("terraform plan -refresh-only") as s:
             runner.on_line = s.line
@@ -391,14 +364,14 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str]]
     finally:
         refresh.unlink(missing_ok=True)
     outputs = {k: v.get("value") for k, v in data.get("planned_values", {}).get("outputs", {}).items()}
-    ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+    ws.write_outputs(outputs)
     return outputs, drifted(data)
 
 
 def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, Any]:
     """Outputs and inventory.yml of a cloud cluster from its state backend (any workspace works).
 
-    TrainkitError when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
+    InputError (exit 2, "apply first") when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
     when the cluster's private key is not where SSH will look for it.
     """
     from trainkit.provision import prepare_inventory
@@ -406,10 +379,9 @@ def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, A
     ws.rotate_log()
     _, outputs = render_and_init(cluster, ws)
     if not outputs.get("nodes"):
-        raise TrainkitError(f"cluster {cluster.name} does not exist: {backend_description(cluster, ws)} "
-                            "holds no nodes", fix=f"run `trainkit apply {cluster.source}` first",
-                            exit_code=errors.TRAIN)
-    ws.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+        raise InputError(f"cluster {cluster.name} does not exist: {backend_description(cluster, ws)} "
+                         "holds no nodes: apply first", fix=f"run `trainkit apply {cluster.source}` first")
+    ws.write_outputs(outputs)
     if need_ssh:
         require_private_key(cluster, ws, outputs.get("ssh_public_key"))
     prepare_inventory(cluster, ws)

@@ -1,4 +1,5 @@
-"""Progress for long steps: a live spinner with the latest line on a terminal, plain lines in CI.
+"""Progress for long steps: a live spinner with the latest line on a terminal, plain lines in CI;
+and the Ansible task display (`ProgressDisplay`, an ansible-runner event handler).
 
 Everything goes to stderr so `--json` output on stdout stays machine-readable.
 """
@@ -10,7 +11,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
 from rich.console import Console
 
@@ -90,3 +91,44 @@ def follow(path: Path, prefix: str, poll_s: float = 1.0) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+class ProgressDisplay:
+    """ansible-runner event handler: one line per task result (host, status, task), and the
+    totals at the end. Coloured on a terminal (this module's console), plain lines otherwise or
+    to `stream`."""
+
+    STATUS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_skipped": "skipped",
+              "runner_on_unreachable": "unreachable", "runner_item_on_failed": "failed"}
+    COLOUR = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red",
+              "skipped": "cyan"}
+
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False):
+        self.stream = stream  # None: this module's console (stderr)
+        self.quiet = quiet
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, event: dict) -> bool:
+        status = self.STATUS.get(event.get("event", ""))
+        data = event.get("event_data", {})
+        if status == "ok" and (data.get("res") or {}).get("changed"):
+            status = "changed"
+        if status == "failed" and data.get("ignore_errors"):
+            status = "ignored"
+        if status:
+            self.counts[status] = self.counts.get(status, 0) + 1
+            self._line(status, data.get("host", "?"), data.get("task", "?"))
+        elif event.get("event") == "playbook_on_stats":
+            self._write(" ".join(f"{k}={v}" for k, v in sorted(self.counts.items())), "bold")
+        return True  # keep the event in ansible-runner's artifacts too
+
+    def _line(self, status: str, host: str, task: str) -> None:
+        self._write(f"{status:>11}  {host}  {task}", self.COLOUR.get(status))
+
+    def _write(self, text: str, style: str | None) -> None:
+        if self.quiet:
+            return
+        if self.stream is None:
+            console.print(text, style=style, markup=False)
+        else:
+            print(text, file=self.stream, flush=True)

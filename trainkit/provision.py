@@ -23,11 +23,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable
 
 from trainkit import resources
 from trainkit.errors import PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
-from trainkit.inventory import inventory_for, write_inventory
+from trainkit.inventory import inventory_for
+from trainkit.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace
@@ -66,50 +67,6 @@ class TrainResult:
     playbook: PlaybookResult
 
 
-class ProgressDisplay:
-    """ansible-runner event handler: one line per task result (host, status, task), and the
-    totals at the end. Coloured through rich on a terminal, plain lines otherwise."""
-
-    STATUS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_skipped": "skipped",
-              "runner_on_unreachable": "unreachable", "runner_item_on_failed": "failed"}
-    COLOUR = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red",
-              "skipped": "cyan"}
-
-    def __init__(self, stream: TextIO | None = None, quiet: bool = False):
-        self.stream = stream or sys.stderr
-        self.quiet = quiet
-        self.counts: dict[str, int] = {}
-        self._console = None
-        if not quiet and self.stream.isatty():
-            from rich.console import Console
-            self._console = Console(file=self.stream, highlight=False)
-
-    def __call__(self, event: dict) -> bool:
-        status = self.STATUS.get(event.get("event", ""))
-        data = event.get("event_data", {})
-        if status == "ok" and (data.get("res") or {}).get("changed"):
-            status = "changed"
-        if status == "failed" and data.get("ignore_errors"):
-            status = "ignored"
-        if status:
-            self.counts[status] = self.counts.get(status, 0) + 1
-            self._line(status, data.get("host", "?"), data.get("task", "?"))
-        elif event.get("event") == "playbook_on_stats":
-            self._write(" ".join(f"{k}={v}" for k, v in sorted(self.counts.items())), "bold")
-        return True  # keep the event in ansible-runner's artifacts too
-
-    def _line(self, status: str, host: str, task: str) -> None:
-        self._write(f"{status:>11}  {host}  {task}", self.COLOUR.get(status))
-
-    def _write(self, text: str, style: str | None) -> None:
-        if self.quiet:
-            return
-        if self._console is not None:
-            self._console.print(text, style=style)
-        else:
-            print(text, file=self.stream, flush=True)
-
-
 def find_ansible_playbook() -> str:
     """ansible-playbook on PATH, else next to this Python (an un-activated venv)."""
     found = shutil.which("ansible-playbook")
@@ -133,7 +90,7 @@ def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
                                 fix=f"run `trainkit apply {cluster.source}` first",
                                 exit_code=PROVISION)
         outputs = workspace.read_outputs()
-    return write_inventory(inventory_for(cluster, outputs, workspace), workspace)
+    return workspace.write_inventory(inventory_for(cluster, outputs, workspace))
 
 
 def build_wheel(workspace: Workspace, source: Path | None = None) -> Path:
@@ -258,7 +215,7 @@ def _failure_error(result: PlaybookResult, cluster: Cluster, exit_code: int) -> 
 
 def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path | None = None,
              extravars: dict | None = None, display: Callable[[dict], bool] | None = None,
-             check: bool = False, limit: list[str] | None = None) -> PlaybookResult:
+             limit: list[str] | None = None) -> PlaybookResult:
     """Make every node ready (site.yml), or only the inventory hosts in `limit` (a replaced
     node). Builds the wheel unless the target reuses its Python (trainkit_venv_mode: reuse,
     the `local` default). Raises TrainkitError(PROVISION)."""
@@ -268,8 +225,7 @@ def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path |
     if _venv_mode(cluster, workspace, extra) != "reuse" and "trainkit_wheel" not in extra:
         extra["trainkit_wheel"] = str(build_wheel(workspace).resolve())
     return run_playbook("site.yml", cluster, workspace, extra, exit_code=PROVISION, display=display,
-                        cmdline=" ".join((["--check --diff"] if check else [])
-                                         + ([f"--limit {','.join(limit)}"] if limit else [])) or None)
+                        cmdline=f"--limit {','.join(limit)}" if limit else None)
 
 
 def _venv_mode(cluster: Cluster, workspace: Workspace, extra: dict) -> str:

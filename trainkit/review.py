@@ -137,8 +137,23 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
     resources = after_resources(plan)
     cost_ = cost(cluster, resources, before_resources(plan))
     found = findings(cluster, resources, cost_) + list(extra_findings or [])
-    return {"cluster": cluster.name, "cloud": cluster.spec.cloud, "changes": changes(plan),
-            "cost": cost_, "findings": found, "safety": safety(cluster),
+    return _review(cluster, changes(plan), cost_, found, safety(cluster))
+
+
+def no_terraform_review(cluster: Cluster) -> dict[str, Any]:
+    """The review of a target terraform does not manage (local, hosts): same keys, no changes,
+    no cost, a `note` saying so."""
+    from trainkit.cost import no_cost
+
+    rev = _review(cluster, changes({}), no_cost(cluster), [], [])
+    rev["note"] = f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"
+    return rev
+
+
+def _review(cluster: Cluster, changes_: dict, cost_: dict, found: list[dict], safety_: list[str]) -> dict:
+    """The one shape of a review (its keys are stable for CI)."""
+    return {"cluster": cluster.name, "cloud": cluster.spec.cloud, "changes": changes_,
+            "cost": cost_, "findings": found, "safety": safety_,
             "blocking": any(f["severity"] == "block" for f in found)}
 
 

@@ -10,7 +10,6 @@ outputs, inventory, keys and the rendered stack are removed once the state is em
 from __future__ import annotations
 
 import importlib
-import shutil
 from typing import Any, Callable
 
 from trainkit import clouds, errors, progress
@@ -19,10 +18,6 @@ from trainkit.lifecycle import backend_description, is_cloud, render_and_init
 from trainkit.resolve import Cluster
 from trainkit.spec import RESERVED_TAG
 from trainkit.workspace import Workspace
-
-# What destroy owns in the workspace (terraform.log* too); runs/ and review.md stay.
-OWNED = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json", "inventory.yml",
-         "applied.json", "ssh", "ansible", "node", "terraform")
 
 
 def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
@@ -37,7 +32,7 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
         from trainkit.provision import run_cleanup
         if ws.inventory_yml.exists():
             run_cleanup(cluster, ws)
-        _remove_owned(ws)
+        ws.remove_cluster_files()
         return {"destroyed": True, "leftovers": [], "swept": []}
     ws.rotate_log()
     result: dict[str, Any] = {"destroyed": True, "swept": []}
@@ -65,7 +60,7 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
                             + "\n".join(f"  {r['type']} {r['id']}" for r in result["leftovers"]),
                             fix=f"delete them with `trainkit destroy {cluster.source} --sweep`",
                             exit_code=errors.DESTROY)
-    _remove_owned(ws)
+    ws.remove_cluster_files()
     return result
 
 
@@ -96,14 +91,3 @@ def tag_sweeper(cloud: str):
     """The cloud room's sweeper module (find/delete by tag), imported lazily; None if it has none."""
     name = clouds.get(cloud).tag_sweeper
     return importlib.import_module(name) if name else None
-
-
-def _remove_owned(ws: Workspace) -> None:
-    """Remove what destroy owns (OWNED and terraform logs); keep runs/ and review.md."""
-    for name in OWNED:
-        path = ws.root / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-    ws.remove_logs()

@@ -74,8 +74,7 @@ class TerraformRunner:
         """`terraform init`: providers and the state backend (fails when the backend is unreachable)."""
         self._run("init", phase=phase, input=False, no_color=IsFlagged)
 
-    def plan(self, out: Path, destroy: bool = False, refresh_only: bool = False,
-             phase: int = errors.PLAN) -> bool:
+    def plan(self, out: Path, refresh_only: bool = False, phase: int = errors.PLAN) -> bool:
         """Write a saved plan to `out`; True when it holds changes (terraform's exit code 2).
 
         Every plan refreshes against the cloud first; `refresh_only` plans nothing else (what the
@@ -83,7 +82,6 @@ class TerraformRunner:
         """
         res = self._run("plan", phase=phase, ok=(0, 2), input=False, no_color=IsFlagged,
                         detailed_exitcode=IsFlagged, out=str(out),
-                        destroy=IsFlagged if destroy else None,
                         refresh_only=IsFlagged if refresh_only else None)
         return res.returncode == 2
 

@@ -1,15 +1,17 @@
 """The per-cluster working folder: `.trainkit/<cluster>/` (or `--workdir`), its lock and its files.
 
-Layout (docs/design.md): terraform/, plan.bin, plan.json, review.md, outputs.json, inventory.yml,
-ssh/ (per-cluster key pair, 0600), runs/<run-id>/, terraform.log (+ the previous few commands'
-logs), lock. Outputs and inventory are caches of the state backend, the one truth about what
-exists. Credentials are never written here.
+Layout (docs/design.md): terraform/, plan.bin, plan.json, plan.fingerprint, review.md,
+outputs.json, applied.json, inventory.yml, ssh/ (per-cluster key pair, 0600), ansible/, node/
+(the `local` target's files), runs/<run-id>/, terraform.log (+ the previous few commands' logs),
+lock. This class is the only place that names them. Outputs and inventory are caches of the
+state backend, the one truth about what exists. Credentials are never written here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -47,6 +49,14 @@ class Workspace:
     ssh_private_key = property(lambda self: self.ssh_dir / "id_ed25519")
     ssh_public_key = property(lambda self: self.ssh_dir / "id_ed25519.pub")
     terraform_log = property(lambda self: self.root / "terraform.log")
+    plan_fingerprint = property(lambda self: self.root / "plan.fingerprint")
+    refresh_bin = property(lambda self: self.root / "refresh.bin")
+    applied_json = property(lambda self: self.root / "applied.json")
+    node_dir = property(lambda self: self.root / "node")
+
+    # What destroy removes once the cluster is gone (terraform.log* too); runs/ and review.md stay.
+    CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
+                     "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform")
 
     def ensure(self) -> "Workspace":
         self.root.mkdir(parents=True, exist_ok=True)
@@ -83,6 +93,64 @@ class Workspace:
         """Delete terraform.log and its rotated copies (they hold IPs and resource ids)."""
         for path in self.root.glob("terraform.log*"):
             path.unlink()
+
+    def remove_cluster_files(self) -> None:
+        """Remove CLUSTER_FILES and the terraform logs (after destroy); runs/ and review.md stay."""
+        for name in self.CLUSTER_FILES:
+            path = self.root / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        self.remove_logs()
+
+    def stack_fingerprint(self) -> str:
+        """Hash of every rendered file under terraform/ (not .terraform/, the state or the lock
+        file): a saved plan is for exactly these files."""
+        h = hashlib.sha256()
+        for path in sorted(self.terraform_dir.rglob("*")):
+            rel = path.relative_to(self.terraform_dir)
+            if path.is_file() and rel.parts[0] != ".terraform" and not rel.name.startswith("terraform.tfstate") \
+                    and rel.name != ".terraform.lock.hcl":
+                h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+        return h.hexdigest()
+
+    def save_plan(self, plan_data: dict, fingerprint: str) -> None:
+        """plan.json (terraform show -json of plan.bin) and the fingerprint of the files it is for."""
+        self.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
+        self.plan_fingerprint.write_text(fingerprint)
+
+    def saved_plan(self) -> tuple[str, dict] | None:
+        """(fingerprint, plan.json data) of the plan `trainkit plan` saved, or None if incomplete."""
+        if not (self.plan_bin.exists() and self.plan_json.exists() and self.plan_fingerprint.exists()):
+            return None
+        return self.plan_fingerprint.read_text(), json.loads(self.plan_json.read_text())
+
+    def drop_saved_plan(self) -> None:
+        """Forget plan.bin (a saved plan applies once) so the next apply plans again."""
+        self.plan_bin.unlink(missing_ok=True)
+        self.plan_fingerprint.unlink(missing_ok=True)
+
+    def write_outputs(self, outputs: dict[str, Any]) -> None:
+        """Cache the state backend's outputs (`{name: value}`) in outputs.json."""
+        self.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+
+    def mark_applied(self, when: float) -> None:
+        """Record the time of the last successful apply (the TTL and cost-so-far start there)."""
+        self.applied_json.write_text(json.dumps({"applied_at": when}))
+
+    def applied_at(self) -> float | None:
+        """When this workspace last applied the cluster, or None."""
+        return json.loads(self.applied_json.read_text())["applied_at"] if self.applied_json.exists() else None
+
+    def write_inventory(self, inventory: dict) -> Path:
+        """Write an inventory built by `trainkit.inventory.inventory_for` to inventory.yml."""
+        import yaml
+
+        self.ensure()
+        header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"
+        self.inventory_yml.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+        return self.inventory_yml
 
     def new_run_dir(self) -> Path:
         """A fresh `runs/<run-id>/`; run ids sort by start time."""

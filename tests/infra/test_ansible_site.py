@@ -17,7 +17,7 @@ import pytest
 
 from trainkit import provision
 from trainkit.errors import MISSING_TOOL, PROVISION, MissingToolError, TrainkitError
-from trainkit.inventory import inventory_for, write_inventory
+from trainkit.inventory import inventory_for
 from trainkit.resolve import load_cluster
 from trainkit.workspace import Workspace
 
@@ -64,7 +64,7 @@ def test_ansible_lint_is_clean_with_the_production_profile():
 @pytest.mark.parametrize("playbook", PLAYBOOKS)
 def test_playbook_passes_syntax_check(playbook, local):
     cluster, ws = local
-    inventory = write_inventory(inventory_for(cluster, None, ws), ws)
+    inventory = ws.write_inventory(inventory_for(cluster, None, ws))
     proc = subprocess.run([_tool("ansible-playbook"), "--syntax-check", "-i", str(inventory), playbook],
                           cwd=ANSIBLE, capture_output=True, text=True, env=_env())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

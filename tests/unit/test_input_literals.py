@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from trainkit import resolve
 from trainkit.cli import main
 from trainkit.commands.ops import ssh_argv
-from trainkit.inventory import inventory_for, inventory_hosts, write_inventory
+from trainkit.inventory import inventory_for, inventory_hosts
 from trainkit.resolve import load_cluster
 from trainkit.workspace import Workspace
 
@@ -98,7 +98,7 @@ def _inventory(path: Path, outputs: dict | None) -> dict:
     cluster = load_cluster(path)
     ws = Workspace(path.parent / "ws").ensure()
     inv = inventory_for(cluster, outputs, ws)
-    written = write_inventory(inv, ws)
+    written = ws.write_inventory(inv)
     back = yaml.safe_load(written.read_text())
     assert back == inv  # the inventory file holds exactly these values
     return back

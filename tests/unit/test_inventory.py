@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from trainkit.errors import InputError
-from trainkit.inventory import inventory_for, inventory_hosts, write_inventory
+from trainkit.inventory import inventory_for, inventory_hosts
 from trainkit.resolve import Cluster
 from trainkit.spec import ClusterSpec
 from trainkit.workspace import Workspace
@@ -157,7 +157,7 @@ def test_local_inventory_runs_here_with_this_python_and_keeps_paths_in_the_works
 
 
 def test_written_inventory_is_yaml_ansible_reads_back(ws):
-    path = write_inventory(inventory_for(cloud_cluster(), ws.read_outputs(), ws), ws)
+    path = ws.write_inventory(inventory_for(cloud_cluster(), ws.read_outputs(), ws))
     assert path == ws.inventory_yml
     data = yaml.safe_load(Path(path).read_text())
     assert data["all"]["children"]["workers"]["hosts"]["demo-node-2"]["trainkit_node_rank"] == 2

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
+from trainkit.commands.options import (dump_json, format_option, load, prices_option, spec_argument,
+                                       workdir_option)
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -14,11 +14,10 @@ from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_p
 @click.option("--config", "config", type=click.Path(dir_okay=False),
               help="Also (or only) check this training config, as `trainkit train` will.")
 @click.argument("overrides", nargs=-1)
-@click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
-              help="Your own price file (overrides catalog prices).")
-@click.option("--json", "as_json", is_flag=True, help="Print the resolved cluster as JSON.")
+@prices_option
+@format_option(help_text="json prints the resolved cluster.")
 def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
-             price_file: str | None, as_json: bool) -> None:
+             price_file: str | None, fmt: str) -> None:
     """Check a cluster SPEC and/or a training --config: exit 0 if good, 2 with every problem
     (field path + fix) if bad. Nothing is created and no node is touched.
 
@@ -49,7 +48,7 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
         cluster = load_cluster(spec, price_file)
         check_key_files(cluster.spec, spec)
     checked = _check_config(cluster, config, overrides) if config else None
-    _report(spec, cluster, config, checked, as_json)
+    _report(spec, cluster, config, checked, fmt == "json")
 
 
 def _report(spec, cluster, config, checked, as_json: bool) -> None:
@@ -63,7 +62,7 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
                    "image": cluster.image, "warnings": list(cluster.warnings)}
         if checked is not None:
             out["train_config"] = {"path": config, "hash": checked.config.hash(), "notes": checked.notes}
-        click.echo(json.dumps(out, indent=2))
+        click.echo(dump_json(out))
         return
     if cluster is not None:
         inst = cluster.instance
@@ -93,11 +92,10 @@ def _check_config(cluster, config: str, overrides: tuple[str, ...]):
 @click.option("--gpus", type=click.IntRange(min=1), help="At least this many GPUs per node.")
 @click.option("--min-gpu-memory", "min_mem", type=click.IntRange(min=1), help="GB per GPU, at least.")
 @click.option("--spot", is_flag=True, help="Sort by spot price where known.")
-@click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
-              help="Your own price file (needs --cloud).")
+@prices_option
 @click.option("--region", help="Use the prices `trainkit prices refresh` fetched for this region.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, as_json) -> None:
+@format_option()
+def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
     """List GPU instance types that match, cheapest first (unknown prices last).
 
     \b
@@ -125,8 +123,8 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, as_json) -> Non
                          "currency": cat.currency, "region": cat.price_region,
                          "price_source": cat.price_source if price is not None else None,
                          "price_date": cat.price_date if price is not None else None})
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
+    if fmt == "json":
+        click.echo(dump_json(rows))
         return
     if not rows:
         click.echo("no instance type matches", err=True)
@@ -145,9 +143,8 @@ def _n(value) -> str:
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--workdir", type=click.Path(file_okay=False),
-              help="Workspace folder (default: .trainkit/<cluster name>).")
+@spec_argument
+@workdir_option
 def render(spec: str, workdir: str | None) -> None:
     """Write the Terraform root stack for a cloud spec into its workspace (no cloud calls).
 
@@ -161,15 +158,10 @@ def render(spec: str, workdir: str | None) -> None:
       trainkit render examples/clusters/aws.yaml --workdir /tmp/aws-demo
     """
     from trainkit.render import require_terraform, write_stack
-    from trainkit.resolve import load_cluster
-    from trainkit.spec import check_key_files
     from trainkit.sshkeys import public_key_text
-    from trainkit.workspace import Workspace
 
-    cluster = load_cluster(spec)
-    check_key_files(cluster.spec, spec)
+    cluster, ws = load(spec, workdir, warn=True)
     require_terraform(cluster)
-    ws = Workspace.for_cluster(cluster.name, workdir)
     key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
     written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir

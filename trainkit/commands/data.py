@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError
 
 
@@ -14,8 +14,8 @@ from trainkit.errors import InputError
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--root", required=True, type=click.Path(file_okay=False),
               help="Data root: each source lands in ROOT/<name>/.")
-@click.option("--json", "as_json", is_flag=True, help="Print one row per object as JSON.")
-def stage(file: str, root: str, as_json: bool) -> None:
+@format_option(help_text="json: one row per object.")
+def stage(file: str, root: str, fmt: str) -> None:
     """Stage the `data:` section of FILE (a cluster spec, or a YAML/JSON file with `data:`) under
     ROOT: parallel ranged downloads, resumed after an interruption, verified (sha256, else size and
     MD5 ETag), archives unpacked, skipped when already present. The train role runs it on each node
@@ -38,8 +38,8 @@ def stage(file: str, root: str, as_json: bool) -> None:
         raise InputError(f"{file}: no `data:` mapping to stage",
                          fix="add data: {sources: [{url: s3://bucket/prefix/}]} (see docs/data.md)")
     rows = run_stage(load_section(section, f"{file}: data"), Path(root))
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
+    if fmt == "json":
+        click.echo(dump_json(rows))
     else:
         for row in rows:
             click.echo(f"{row['status']:10} {row['size']:>12}  {row['path']}")

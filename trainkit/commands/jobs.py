@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, launch, recover, resources, runs
-from trainkit.commands.ops import _load, spec_argument, workdir_option
+from trainkit.commands.options import load as _load, require_applied, spec_argument, workdir_option
 from trainkit.errors import InputError
 
 
@@ -53,6 +53,7 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
     """
     cluster, ws = _load(spec, workdir)
+    require_applied(cluster, ws)
     config_path = None if attach else resources.train_config(config)
     if config_path is not None and runs.load_job(config_path, list(overrides)).command is None:
         from trainkit.validate import check_train_config, world_size

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
+from trainkit.commands.options import dump_json, format_option, prices_option, spec_argument, workdir_option
 from trainkit.errors import InputError
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@spec_argument
 @click.option("--hours", type=click.FloatRange(min=0, min_open=True), required=True,
               help="Hours of training work (wall hours on a node that is never reclaimed).")
 @click.option("--reclaims-per-day", type=click.FloatRange(min=0), default=None,
@@ -20,16 +21,15 @@ from trainkit.errors import InputError
               help="Seconds to write a checkpoint (default: measured by the newest run, else 60).")
 @click.option("--restart-seconds", type=click.FloatRange(min=0), default=None,
               help="Seconds from a reclaim to training again (default 600).")
-@click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
-              help="Your own price file (overrides catalog prices).")
-@click.option("--workdir", type=click.Path(file_okay=False),
-              help="Workspace folder (default .trainkit/<cluster name>); its runs give the checkpoint time.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, price_file, workdir, as_json):
+@prices_option
+@workdir_option
+@format_option()
+def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, price_file, workdir, fmt):
     """Compare on-demand, subscription and spot with checkpoints for HOURS of training.
 
     Spot adds checkpoint overhead (Young's interval from the checkpoint time) and the work lost
-    per reclaim plus the restart time. Unknown prices stay unknown.
+    per reclaim plus the restart time. Unknown prices stay unknown. The newest run in the
+    workspace (--workdir) gives the checkpoint time unless --checkpoint-seconds does.
 
     \b
     Example:
@@ -51,8 +51,8 @@ def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, pri
         billing.DEFAULT_RECLAIMS_PER_DAY if reclaims_per_day is None else reclaims_per_day, ckpt,
         billing.DEFAULT_RESTART_S if restart_seconds is None else restart_seconds)
     out.update(checkpoint_s=ckpt, checkpoint_source=source)
-    if as_json:
-        click.echo(json.dumps(out, indent=2, sort_keys=True))
+    if fmt == "json":
+        click.echo(dump_json(out))
         return
     click.echo(to_text(out))
 

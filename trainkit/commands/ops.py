@@ -6,7 +6,6 @@ renders the result. Exit codes per phase are in `trainkit.errors`.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -15,34 +14,21 @@ from pathlib import Path
 import click
 
 from trainkit import errors, lifecycle, progress, resources
+from trainkit.commands.options import (FORMATS, dump_json, format_option, load, prices_option,
+                                       require_applied, spec_argument, workdir_option, yes_option)
 from trainkit.errors import InputError
-
-spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
-workdir_option = click.option("--workdir", type=click.Path(file_okay=False),
-                              help="Workspace folder (default .trainkit/<cluster name>).")
-prices_option = click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
-                             help="Your own price file (overrides catalog prices).")
 
 
 def _load(spec: str, workdir: str | None, price_file: str | None = None):
-    from trainkit.resolve import load_cluster
-    from trainkit.workspace import Workspace
-
-    from trainkit.spec import check_key_files
-
-    cluster = load_cluster(spec, price_file)
-    check_key_files(cluster.spec, spec)
-    for warning in cluster.warnings:
-        progress.info(f"warning: {warning}")
-    return cluster, Workspace.for_cluster(cluster.name, workdir)
+    """(cluster, workspace), quiet: the commands that act on the size print its warnings."""
+    return load(spec, workdir, price_file)
 
 
 @click.command()
 @spec_argument
 @workdir_option
 @prices_option
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
-              show_default=True, help="markdown pastes into a pull request; json is stable for CI.")
+@format_option(FORMATS, "markdown pastes into a pull request; json is stable for CI.")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Also write the review here.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 10 when the plan has changes (0 when none), like terraform's flag.")
@@ -58,11 +44,11 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
     """
     from trainkit.review import to_markdown, to_text
 
-    cluster, ws = _load(spec, workdir, price_file)
+    cluster, ws = load(spec, workdir, price_file, warn=True)
     with ws.lock("plan"):
         rev = lifecycle.plan(cluster, ws)
     text = {"text": to_text, "markdown": to_markdown,
-            "json": lambda r: json.dumps(r, indent=2, sort_keys=True)}[fmt](rev)
+            "json": dump_json}[fmt](rev)
     click.echo(text)
     if out_file:
         Path(out_file).write_text(text if text.endswith("\n") else text + "\n")
@@ -76,7 +62,7 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
 @spec_argument
 @workdir_option
 @prices_option
-@click.option("--yes", is_flag=True, help="Do not ask; apply a new plan if the saved one is stale.")
+@yes_option("Do not ask; apply a new plan if the saved one is stale.")
 @click.option("--no-provision", is_flag=True, help="Only terraform: skip waiting for SSH and Ansible.")
 def apply(spec, workdir, price_file, yes, no_provision):
     """Create or update the cluster, then provision it.
@@ -91,7 +77,7 @@ def apply(spec, workdir, price_file, yes, no_provision):
     """
     from trainkit.review import to_text
 
-    cluster, ws = _load(spec, workdir, price_file)
+    cluster, ws = load(spec, workdir, price_file, warn=True)
 
     def confirm(rev) -> bool:
         click.echo(to_text(rev), err=True)
@@ -112,7 +98,7 @@ def apply(spec, workdir, price_file, yes, no_provision):
 @click.command()
 @spec_argument
 @workdir_option
-@click.option("--yes", is_flag=True, help="Do not ask for the cluster name (nor before sweeping).")
+@yes_option("Do not ask for the cluster name (nor before sweeping).")
 @click.option("--sweep", is_flag=True,
               help="Also delete resources still tagged trainkit-cluster=<name> after terraform destroy.")
 def destroy(spec, workdir, yes, sweep):
@@ -157,8 +143,8 @@ def destroy(spec, workdir, yes, sweep):
 @click.command()
 @spec_argument
 @workdir_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(spec, workdir, as_json):
+@format_option()
+def status(spec, workdir, fmt):
     """Show the cluster's nodes as the cloud has them now, price per hour and cost since apply.
 
     Cloud targets read the state backend and refresh it against the cloud (nothing is changed),
@@ -166,19 +152,20 @@ def status(spec, workdir, as_json):
 
     \b
     Example:
-      trainkit status examples/clusters/aws.yaml --json
+      trainkit status examples/clusters/aws.yaml --format json
     """
     from trainkit.errors import LockedError
 
     cluster, ws = _load(spec, workdir)
+    require_applied(cluster, ws)
     try:
         with ws.lock("status"):
             out = lifecycle.status(cluster, ws)
     except LockedError as busy:  # e.g. during `trainkit train`: show the cache rather than nothing
         progress.info(f"{busy.message}: showing the nodes cached by the last command, not asking the cloud")
         out = lifecycle.status(cluster, ws, live=False)
-    if as_json:
-        click.echo(json.dumps(out, indent=2, sort_keys=True))
+    if fmt == "json":
+        click.echo(dump_json(out))
         return
     click.echo(f"{out['cluster']} ({out['cloud']}): {'up' if out['exists'] else 'not created'}"
                + (f"; state: {out['backend']}" if out.get("backend") else ""))
@@ -216,12 +203,11 @@ def ssh(spec, workdir, node):
     cluster, ws = _load(spec, workdir)
     if cluster.spec.cloud == "local":
         raise InputError("the local target is this machine: no ssh needed",
-                         fix=f"its files are in {ws.root / 'node'}")
+                         fix=f"its files are in {ws.node_dir}")
     if lifecycle.is_cloud(cluster):
         with ws.lock("ssh"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
-    if not ws.inventory_yml.exists():
-        raise InputError(f"{cluster.name} has no inventory yet", fix="run `trainkit apply` first")
+    require_applied(cluster, ws)
     hosts = inventory_hosts(yaml.safe_load(ws.inventory_yml.read_text()))
     name = node or next(iter(hosts))
     if name not in hosts:

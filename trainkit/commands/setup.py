@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import click
 
 from trainkit import clouds, errors
+from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import TrainkitError
 
 
@@ -16,8 +16,8 @@ from trainkit.errors import TrainkitError
 @click.argument("spec", type=click.Path(dir_okay=False), required=False)
 @click.option("--cloud", "cloud_names", multiple=True, type=click.Choice(clouds.TERRAFORM_TARGETS),
               help="Check this cloud (repeatable); missing credentials then fail the check.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def check(spec: str | None, cloud_names: tuple[str, ...], as_json: bool) -> None:
+@format_option()
+def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     """Check credentials (by name, never printing a value) and tools, before anything runs.
 
     With SPEC: that spec's cloud and state backend, terraform (for cloud targets) and Ansible.
@@ -28,7 +28,7 @@ def check(spec: str | None, cloud_names: tuple[str, ...], as_json: bool) -> None
     Example:
       trainkit check
       trainkit check examples/clusters/aws.yaml
-      trainkit check --cloud alicloud --json
+      trainkit check --cloud alicloud --format json
     """
     from trainkit.check import run_checks
 
@@ -44,8 +44,8 @@ def check(spec: str | None, cloud_names: tuple[str, ...], as_json: bool) -> None
         need_backend = is_cloud and s.backend.type != "local"
     result = run_checks([clouds.get(n) for n in names], need_backend=need_backend,
                         need_terraform=need_terraform, strict_clouds=strict)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
+    if fmt == "json":
+        click.echo(dump_json(result))
     else:
         click.echo(_text(result))
     if not result["ok"]:

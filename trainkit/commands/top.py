@@ -7,18 +7,17 @@ import time
 
 import click
 
-from trainkit.commands.ops import _load, spec_argument, workdir_option
-from trainkit.errors import InputError
+from trainkit.commands.options import format_option, load, require_applied, spec_argument, workdir_option
 
 
 @click.command()
 @spec_argument
 @workdir_option
 @click.option("--once", is_flag=True, help="Sample once and exit (for scripts and CI).")
-@click.option("--json", "as_json", is_flag=True, help="Print rows as JSON (with --once: one array).")
+@format_option(help_text="json: rows as JSON (with --once: one array; else one array a line).")
 @click.option("--interval", type=click.FloatRange(1, 60), default=1.0, show_default=True,
               help="Seconds between refreshes (each sample also spans one second).")
-def top(spec, workdir, once, as_json, interval):
+def top(spec, workdir, once, fmt, interval):
     """Show each node's GPU utilisation and memory, CPU, memory, data-disk and network throughput,
     and the running job's samples/s and data wait, refreshed every second. Rows under the
     thresholds (GPU util < 80%, data wait > 10%) are flagged with the bottleneck verdict.
@@ -32,9 +31,10 @@ def top(spec, workdir, once, as_json, interval):
 
     from trainkit.top import collect, nodes_from_inventory, table
 
-    cluster, ws = _load(spec, workdir)
-    if not ws.inventory_yml.exists():
-        raise InputError(f"{cluster.name} has no inventory yet", fix="run `trainkit apply` first")
+    as_json = fmt == "json"
+    cluster, ws = load(spec, workdir)
+    if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
+        require_applied(cluster, ws)
     nodes = nodes_from_inventory(yaml.safe_load(ws.inventory_yml.read_text()))
     if once:
         rows = collect(nodes)

@@ -1,0 +1,95 @@
+"""Workspace owns its layout: the files it names, what destroy removes, the saved plan, the apply
+time, the inventory write; nothing else in trainkit builds those paths, and inventory.py stays pure."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from trainkit.workspace import Workspace
+
+
+def test_remove_cluster_files_keeps_runs_and_the_review(tmp_path):
+    ws = Workspace.for_cluster("demo", tmp_path / "ws").ensure()
+    ws.save_plan({"resource_changes": []}, "abc")
+    ws.plan_bin.write_bytes(b"plan")
+    ws.mark_applied(123.0)
+    ws.write_inventory({"all": {"vars": {}}})
+    ws.rotate_log().write_text("log")
+    ws.rotate_log()
+    (ws.terraform_dir / "modules").mkdir(parents=True)
+    ws.node_dir.mkdir()
+    ws.review_md.write_text("# review")
+    run = ws.new_run_dir()
+    ws.remove_cluster_files()
+    assert sorted(p.name for p in ws.root.iterdir()) == ["review.md", "runs"]
+    assert run.is_dir()
+
+
+def test_a_saved_plan_is_read_back_and_dropped_after_one_apply(tmp_path):
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    assert ws.saved_plan() is None
+    ws.save_plan({"resource_changes": [{"address": "a"}]}, "f1")
+    assert ws.saved_plan() is None  # no plan.bin yet: incomplete
+    ws.plan_bin.write_bytes(b"x")
+    assert ws.saved_plan() == ("f1", {"resource_changes": [{"address": "a"}]})
+    ws.drop_saved_plan()
+    assert ws.saved_plan() is None and ws.plan_json.exists()  # plan.json stays for the review
+
+
+def test_the_apply_time_round_trips(tmp_path):
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    assert ws.applied_at() is None
+    ws.mark_applied(1700000000.5)
+    assert ws.applied_at() == 1700000000.5
+
+
+def test_write_inventory_creates_the_workspace_and_writes_yaml(tmp_path):
+    import yaml
+
+    ws = Workspace.for_cluster("demo", tmp_path / "new")
+    path = ws.write_inventory({"all": {"vars": {"x": 1}}})
+    assert path == ws.inventory_yml and yaml.safe_load(path.read_text()) == {"all": {"vars": {"x": 1}}}
+
+
+def test_no_module_but_workspace_names_the_workspace_files(repo):
+    names = {n for n in Workspace.CLUSTER_FILES if "." in n} | {"terraform.log", "review.md"}  # not the
+    # plain folder names (terraform/, ansible/, node/): package data has folders by those names too
+    literal = re.compile(r"""['"](%s)['"]""" % "|".join(re.escape(n) for n in names))
+    offenders = []
+    for path in (repo / "trainkit").rglob("*.py"):
+        if path.name == "workspace.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant) \
+                    and isinstance(node.right.value, str) and literal.fullmatch(repr(node.right.value)):
+                offenders.append(f"{path.relative_to(repo)}:{node.lineno} / {node.right.value!r}")
+    assert not offenders, offenders
+
+
+def test_inventory_builds_data_and_writes_nothing(repo):
+    tree = ast.parse((repo / "trainkit" / "inventory.py").read_text())
+    calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert not calls & {"write_text", "write_bytes", "mkdir", "ensure", "safe_dump", "open", "unlink"}
+
+
+def test_the_review_of_a_target_without_terraform_has_the_review_shape():
+    from trainkit.resolve import load_cluster
+    from trainkit.review import changes, no_terraform_review
+
+    rev = no_terraform_review(load_cluster("examples/clusters/local.yaml"))
+    assert set(rev) == {"cluster", "cloud", "changes", "cost", "findings", "safety", "blocking", "note"}
+    assert rev["changes"] == changes({}) and rev["changes"]["has_changes"] is False and not rev["blocking"]
+
+
+def test_the_stack_fingerprint_follows_rendered_files_not_state(tmp_path):
+    ws = Workspace.for_cluster("demo", tmp_path)
+    ws.terraform_dir.mkdir(parents=True)
+    (ws.terraform_dir / "main.tf").write_text("a")
+    first = ws.stack_fingerprint()
+    (ws.terraform_dir / "terraform.tfstate").write_text("{}")
+    (ws.terraform_dir / ".terraform").mkdir()
+    (ws.terraform_dir / ".terraform" / "x").write_text("y")
+    assert ws.stack_fingerprint() == first
+    (ws.terraform_dir / "main.tf").write_text("b")
+    assert ws.stack_fingerprint() != first

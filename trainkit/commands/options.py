@@ -1,0 +1,82 @@
+"""Options shared by the commands, declared once: SPEC, --workdir, --prices, -y/--yes,
+--format/--json; plus loading a spec into (cluster, workspace) and the "apply first" check.
+
+Conventions: `-y` is `--yes` (sky's spelling; terraform users know it as -auto-approve);
+structured output takes `--format text|json|markdown` and `--json` is short for `--format json`.
+Sizing warnings are printed by the commands that act on the size (validate, render, plan, apply),
+never by destroy/status/ssh and never between a prompt and its answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import click
+
+from trainkit import progress
+from trainkit.errors import InputError
+
+FORMATS = ("text", "json", "markdown")
+
+spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
+workdir_option = click.option("--workdir", type=click.Path(file_okay=False),
+                              help="Workspace folder (default .trainkit/<cluster name>).")
+prices_option = click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
+                             help="Your own price file (overrides catalog prices).")
+
+
+def yes_option(help_text: str = "Do not ask.") -> Callable:
+    """`-y/--yes`, bound to the parameter `yes`."""
+    return click.option("-y", "--yes", "yes", is_flag=True, help=help_text)
+
+
+def format_option(formats: tuple[str, ...] = ("text", "json"), help_text: str = "") -> Callable:
+    """`--format` (one of `formats`, default text) and `--json` (short for `--format json`),
+    merged into one parameter `fmt`. Giving --json with another --format is a usage error."""
+    def decorate(func: Callable) -> Callable:
+        def merge(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+            if value:
+                given = ctx.params.get("fmt")
+                if given not in (None, "text", "json"):
+                    raise click.UsageError(f"--json is --format json; it conflicts with --format {given}")
+                ctx.params["fmt"] = "json"
+
+        func = click.option("--json", "as_json", is_flag=True, expose_value=False, callback=merge,
+                            help="Short for --format json.")(func)
+        return click.option("--format", "fmt", type=click.Choice(formats), default="text",
+                            show_default=True, is_eager=True,
+                            help=help_text or "Output format (json is stable for scripts and CI).")(func)
+    return decorate
+
+
+def dump_json(value: Any) -> str:
+    """The one JSON rendering of every command's --format json (indented, keys sorted)."""
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):
+    """(cluster, workspace) for a spec, its key files checked. `warn`: print the sizing warnings
+    (commands that act on the size pass it; the rest stay quiet, so warnings show once)."""
+    from trainkit.resolve import load_cluster
+    from trainkit.spec import check_key_files
+    from trainkit.workspace import Workspace
+
+    cluster = load_cluster(spec, price_file)
+    check_key_files(cluster.spec, spec)
+    if warn:
+        for warning in cluster.warnings:
+            progress.info(f"warning: {warning}")
+    return cluster, Workspace.for_cluster(cluster.name, workdir)
+
+
+def require_applied(cluster, ws) -> None:
+    """InputError (exit 2, "apply first") when a local/hosts cluster has no inventory in `ws`
+    (`trainkit apply` never ran there). Cloud targets ask their state backend instead
+    (`lifecycle.sync` raises the same error when it holds no nodes)."""
+    from trainkit import lifecycle
+
+    if lifecycle.is_cloud(cluster) or ws.inventory_yml.exists():
+        return
+    raise InputError(f"cluster {cluster.name} has not been applied (no inventory in {ws.root}): apply first",
+                     fix=f"run `trainkit apply {cluster.source}` first")
