@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, launch, recover, resources, runs
-from trainkit.commands.options import load as _load, require_applied, spec_argument, workdir_option
+from trainkit.commands.options import (dump_json, format_option, load as _load, require_applied,
+                                       spec_argument, workdir_option)
 from trainkit.errors import InputError
 
 
@@ -53,12 +54,12 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
     """
     cluster, ws = _load(spec, workdir)
-    require_applied(cluster, ws)
     config_path = None if attach else resources.train_config(config)
     if config_path is not None and runs.load_job(config_path, list(overrides)).command is None:
         from trainkit.validate import check_train_config, world_size
 
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
+    require_applied(cluster, ws)
     cluster = recover.effective_cluster(cluster, ws)
     opts = recover.Options(detach=detach, recover=recover_, **tuning)
     if detach and recover_:
@@ -154,8 +155,8 @@ def _inventory(ws):
 @click.command("runs")
 @spec_argument
 @workdir_option
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def runs_(spec, workdir, as_json):
+@format_option()
+def runs_(spec, workdir, fmt):
     """List the cluster's runs: status (running / preempted / failed / completed / cancelled),
     step, best metric, wall time. Runs not yet final are looked up on the nodes.
 
@@ -166,8 +167,8 @@ def runs_(spec, workdir, as_json):
     cluster, ws = _load(spec, workdir)
     rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=lambda p: runs.read_record(p).get(
         "created_at", 0)) if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
-    if as_json:
-        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+    if fmt == "json":
+        click.echo(dump_json(rows))
         return
     click.echo(f"{'RUN':<34} {'STATUS':<10} {'STEP':>6} {'BEST':<18} {'WALL':>8}")
     for r in rows:
