@@ -6,7 +6,6 @@ trainkit.launch / trainkit.runs, render. docs/runs.md explains runs, recovery an
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
