@@ -255,37 +255,6 @@ def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) 
                             exit_code=errors.PROVISION)
 
 
-# ---------------------------------------------------------------- train
-
-def train(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str]) -> dict[str, Any]:
-    """Run train.yml on every node; the run's files land in runs/<run-id>/. Returns its summary.
-    The config is checked here first (trainkit.validate; InputError, exit 2), before any node."""
-    from trainkit.provision import run_train
-    from trainkit.validate import check_train_config, world_size
-
-    if is_cloud(cluster):
-        sync(cluster, ws, need_ssh=True)
-    if not ws.inventory_yml.exists():
-        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}",
-                            fix="run `trainkit apply` (or `make cluster`) first", exit_code=errors.TRAIN)
-    run_dir = ws.new_run_dir()
-    with progress.follow(_rank0_log(ws, run_dir.name), prefix="  rank 0 | "):
-        result = run_train(cluster, ws, config, overrides, run_dir=run_dir)
-    summary_path = result.run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    onnx = result.run_dir / "model.onnx"
-    return {"run_id": result.run_dir.name, "run_dir": str(result.run_dir), **summary,
-            "onnx": str(onnx) if onnx.exists() else None}
-
-
-def _rank0_log(ws: Workspace, run_id: str) -> Path:
-    """Where rank 0 logs on the head node; readable here on `local` and on a NAS mounted here too."""
-    import yaml
-
-    work = yaml.safe_load(ws.inventory_yml.read_text())["all"]["vars"].get("trainkit_work_dir", "/nonexistent")
-    return Path(work) / "runs" / run_id / "logs" / "rank-0.log"
-
-
 # ---------------------------------------------------------------- status
 
 def running_cost(cluster: Cluster, nodes: int) -> dict[str, Any]:

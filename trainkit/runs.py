@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainkit import yamlload
 from trainkit.errors import InputError
 from trainkit.train.config import LAUNCH_KEYS

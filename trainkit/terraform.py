@@ -113,11 +113,6 @@ class TerraformRunner:
                                 exit_code=errors.DESTROY)
         return [line for line in res.output.splitlines() if line and not line.startswith("No state")]
 
-    def state_json(self) -> dict:
-        """`terraform show -json` of the current state (after a refresh: what exists now)."""
-        res = self._run("show", phase=errors.APPLY, json=IsFlagged, no_color=IsFlagged, quiet=True)
-        return json.loads(res.output or "{}")
-
     def refresh(self) -> None:
         """`terraform apply -refresh-only`: drop from the state what the cloud no longer has."""
         self._run("apply", phase=errors.APPLY, input=False, no_color=IsFlagged, auto_approve=IsFlagged,

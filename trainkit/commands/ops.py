@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from trainkit import errors, lifecycle, progress, resources
+from trainkit import errors, lifecycle, progress
 from trainkit.commands.options import (FORMATS, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)
 from trainkit.errors import InputError

@@ -117,17 +117,10 @@ class Checkpointer:
         self._prune()
 
     def _prune(self) -> None:
-        complete = self.complete_steps()
-        for step in complete[:-self.keep]:
-            shutil.rmtree(step_dir(self.root, step), ignore_errors=True)
-        newest = complete[-1] if complete else -1
-        for folder in self.root.glob("step-*"):  # partial leftovers older than the newest complete
-            if not (folder / MARKER).exists() and _step_of(folder) < newest:
-                shutil.rmtree(folder, ignore_errors=True)
+        prune(self.root, self.keep)
 
     def complete_steps(self) -> list[int]:
-        """Steps with a completion marker, oldest first (content not yet verified)."""
-        return sorted(_step_of(p.parent) for p in self.root.glob(f"step-*/{MARKER}"))
+        return complete_steps(self.root)
 
     def load_latest(self) -> tuple[Path, dict[str, Any]] | None:
         """The newest checkpoint that loads and verifies; warns about each one skipped."""
@@ -207,3 +200,20 @@ def _fault_point(path: Path) -> None:
     target = os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE")
     if target and path.name == STATE and path.parent.name == f"step-{int(target):08d}":
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def complete_steps(root: Path) -> list[int]:
+    """Steps under `root` with a completion marker, oldest first (content not yet verified)."""
+    return sorted(_step_of(p.parent) for p in root.glob(f"step-*/{MARKER}"))
+
+
+def prune(root: Path, keep: int) -> None:
+    """Keep the newest `keep` complete checkpoints under `root`; drop partial folders older than
+    the newest complete one (a save killed part way). Shared by the single-file and sharded writers."""
+    complete = complete_steps(root)
+    for step in complete[:-keep]:
+        shutil.rmtree(step_dir(root, step), ignore_errors=True)
+    newest = complete[-1] if complete else -1
+    for folder in root.glob("step-*"):
+        if not (folder / MARKER).exists() and _step_of(folder) < newest:
+            shutil.rmtree(folder, ignore_errors=True)

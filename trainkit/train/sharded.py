@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainkit.train import checkpoint as ckpt
 from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_write, _step_of,
                                        step_dir)
 
@@ -170,17 +171,10 @@ class Checkpointer:
             raise err
 
     def _prune(self) -> None:
-        complete = self.complete_steps()
-        for step in complete[:-self.keep]:
-            shutil.rmtree(step_dir(self.root, step), ignore_errors=True)
-        newest = complete[-1] if complete else -1
-        for folder in self.root.glob("step-*"):  # partial leftovers older than the newest complete
-            if not (folder / MARKER).exists() and _step_of(folder) < newest:
-                shutil.rmtree(folder, ignore_errors=True)
+        ckpt.prune(self.root, self.keep)
 
     def complete_steps(self) -> list[int]:
-        """Steps with a completion marker, oldest first (content not yet verified)."""
-        return sorted(_step_of(p.parent) for p in self.root.glob(f"step-*/{MARKER}"))
+        return ckpt.complete_steps(self.root)
 
     def newest_valid(self) -> Path | None:
         """The newest folder that verifies (either format); warns about each one skipped."""
