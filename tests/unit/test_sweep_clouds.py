@@ -126,3 +126,68 @@ def test_alibaba_delete_goes_in_dependency_order(price_stub, ali_env):
                      "DeleteVSwitch", "DeleteVpc", "DeleteKeyPairs"]
     assert _ali_params(seen[1])["InstanceId.1"] == "i-1" and _ali_params(seen[1])["Force"] == "true"
     assert _ali_params(seen[-1])["KeyPairNames"] == '["demo-key"]'
+
+
+# --- Huawei ----------------------------------------------------------------------------------
+
+HW_ROWS = [("ecs:cloudservers", "srv-1"), ("vpc:vpcs", "vpc-1"), ("vpc:subnets", "sub-1"),
+           ("vpc:securityGroups", "sg-1"), ("sfs-turbo:sfs-turbos", "fs-1"), ("evs:volumes", "vol-1"),
+           ("kps:keypairs", "kp-1"), ("dns:zones", "zone-1")]
+
+
+def hw_answer(req: dict) -> dict:
+    """TMS ListResource: {resources: [{resource_id, resource_name, resource_type, project_id, tags}],
+    total_count}; ECS batch delete: {job_id}; ECS job: {status}; VPC subnet: {subnet: {vpc_id}}."""
+    path = req["path"]
+    if path == "/v2.0/resources/filter":
+        rows = [{"resource_id": rid, "resource_name": f"demo-{rid}", "resource_type": t, "project_id": "p0",
+                 "tags": [{"key": "trainkit-cluster", "value": "demo"}]} for t, rid in HW_ROWS]
+        return {"resources": rows, "total_count": len(rows)}
+    if path.endswith("/cloudservers/delete"):
+        return {"job_id": "job-1"}
+    if "/jobs/" in path:
+        return {"job_id": "job-1", "status": "SUCCESS"}
+    if path.endswith("/subnets/sub-1") and req["method"] == "GET":
+        return {"subnet": {"id": "sub-1", "vpc_id": "vpc-1"}}
+    return {}
+
+
+@pytest.fixture
+def hw_env(monkeypatch):
+    """Huawei's credentials; and the stand-in also answers DELETE (the shared stub serves GET/POST)."""
+    import http.server
+
+    monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "do_DELETE", lambda self: self._serve(), raising=False)
+    for k, v in {"HW_ACCESS_KEY": "AKtest", "HW_SECRET_KEY": "secret-not-printed", "HW_PROJECT_ID": "p0"}.items():
+        monkeypatch.setenv(k, v)
+
+
+def test_huawei_find_asks_tms_signed_and_with_the_tag_filter(price_stub, hw_env):
+    from trainkit.clouds import huaweicloud_sweep as sweep
+
+    with price_stub(hw_answer) as (url, seen):
+        found = sweep.find(_cluster(url, "cn-north-4", ("tms",)))
+    assert [(r["type"], r["id"]) for r in found] == [
+        ("instance", "srv-1"), ("file-system", "fs-1"), ("disk", "vol-1"), ("security-group", "sg-1"),
+        ("subnet", "sub-1"), ("vpc", "vpc-1"), ("key-pair", "kp-1"), ("dns:zones", "zone-1")]
+    body = seen[0]["body"]
+    assert body["tags"] == [{"key": "trainkit-cluster", "values": ["demo"]}] and body["project_id"] == "p0"
+    assert seen[0]["headers"]["authorization"].startswith("SDK-HMAC-SHA256")
+    assert "secret-not-printed" not in str(seen)
+
+
+def test_huawei_delete_goes_in_dependency_order_and_reports_what_it_cannot(price_stub, hw_env, capsys):
+    from trainkit.clouds import huaweicloud_sweep as sweep
+
+    with price_stub(hw_answer) as (url, seen):
+        cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs-turbo", "vpc", "kps"))
+        sweep.delete(cluster, sweep.find(cluster))
+    calls = [(r["method"], r["path"]) for r in seen[1:]]
+    assert calls == [("POST", "/v1/p0/cloudservers/delete"), ("GET", "/v1/p0/jobs/job-1"),
+                     ("DELETE", "/v1/p0/sfs-turbo/shares/fs-1"), ("DELETE", "/v2/p0/cloudvolumes/vol-1"),
+                     ("DELETE", "/v1/p0/security-groups/sg-1"), ("GET", "/v1/p0/subnets/sub-1"),
+                     ("DELETE", "/v1/p0/vpcs/vpc-1/subnets/sub-1"), ("DELETE", "/v1/p0/vpcs/vpc-1"),
+                     ("DELETE", "/v3/p0/keypairs/demo-kp-1")]
+    assert seen[1]["body"]["servers"] == [{"id": "srv-1"}] and seen[1]["body"]["delete_volume"] is True
+    assert all(r["headers"]["authorization"].startswith("SDK-HMAC-SHA256") for r in seen)
+    assert "cannot delete dns:zones zone-1" in capsys.readouterr().err
