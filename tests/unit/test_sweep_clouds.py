@@ -191,3 +191,28 @@ def test_huawei_delete_goes_in_dependency_order_and_reports_what_it_cannot(price
     assert seen[1]["body"]["servers"] == [{"id": "srv-1"}] and seen[1]["body"]["delete_volume"] is True
     assert all(r["headers"]["authorization"].startswith("SDK-HMAC-SHA256") for r in seen)
     assert "cannot delete dns:zones zone-1" in capsys.readouterr().err
+
+
+# --- through destroy's leftover check ---------------------------------------------------------
+
+def test_destroy_leftover_check_uses_the_room_sweeper_and_sweeps_after_confirmation(price_stub, hw_env):
+    """teardown._leftovers: the Huawei room names its sweeper; --sweep deletes, then asks again."""
+    from trainkit import teardown
+
+    state = {"deleted": False}
+
+    def answer(req):
+        if req["method"] == "DELETE":
+            state["deleted"] = True
+        if req["path"] == "/v2.0/resources/filter" and state["deleted"]:
+            return {"resources": [], "total_count": 0}
+        return hw_answer(req)
+
+    with price_stub(answer) as (url, seen):
+        cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs-turbo", "vpc", "kps"))
+        cluster.spec.cloud = "huaweicloud"
+        asked = []
+        out = teardown._leftovers(cluster, sweep=True, confirm=lambda found: asked.append(found) or True)
+    assert [r["id"] for r in asked[0]][:2] == ["srv-1", "fs-1"]
+    assert [r["id"] for r in out["swept"]] == [r["id"] for r in asked[0]] and out["leftovers"] == []
+    assert "0 left" in out["leftover_check"]

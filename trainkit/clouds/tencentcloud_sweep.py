@@ -58,7 +58,8 @@ def find(cluster) -> list[dict[str, Any]]:
     found, token = {}, ""
     while True:
         page = tag.call_json("GetResources", {"TagFilters": [{"TagKey": TAG, "TagValue": [cluster.name]}],
-                                              "MaxResults": 200, "PaginationToken": token})["Response"]
+                                              "MaxResults": 200, **({"PaginationToken": token} if token else {})}
+                             )["Response"]
         for item in page.get("ResourceTagMappingList") or []:
             prefix, _, rid = item["Resource"].split(":", 5)[-1].partition("/")
             kind = TYPES.get(prefix, prefix)
