@@ -61,11 +61,33 @@ def test_tencent_delete_goes_in_dependency_order_and_reports_what_it_cannot(pric
         cluster = _cluster(url, "ap-guangzhou", ("tag", "cvm", "cbs", "cfs", "vpc"))
         sweep.delete(cluster, sweep.find(cluster))
     calls = [(r["headers"]["x-tc-action"], r["body"]) for r in seen[1:]]
-    assert calls == [("TerminateInstances", {"InstanceIds": ["ins-1"]}), ("DescribeInstances", {"InstanceIds": ["ins-1"]}),
+    assert calls == [("TerminateInstances", {"InstanceIds": ["ins-1"]}),
+                     ("DescribeInstances", {"InstanceIds": ["ins-1"]}),
                      ("TerminateDisks", {"DiskIds": ["disk-1"]}), ("DeleteCfsFileSystem", {"FileSystemId": "cfs-1"}),
                      ("DeleteSecurityGroup", {"SecurityGroupId": "sg-1"}), ("DeleteSubnet", {"SubnetId": "subnet-1"}),
                      ("DeleteVpc", {"VpcId": "vpc-1"})]
     assert "cannot delete clb lb-1" in capsys.readouterr().err
+
+
+def test_tencent_delete_treats_not_found_as_gone_but_raises_other_errors(price_stub, monkeypatch):
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+
+    from trainkit.clouds import tencentcloud_sweep as sweep
+
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKIDtest")
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "sk")
+    code = {"TerminateDisks": "InvalidDisk.NotFound", "DeleteVpc": "ResourceInUse"}
+
+    def answer(req):
+        action = req["headers"]["x-tc-action"]
+        if action in code:  # the documented error shape: {Response: {Error: {Code, Message}, RequestId}}
+            return {"Response": {"Error": {"Code": code[action], "Message": "x"}, "RequestId": "r"}}
+        return tc_answer(req)
+
+    found = [{"type": "disk", "id": "disk-1", "resource": "r"}, {"type": "vpc", "id": "vpc-1", "resource": "r"}]
+    with price_stub(answer) as (url, seen), pytest.raises(TencentCloudSDKException, match="ResourceInUse"):
+        sweep.delete(_cluster(url, "ap-guangzhou", ("cbs", "vpc")), found)
+    assert [r["headers"]["x-tc-action"] for r in seen] == ["TerminateDisks", "DeleteVpc"]
 
 
 # --- Alibaba ---------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
             continue
         api = _Api(cluster, product, version)
         for params in requests(ids):
-            api.call(action, params)
+            _gone_ok(lambda: api.call(action, params))
         if kind == "instance":
             _wait_gone(api, ids)
 
@@ -113,3 +113,13 @@ def _wait_gone(ecs: _Api, ids: list[str]) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"instances {', '.join(ids)} still exist {WAIT_S}s after DeleteInstances")
         time.sleep(POLL_S)
+
+
+def _gone_ok(call) -> None:
+    """Run a delete call; a NotFound error means it is gone already (e.g. a disk released with its
+    instance) and is not a failure. Any other error propagates."""
+    try:
+        call()
+    except Exception as err:
+        if "NotFound" not in str(getattr(err, "code", "")):
+            raise

@@ -68,6 +68,8 @@ class _Api:
         Signer(BasicCredentials(*self._keys, self.project)).sign(req)
         resp = requests.request(method, f"{req.schema}://{req.host}{req.uri}", headers=req.header_params,
                                 data=req.body or None, timeout=60)
+        if method == "DELETE" and resp.status_code == 404:
+            return {}  # gone already (e.g. a volume deleted with its server)
         if resp.status_code >= 400:
             raise RuntimeError(f"Huawei {service} {method} {path}: HTTP {resp.status_code} {resp.text[:300]}")
         return resp.json() if resp.content else {}

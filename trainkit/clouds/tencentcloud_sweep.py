@@ -85,7 +85,7 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
             continue
         client = _client(cluster, service, version)
         for params in requests(ids):
-            client.call_json(action, params)
+            _gone_ok(lambda: client.call_json(action, params))
         if kind == "instance":
             _wait_gone(client, ids)
 
@@ -96,3 +96,13 @@ def _wait_gone(cvm, ids: list[str]) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"instances {', '.join(ids)} still exist {WAIT_S}s after TerminateInstances")
         time.sleep(POLL_S)
+
+
+def _gone_ok(call) -> None:
+    """Run a delete call; a NotFound error means it is gone already (e.g. a disk released with its
+    instance) and is not a failure. Any other error propagates."""
+    try:
+        call()
+    except Exception as err:
+        if "NotFound" not in str(getattr(err, "code", "")):
+            raise
