@@ -98,6 +98,7 @@ CLOUD = Cloud(
         (r"Forbidden\.RAM|NoPermission|Forbidden\.NoPermission", "permission"),
     ),
     price_adapter="trainkit.clouds.prices_alicloud",
+    tag_sweeper="trainkit.clouds.alicloud_sweep",
     # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time".
     limits={"ttl_min_minutes": 30},
     # OSS docs, "Use Amazon S3 SDKs to access OSS": endpoint s3.oss-<region>.aliyuncs.com.
