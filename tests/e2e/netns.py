@@ -138,7 +138,14 @@ class NetnsCluster:
             "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "UseDNS no",
             "X11Forwarding no", "PrintMotd no", "MaxSessions 32", "MaxStartups 32:50:64",
             "Subsystem sftp internal-sftp", "LogLevel VERBOSE", ""]))
+        # A fresh node: root's ~/.bashrc of THIS machine (which bash reads for every ssh command)
+        # is hidden, so a tool hook in it (e.g. pyenv's rehash waiting on a stale lock) cannot
+        # hang the hosts' sessions.
+        (d / "bashrc").write_text("")
+        bashrc = Path.home() / ".bashrc"
         mounts = [f"mount --bind {shlex.quote(str(d / 'hosts'))} /etc/hosts",
+                  *([f"mount --bind {shlex.quote(str(d / 'bashrc'))} {shlex.quote(str(bashrc))}"]
+                    if bashrc.is_file() else []),
                   "mount -t tmpfs -o mode=0755 tmpfs /run", "mkdir -p /run/sshd"]
         if self.local_root is not None:
             Path(self.local_root).mkdir(parents=True, exist_ok=True)
