@@ -304,3 +304,22 @@ def _training_vars(cluster: Cluster, ws: Workspace) -> dict:
             "trainkit_shared_work_dir": bool(cluster.nas.get("enabled")),
             "trainkit_venv": f"{root}/venv", "trainkit_venv_mode": "venv",
             "trainkit_python": launch.python, "trainkit_node_python": f"{root}/venv/bin/python"}
+
+
+def ssh_argv(host: dict, options: tuple[str, ...] = ()) -> list[str]:
+    """The ssh command line for an inventory host (its key, port and jump host, then `options`).
+    The user and address are checked again (inventory.yml is a file anyone may edit) and follow
+    `--`, so ssh never reads them as options; anything after them is the remote command."""
+    user, address = str(host.get("ansible_user") or "root"), str(host["ansible_host"])
+    try:
+        grammar.check_user(user)
+        grammar.check_address(address)
+    except ValueError as err:
+        raise InputError(f"inventory.yml: {err}", fix="run `trainkit apply` to rewrite it") from None
+    argv = ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
+    if host.get("ansible_ssh_private_key_file"):
+        argv += ["-i", str(host["ansible_ssh_private_key_file"]).replace("%", "%%")]
+    if host.get("ansible_port"):
+        argv += ["-p", str(int(host["ansible_port"]))]
+    argv += shlex.split(host.get("ansible_ssh_common_args") or "")
+    return argv + list(options) + ["--", f"{user}@{address}"]

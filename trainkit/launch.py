@@ -54,14 +54,10 @@ class Node:
         """The command running `script` (a POSIX shell string) on this node."""
         if self.local:
             return ["bash", "-c", script]
-        v = self.vars
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5",
-                "-o", "ServerAliveCountMax=2"]
-        if v.get("ansible_ssh_private_key_file"):
-            argv += ["-i", str(v["ansible_ssh_private_key_file"])]
-        argv += ["-p", str(v.get("ansible_port") or 22)]
-        argv += shlex.split(v.get("ansible_ssh_common_args") or "")
-        return argv + [f"{v.get('ansible_user') or 'root'}@{v['ansible_host']}", script]
+        from trainkit.inventory import ssh_argv  # the one ssh builder: checked user@host after `--`
+
+        return ssh_argv(self.vars, ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2")) + [script]
 
     def sh(self, script: str, data: bytes | None = None, timeout: float = SSH_TIMEOUT_S
            ) -> subprocess.CompletedProcess:

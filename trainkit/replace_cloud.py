@@ -35,7 +35,7 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str], run_dir:
     unknown = [name for name in lost if name not in index]
     if unknown:
         raise TrainkitError(f"lost node(s) {unknown} are not in {ws.outputs_json}", exit_code=PREEMPTED)
-    runner = render_and_init(cluster, ws)
+    runner, _ = render_and_init(cluster, ws)
     runner.refresh()
     state = runner.state_json()
     addresses = []

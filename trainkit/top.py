@@ -47,7 +47,7 @@ def nodes_from_inventory(inventory: dict[str, Any]) -> list[Node]:
     for name, host in inventory_hosts(inventory).items():
         merged = {**allvars, **host}
         local = merged.get("ansible_connection") == "local"
-        out.append(Node(name, None if local else tuple(ssh_argv(merged)),
+        out.append(Node(name, None if local else tuple(ssh_argv(merged, ("-o", "BatchMode=yes"))),
                         sys.executable if local else merged.get("trainkit_node_python", "python3"),
                         merged.get("trainkit_work_dir", work), data))
     return out
@@ -60,7 +60,7 @@ def sample_node(node: Node, secs: float = 1.0) -> dict[str, Any]:
         argv, stdin = [node.python, str(SAMPLER), *args], None
     else:  # python falls back to python3 when the node has no trainkit venv yet
         remote = f"{shlex.quote(node.python)} - {shlex.join(args)} 2>/dev/null || python3 - {shlex.join(args)}"
-        argv, stdin = [*node.ssh, "-o", "BatchMode=yes", remote], SAMPLER.read_text()
+        argv, stdin = [*node.ssh, remote], SAMPLER.read_text()
     try:
         proc = subprocess.run(argv, input=stdin, capture_output=True, text=True,
                               timeout=SSH_TIMEOUT_S + secs)

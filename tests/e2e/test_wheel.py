@@ -56,6 +56,11 @@ def test_wheel_installed_in_a_fresh_venv_works_without_the_source_tree(repo, tmp
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(OMP_NUM_THREADS="1", NO_PROXY="127.0.0.1,localhost",
                PATH=f"{venv}/bin{os.pathsep}{env['PATH']}{os.pathsep}{Path(sys.executable).parent}")
+    # examples/clusters/hosts.yaml logs in with ~/.ssh/lab_ed25519; key files must exist.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "lab_ed25519").write_text("not read by validate\n")
+    env["HOME"] = str(home)
 
     def tk(*args: str) -> str:
         proc = subprocess.run([str(venv / "bin/trainkit"), *args], cwd=here, env=env, capture_output=True,

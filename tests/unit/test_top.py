@@ -58,3 +58,17 @@ def test_an_unreachable_node_is_a_row_not_a_crash():
     node = top.Node("gone", ("ssh", "-o", "ConnectTimeout=1", "-p", "1", "root@127.0.0.1"), "python3", "/w", "/d")
     got = top.sample_node(node, 0.1)
     assert got["node"] == "gone" and got["error"]
+
+
+def test_ssh_options_go_before_the_destination_and_the_sampler_after_it():
+    """ssh reads everything after user@host as the remote command: an option placed there
+    would reach the node's shell (bash then fails with its usage message)."""
+    from trainkit.top import nodes_from_inventory
+
+    inv = {"all": {"vars": {}, "children": {"head": {"hosts": {"n0": {
+        "ansible_host": "198.51.100.11", "ansible_user": "root", "ansible_port": 2222}}},
+        "workers": {"hosts": {}}}}}
+    argv = list(nodes_from_inventory(inv)[0].ssh)
+    dash = argv.index("--")
+    assert argv[dash + 1:] == ["root@198.51.100.11"]
+    assert "BatchMode=yes" in argv[:dash] and argv[argv.index("-p") + 1] == "2222"

@@ -7,13 +7,13 @@ renders the result. Exit codes per phase are in `trainkit.errors`.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
 import click
 
 from trainkit import errors, lifecycle, progress
+from trainkit.inventory import ssh_argv  # noqa: F401  (trainkit ssh; re-exported for callers)
 from trainkit.commands.options import (FORMATS, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)
 from trainkit.errors import InputError
@@ -215,22 +215,3 @@ def ssh(spec, workdir, node):
     os.execvp("ssh", ssh_argv(hosts[name]))
 
 
-def ssh_argv(host: dict) -> list[str]:
-    """The ssh command line for an inventory host (its key, port and jump host). The user and
-    address are checked again (inventory.yml is a file anyone may edit) and follow `--`, so ssh
-    never reads them as options."""
-    from trainkit import grammar
-
-    user, address = str(host.get("ansible_user", "root")), str(host["ansible_host"])
-    try:
-        grammar.check_user(user)
-        grammar.check_address(address)
-    except ValueError as err:
-        raise InputError(f"inventory.yml: {err}", fix="run `trainkit apply` to rewrite it") from None
-    argv = ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
-    if host.get("ansible_ssh_private_key_file"):
-        argv += ["-i", str(host["ansible_ssh_private_key_file"]).replace("%", "%%")]
-    if host.get("ansible_port"):
-        argv += ["-p", str(int(host["ansible_port"]))]
-    argv += shlex.split(host.get("ansible_ssh_common_args") or "")
-    return argv + ["--", f"{user}@{address}"]
