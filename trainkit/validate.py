@@ -213,6 +213,6 @@ def world_size(cluster: Any) -> int:
     the same rule the inventory gives torchrun."""
     nproc = cluster.spec.launch.nproc_per_node
     if cluster.spec.hosts:
-        return sum(nproc or h.gpus or 1 for h in cluster.spec.hosts)
+        return sum(nproc or h.gpus or 1 for h in cluster.spec.hosts if not h.spare)  # spares wait
     return cluster.nodes * (nproc or cluster.gpus_per_node or 1)
 
