@@ -27,7 +27,7 @@ def engine(run_dir: str, workers: str) -> tuple[float, float]:
     from benchmarks.bench_train import _cfg
     from trainkit.train import checkpoint as ckpt, data, dist
     from trainkit.train.engine import fit
-    from trainkit.train.lifecycle import build_run
+    from trainkit.train.run import build_run
     from trainkit.train.monitor import Monitor
 
     cfg = _cfg(run_dir, workers=workers, max_steps=STEPS)
@@ -51,7 +51,7 @@ def vanilla(run_dir: str, workers: int) -> tuple[float, float]:
 
     from benchmarks.bench_train import _cfg
     from trainkit.train import dist
-    from trainkit.train.lifecycle import build_run
+    from trainkit.train.run import build_run
 
     run = build_run(_cfg(run_dir, workers=0), dist.setup("cpu"))
     opts = {"num_workers": workers, "persistent_workers": workers > 0}

@@ -36,7 +36,7 @@ def engine_loop(run_dir: str) -> tuple[float, float]:
     """Seconds for STEPS engine steps and the data-wait share (%), trainkit's fit()."""
     from trainkit.train import dist
     from trainkit.train.engine import fit
-    from trainkit.train.lifecycle import build_run, make_saver
+    from trainkit.train.run import build_run, make_saver
     from trainkit.train.monitor import Monitor
 
     cfg = _cfg(run_dir)
@@ -55,7 +55,7 @@ def vanilla_loop(run_dir: str) -> float:
     import torch.nn.functional as F
 
     from trainkit.train import dist
-    from trainkit.train.lifecycle import build_run
+    from trainkit.train.run import build_run
 
     run = build_run(_cfg(run_dir), dist.setup("cpu"))
     model, opt, step, total = run.model, run.opt, 0, 0.0

@@ -18,7 +18,7 @@ def main(strategy: str, steps: int, out: str) -> None:
     from trainkit.train import dist
     from trainkit.train.config import load_config
     from trainkit.train.engine import fit
-    from trainkit.train.lifecycle import build_run, make_saver
+    from trainkit.train.run import build_run, make_saver
     from trainkit.train.monitor import Monitor
 
     run_dir = Path(out).parent / strategy

@@ -15,7 +15,7 @@ from trainkit.errors import InputError
 from trainkit.train import dist, parallel, rng, schedule
 from trainkit.train.config import load_config
 from trainkit.train.data import GlobalBatchSampler, split_dataset
-from trainkit.train.engine import SavePolicy
+from trainkit.train.sharded import SavePolicy
 from trainkit.train.monitor import Monitor
 
 REPO = Path(__file__).resolve().parents[2]

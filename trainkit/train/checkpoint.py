@@ -195,9 +195,14 @@ def _atomic_write(path: Path, data: memoryview | bytes) -> str:
     return digest.hexdigest()
 
 
+# Test hook, read ONCE when the module loads (process start-up), never in the write loop:
+# TRAINKIT_FAULT_KILL_IN_SAVE=<step> SIGKILLs this process mid-write of that step.
+_KILL_IN_SAVE = (os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE") or "").partition(":")[0]
+
+
 def _fault_point(path: Path) -> None:
-    """Test hook: TRAINKIT_FAULT_KILL_IN_SAVE=<step> SIGKILLs this process mid-write of that step."""
-    target = os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE")
+    """SIGKILL mid-write when the start-up hook above names this checkpoint's step."""
+    target = _KILL_IN_SAVE
     if target and path.name == STATE and path.parent.name == f"step-{int(target):08d}":
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -98,19 +98,25 @@ class Preemption:
         signal.signal(signal.SIGTERM, self._previous)
 
 
-def agree(info: DistInfo, loss_sum: torch.Tensor, stop: bool, save: bool) -> tuple[float, bool, bool]:
-    """One all-reduce per step: global mean loss, and stop/save if ANY rank asks (so every rank
-    stops and saves at the same step). Single process: no collective."""
-    if not info.distributed:
-        return float(loss_sum), stop, save
-    t = torch.stack([loss_sum.detach().double().reshape(()).cpu(),
-                     torch.tensor(float(stop), dtype=torch.float64),
-                     torch.tensor(float(save), dtype=torch.float64)])
-    if info.device.type == "cuda":
-        t = t.to(info.device)
-    dist.all_reduce(t)
-    loss, n_stop, n_save = t.tolist()
-    return loss / info.world_size, n_stop > 0, n_save > 0
+class Agreement:
+    """The per-step all-reduce of (loss, stop, save) on one buffer made at start-up. It is the
+    loop's one deliberate sync point per step: every rank must know the stop/save flags before it
+    can decide, and the logged loss is the global mean. Single process: no collective, no sync."""
+
+    def __init__(self, info: DistInfo) -> None:
+        self.info = info
+        device = info.device if info.device.type == "cuda" else torch.device("cpu")
+        self.buf = torch.zeros(3, dtype=torch.float64, device=device)
+
+    def __call__(self, loss_sum: torch.Tensor, stop: bool, save: bool) -> tuple[float, bool, bool]:
+        """(global mean loss, stop if ANY rank asks, save if ANY rank asks)."""
+        if not self.info.distributed:
+            return float(loss_sum), stop, save
+        self.buf[0].copy_(loss_sum.detach().reshape(()))
+        self.buf[1], self.buf[2] = float(stop), float(save)
+        dist.all_reduce(self.buf)
+        loss, n_stop, n_save = self.buf.tolist()
+        return loss / self.info.world_size, n_stop > 0, n_save > 0
 
 
 def gather_objects(info: DistInfo, obj) -> list:

@@ -23,10 +23,10 @@ import torch.nn.functional as F
 
 from trainkit.errors import OK, PREEMPTED
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule
-from trainkit.train.sharded import Checkpointer
+from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 from trainkit.train.config import TrainConfig, write_config
-from trainkit.train.lifecycle import (Result, Run, build_run, describe, make_saver, resume,
-                                     save_checkpoint, summarize)
+from trainkit.train.run import (Result, Run, build_run, describe, make_saver, resume,
+                                     summarize)
 from trainkit.train.monitor import Monitor, setup_logging
 
 log = logging.getLogger("trainkit.train")
@@ -68,7 +68,7 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
 def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemption) -> str:
     """The hot loop. Returns "completed", "max_steps" or "preempted"."""
     cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
-    policy = SavePolicy(cfg, info)
+    policy, fault, agree = SavePolicy(cfg, info), SigtermFault.from_env(info.is_main), dist.Agreement(info)
     while run.epoch < cfg.epochs and run.step < run.total_steps:
         run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.per_rank)
         batches = iter(run.loader)
@@ -88,12 +88,12 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             saver.wait_staged()  # an async checkpoint's copy of the weights must be done first
             optimizer_step(run)
             run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
-            _fault_sigterm(run)
-            loss, stop, save = dist.agree(info, loss_sum, preempt.requested, policy.due(run.step))
+            fault.after_step(run.step)
+            loss, stop, save = agree(loss_sum, preempt.requested, policy.due(run.step))
             monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
                          plan.global_batch)
             if save or stop:
-                save_checkpoint(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
+                save_run(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
                 policy.saved(saver)
             if stop:
                 return "preempted"
@@ -151,58 +151,35 @@ def evaluate(run: Run, split: str) -> dict[str, float]:
     return {"loss": loss, "acc": correct / max(count, 1), "ppl": math.exp(min(loss, 700))}
 
 
-class SavePolicy:
-    """When a scheduled checkpoint is due: every_n_steps, else interval seconds, else 'auto'
-    (the first step after EVERY start, fresh or resumed, saves to measure the write time C; then
-    Young/Daly with M = mtbf / nodes). Time-based decisions are rank 0's clock; `dist.agree` makes
-    every rank follow it. `clock` is injectable for tests."""
+class SigtermFault:
+    """Test hook, read ONCE at start-up (never in the hot loop): TRAINKIT_FAULT_SIGTERM_AT_STEP=k[,k2...]
+    makes rank 0 send SIGTERM after step k to itself (or, with TRAINKIT_FAULT_SIGTERM_TARGET=parent,
+    to torchrun, which forwards it to all ranks)."""
 
-    def __init__(self, cfg: TrainConfig, info: dist.DistInfo, clock=time.monotonic) -> None:
-        c = cfg.checkpoint
-        self.every, self.is_main, self.clock = c.every_n_steps, info.is_main, clock
-        self.auto = c.every_n_steps is None and c.interval == "auto"
-        self.interval = None if (c.every_n_steps or self.auto) else c.interval
-        self.mtbf_s = c.mtbf_hours * 3600 / info.num_nodes
-        self.last = clock()
-        self.measuring = False
+    def __init__(self, steps: str | None, target: str | None, is_main: bool) -> None:
+        self.steps = {int(k) for k in steps.split(",")} if steps and is_main else set()
+        self.parent = target == "parent"
 
-    def due(self, step: int) -> bool:
-        if self.every:
-            return step % self.every == 0
-        if self.auto and self.interval is None:
-            self.measuring = True  # the first step after this start: save now, measure C
-            return True
-        return (self.is_main and self.interval is not None
-                and self.clock() - self.last >= self.interval)
+    @classmethod
+    def from_env(cls, is_main: bool) -> "SigtermFault":
+        env = os.environ
+        return cls(env.get("TRAINKIT_FAULT_SIGTERM_AT_STEP"), env.get("TRAINKIT_FAULT_SIGTERM_TARGET"), is_main)
 
-    def saved(self, saver) -> None:
-        self.last = self.clock()
-        if self.measuring and self.interval is None:
-            saver.wait()  # the first save's write time is C
-            self.interval = schedule.young_daly_interval(max(saver.last_write_s, 1e-3), self.mtbf_s)
-            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.3gs (Young/Daly)",
-                     saver.last_write_s, self.mtbf_s, self.interval)
-            self.last = self.clock()
-
-
-def _fault_sigterm(run: Run) -> None:
-    """Test hook: TRAINKIT_FAULT_SIGTERM_AT_STEP=k[,k2...] makes rank 0 send SIGTERM after step k to
-    itself (or, with TRAINKIT_FAULT_SIGTERM_TARGET=parent, to torchrun, which forwards it to all)."""
-    at = os.environ.get("TRAINKIT_FAULT_SIGTERM_AT_STEP")
-    if not at or not run.info.is_main or run.step not in {int(k) for k in at.split(",")}:
-        return
-    if os.environ.get("TRAINKIT_FAULT_SIGTERM_TARGET") == "parent":
-        os.kill(os.getppid(), signal.SIGTERM)
-        time.sleep(1.0)  # let torchrun forward it; ranks agree on the stop step either way
-    else:
-        os.kill(os.getpid(), signal.SIGTERM)
+    def after_step(self, step: int) -> None:
+        if step not in self.steps:
+            return
+        if self.parent:
+            os.kill(os.getppid(), signal.SIGTERM)
+            time.sleep(1.0)  # let torchrun forward it; ranks agree on the stop step either way
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start: float) -> Result:
     """Final checkpoint (unless preempted: already written), test metrics, ONNX, plot, summary."""
     preempted = reason == "preempted"
     if not preempted and run.extra.get("saved_step") != run.step:
-        save_checkpoint(run, saver, monitor, "final", block=True)
+        save_run(run, saver, monitor, "final", block=True)
     saver.wait()
     metrics: dict[str, Any] = {"samples_per_s": monitor.throughput(),
                                "data_wait_pct": monitor.data_wait_pct(),
@@ -213,8 +190,8 @@ def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start
         test = evaluate(run, "test")
         metrics.update(val_loss=val["loss"], val_acc=val["acc"], val_ppl=val["ppl"],
                        test_loss=test["loss"], test_acc=test["acc"], test_ppl=test["ppl"])
-    if monitor.epoch_losses or monitor.window:
-        metrics["train_loss"] = (monitor.epoch_losses or [w[0] for w in monitor.window])[-1]
+    if monitor.last_train_loss is not None:
+        metrics["train_loss"] = monitor.last_train_loss
     opts = data.loader_options(run.cfg, run.info, run.loader.num_workers)
     load_s = (data.load_seconds(run.splits["train"], run.plan.micro) * run.plan.accum
               if opts["num_workers"] > 0 else None)

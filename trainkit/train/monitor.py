@@ -84,6 +84,12 @@ class Monitor:
         self.epoch_t0 = time.perf_counter()
         self.epoch_losses: list[float] = []
 
+    @property
+    def last_train_loss(self) -> float | None:
+        """The newest step's global mean loss not yet folded into an epoch record, or None."""
+        losses = self.epoch_losses or [w[0] for w in self.window]
+        return losses[-1] if losses else None
+
     def write(self, kind: str, **fields: Any) -> None:
         if self.file is None:
             return

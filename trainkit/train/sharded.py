@@ -37,7 +37,11 @@ from typing import Any
 import torch
 from torch import nn
 
+import trainkit
+
 from trainkit.train import checkpoint as ckpt
+from trainkit.train import dist, schedule
+from trainkit.train.config import TrainConfig
 from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_write, _step_of,
                                        step_dir)
 
@@ -264,3 +268,57 @@ def consolidate(folder: Path) -> dict[str, Any]:
 
 
 __all__ = ["Checkpointer", "KillFault", "consolidate", "load_into", "load_meta", "verify", "STATE"]
+
+
+# ------------------------------------------------------------------ when and what to save
+
+class SavePolicy:
+    """When a scheduled checkpoint is due: every_n_steps, else interval seconds, else 'auto'
+    (the first step after EVERY start, fresh or resumed, saves to measure the write time C; then
+    Young/Daly with M = mtbf / nodes). Time-based decisions are rank 0's clock; `dist.agree` makes
+    every rank follow it. `clock` is injectable for tests."""
+
+    def __init__(self, cfg: TrainConfig, info: dist.DistInfo, clock=time.monotonic) -> None:
+        c = cfg.checkpoint
+        self.every, self.is_main, self.clock = c.every_n_steps, info.is_main, clock
+        self.auto = c.every_n_steps is None and c.interval == "auto"
+        self.interval = None if (c.every_n_steps or self.auto) else c.interval
+        self.mtbf_s = c.mtbf_hours * 3600 / info.num_nodes
+        self.last = clock()
+        self.measuring = False
+
+    def due(self, step: int) -> bool:
+        if self.every:
+            return step % self.every == 0
+        if self.auto and self.interval is None:
+            self.measuring = True  # the first step after this start: save now, measure C
+            return True
+        return (self.is_main and self.interval is not None
+                and self.clock() - self.last >= self.interval)
+
+    def saved(self, saver) -> None:
+        self.last = self.clock()
+        if self.measuring and self.interval is None:
+            saver.wait()  # the first save's write time is C
+            self.interval = schedule.young_daly_interval(max(saver.last_write_s, 1e-3), self.mtbf_s)
+            log.info("checkpoint interval auto: C=%.3fs M=%.0fs -> every %.3gs (Young/Daly)",
+                     saver.last_write_s, self.mtbf_s, self.interval)
+            self.last = self.clock()
+
+
+def save_run(run, saver: Checkpointer, monitor, reason: str, block: bool) -> None:
+    """What a checkpoint of `run` holds, written by `saver`. Collective (every rank calls it): every
+    rank writes its shard; rank 0 the meta (step, schedule, scaler, config, best) and the marker."""
+    run.extra["saved_step"] = run.step
+    meta = {"step": run.step, "epoch": run.epoch, "step_in_epoch": run.step_in_epoch,
+            "scheduler": run.sched.state_dict(), "scaler": run.scaler.state_dict(),
+            "world_size": run.info.world_size, "strategy": run.strategy,
+            "global_batch": run.plan.global_batch, "config": run.cfg.to_dict(),
+            "config_hash": run.cfg.hash(), "input_shape": run.extra["input_shape"],
+            "torch_version": torch.__version__,
+            "trainkit_version": trainkit.__version__, "best": run.extra.get("best")}
+    blocked = saver.save(run.wrapped, run.opt, meta, run.step,
+                         block=block or not run.cfg.checkpoint.async_save)
+    monitor.write("checkpoint", step=run.step, reason=reason, blocked_s=blocked,
+                  write_s=saver.last_write_s if block else None)
+    run.extra["checkpoint_blocked_s"] = blocked

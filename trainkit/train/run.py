@@ -2,7 +2,8 @@
 
 `build_run` turns a config + distributed info into a `Run` (model, optimizer, schedule, loaders);
 `resume` loads the newest complete checkpoint (or `resume=<path>`) into it so that training continues
-bitwise-identically; `save_checkpoint` is the collective save; `summarize` builds summary.json.
+bitwise-identically; `summarize` builds summary.json. When and what to save is
+`trainkit.train.sharded` (SavePolicy, save_run), beside the writer.
 """
 
 from __future__ import annotations
@@ -196,23 +197,6 @@ def apply_meta(run: Run, state: dict[str, Any]) -> None:
     if state["global_batch"] != run.plan.global_batch:
         log.warning("global batch %d -> %d: the sample order after resume differs",
                     state["global_batch"], run.plan.global_batch)
-
-
-def save_checkpoint(run: Run, saver: sharded.Checkpointer, monitor, reason: str, block: bool) -> None:
-    """Collective (every rank calls it): every rank writes its shard; rank 0 the meta and marker."""
-    run.extra["saved_step"] = run.step
-    meta = {"step": run.step, "epoch": run.epoch, "step_in_epoch": run.step_in_epoch,
-            "scheduler": run.sched.state_dict(), "scaler": run.scaler.state_dict(),
-            "world_size": run.info.world_size, "strategy": run.strategy,
-            "global_batch": run.plan.global_batch, "config": run.cfg.to_dict(),
-            "config_hash": run.cfg.hash(), "input_shape": run.extra["input_shape"],
-            "torch_version": torch.__version__,
-            "trainkit_version": trainkit.__version__, "best": run.extra.get("best")}
-    blocked = saver.save(run.wrapped, run.opt, meta, run.step,
-                         block=block or not run.cfg.checkpoint.async_save)
-    monitor.write("checkpoint", step=run.step, reason=reason, blocked_s=blocked,
-                  write_s=saver.last_write_s if block else None)
-    run.extra["checkpoint_blocked_s"] = blocked
 
 
 def describe(run: Run) -> dict[str, Any]:
