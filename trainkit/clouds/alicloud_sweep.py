@@ -13,10 +13,10 @@ call here is reported. Credentials: ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (or AL
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from trainkit import progress
+from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
 
 TAG = "trainkit-cluster"
 TYPES = {"instance": "instance", "disk": "disk", "filesystem": "file-system", "securitygroup": "security-group",
@@ -34,7 +34,7 @@ DELETE = {
     "key-pair": ("ecs", "2014-05-26", "DeleteKeyPairs", lambda ids: [{"KeyPairNames": json.dumps(ids)}]),
 }
 ORDER = tuple(DELETE)
-WAIT_S, POLL_S = 600, 5  # instance release takes minutes at most (ECS API doc "DeleteInstances")
+WAIT_S = 600  # instance release takes minutes at most (ECS API doc "DeleteInstances")
 
 
 class _Api:
@@ -85,41 +85,28 @@ def find(cluster) -> list[dict[str, Any]]:
         token = page.get("NextToken")
         if not token:
             break
-    rank = {k: i for i, k in enumerate(ORDER)}
-    return sorted(found.values(), key=lambda r: (rank.get(r["type"], len(ORDER)), r["id"]))
+    return in_order(found, ORDER)
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:
     """Delete `found` in dependency order; types with no delete call are reported, not skipped.
 
     Raises the SDK's error on the first failed call."""
-    for res in found:
-        if res["type"] not in DELETE:
-            progress.info(f"cannot delete {res['type']} {res['id']} ({res['arn']}) here: delete it in the console")
+    report_undeletable(found, DELETE, "arn", progress.info)
     for kind, (product, version, action, requests) in DELETE.items():
         ids = [r["id"] for r in found if r["type"] == kind]
         if not ids:
             continue
         api = _Api(cluster, product, version)
         for params in requests(ids):
-            _gone_ok(lambda: api.call(action, params))
+            gone_ok(lambda: api.call(action, params))
         if kind == "instance":
             _wait_gone(api, ids)
 
 
 def _wait_gone(ecs: _Api, ids: list[str]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while (ecs.call("DescribeInstances", {"InstanceIds": json.dumps(ids)}).get("Instances") or {}).get("Instance"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"instances {', '.join(ids)} still exist {WAIT_S}s after DeleteInstances")
-        time.sleep(POLL_S)
+    def listed() -> bool:
+        found = ecs.call("DescribeInstances", {"InstanceIds": json.dumps(ids)}).get("Instances") or {}
+        return bool(found.get("Instance"))
 
-
-def _gone_ok(call) -> None:
-    """Run a delete call; a NotFound error means it is gone already (e.g. a disk released with its
-    instance) and is not a failure. Any other error propagates."""
-    try:
-        call()
-    except Exception as err:
-        if "NotFound" not in str(getattr(err, "code", "")):
-            raise
+    wait_gone(listed, ids, "DeleteInstances", WAIT_S)

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from trainkit import progress
+from trainkit.clouds.sweep_common import in_order
 from trainkit.errors import InputError
 
 TAG = "trainkit-cluster"
@@ -91,8 +92,7 @@ def find(cluster) -> list[dict[str, Any]]:
         offset += len(rows)
         if not rows or offset >= int(page.get("total_count") or 0):
             break
-    rank = {k: i for i, k in enumerate(ORDER)}
-    return sorted(found.values(), key=lambda r: (rank.get(r["type"], len(ORDER)), r["id"]))
+    return in_order(found, ORDER)
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:

@@ -13,10 +13,10 @@ Credentials: TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY. `cluster.spec.end
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from trainkit import progress
+from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
 
 TAG = "trainkit-cluster"
 # resource prefix in the six-segment resource name -> the type trainkit reports
@@ -35,7 +35,7 @@ DELETE = {
     "key-pair": ("cvm", "2017-03-12", "DeleteKeyPairs", lambda ids: [{"KeyIds": ids}]),
 }
 ORDER = tuple(DELETE)
-WAIT_S, POLL_S = 600, 5  # instance termination: minutes at most (CVM API doc "TerminateInstances")
+WAIT_S = 600  # instance termination: minutes at most (CVM API doc "TerminateInstances")
 
 
 def _client(cluster, service: str, version: str):
@@ -67,42 +67,27 @@ def find(cluster) -> list[dict[str, Any]]:
         token = page.get("PaginationToken") or ""
         if not token:
             break
-    rank = {k: i for i, k in enumerate(ORDER)}
-    return sorted(found.values(), key=lambda r: (rank.get(r["type"], len(ORDER)), r["id"]))
+    return in_order(found, ORDER)
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:
     """Delete `found` in dependency order; types with no delete call are reported, not skipped.
 
     Raises the SDK's error on the first failed call."""
-    for res in found:
-        if res["type"] not in DELETE:
-            progress.info(f"cannot delete {res['type']} {res['id']} ({res['resource']}) here: "
-                          "delete it in the console")
+    report_undeletable(found, DELETE, "resource", progress.info)
     for kind, (service, version, action, requests) in DELETE.items():
         ids = [r["id"] for r in found if r["type"] == kind]
         if not ids:
             continue
         client = _client(cluster, service, version)
         for params in requests(ids):
-            _gone_ok(lambda: client.call_json(action, params))
+            gone_ok(lambda: client.call_json(action, params))
         if kind == "instance":
             _wait_gone(client, ids)
 
 
 def _wait_gone(cvm, ids: list[str]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while cvm.call_json("DescribeInstances", {"InstanceIds": ids})["Response"].get("InstanceSet"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"instances {', '.join(ids)} still exist {WAIT_S}s after TerminateInstances")
-        time.sleep(POLL_S)
+    def listed() -> bool:
+        return bool(cvm.call_json("DescribeInstances", {"InstanceIds": ids})["Response"].get("InstanceSet"))
 
-
-def _gone_ok(call) -> None:
-    """Run a delete call; a NotFound error means it is gone already (e.g. a disk released with its
-    instance) and is not a failure. Any other error propagates."""
-    try:
-        call()
-    except Exception as err:
-        if "NotFound" not in str(getattr(err, "code", "")):
-            raise
+    wait_gone(listed, ids, "TerminateInstances", WAIT_S)

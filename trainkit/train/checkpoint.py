@@ -91,12 +91,7 @@ class Checkpointer:
 
     def wait(self) -> None:
         """Block until the in-flight background save (if any) is on disk; re-raise its error."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise err
+        join_background(self)
 
     def _write_bg(self, state: dict[str, Any], step: int) -> None:
         try:
@@ -222,3 +217,14 @@ def prune(root: Path, keep: int) -> None:
     for folder in root.glob("step-*"):
         if not (folder / MARKER).exists() and _step_of(folder) < newest:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def join_background(saver) -> None:
+    """Join `saver._thread` (a background write, if any) and re-raise the error it stored in
+    `saver._error`. Shared by the single-file and sharded writers."""
+    if saver._thread is not None:
+        saver._thread.join()
+        saver._thread = None
+    if saver._error is not None:
+        err, saver._error = saver._error, None
+        raise err

@@ -167,12 +167,7 @@ class Checkpointer:
     def wait(self) -> None:
         """Block until the save in flight is committed; re-raise its error."""
         self.wait_staged()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise err
+        ckpt.join_background(self)
 
     def _prune(self) -> None:
         ckpt.prune(self.root, self.keep)
