@@ -3,7 +3,7 @@
 Layout (docs/design.md): terraform/, plan.bin, plan.json, plan.fingerprint, review.md,
 outputs.json, applied.json, inventory.yml, ssh/ (per-cluster key pair, 0600), ansible/, node/
 (the `local` target's files), runs/<run-id>/, terraform.log (+ the previous few commands' logs),
-lock. This class is the only place that names them. Outputs and inventory are caches of the
+lock, .trainkit-workspace (marks the folder as trainkit's). This class is the only place that names them. Outputs and inventory are caches of the
 state backend, the one truth about what exists. Credentials are never written here.
 """
 
@@ -58,8 +58,36 @@ class Workspace:
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
                      "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform")
 
+    marker = property(lambda self: self.root / ".trainkit-workspace")
+
+    def foreign_files(self) -> list[str]:
+        """The names of CLUSTER_FILES here that trainkit did not write ([] when an earlier command
+        marked the folder: the marker, its lock or a rendered stack). render overwrites and
+        destroy deletes those names, so a folder with any of them is not used."""
+        if (self.marker.exists() or self.lock_path.exists()
+                or (self.terraform_dir / ".trainkit-rendered").exists()):
+            return []
+        return [name for name in self.CLUSTER_FILES if (self.root / name).exists()]
+
+    def check_ours(self) -> None:
+        """InputError naming the folder and the files trainkit would overwrite or delete there."""
+        foreign = self.foreign_files()
+        if foreign:
+            raise InputError(f"--workdir {self.root}: {', '.join(foreign)} here were not written by "
+                             "trainkit; render would overwrite them and destroy would delete them",
+                             fix="use a new or empty folder for --workdir (or drop --workdir for "
+                                 ".trainkit/<cluster name>)")
+
     def ensure(self) -> "Workspace":
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Create the folder (and its marker); InputError when it is not trainkit's or cannot be made."""
+        self.check_ours()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.marker.touch()
+        except OSError as err:
+            raise InputError(f"--workdir {self.root}: cannot create the workspace ({err.strerror}: "
+                             f"{err.filename})", fix="choose a folder you can write, whose parents are "
+                                                     "folders, not files") from None
         return self
 
     def ensure_ssh_key(self, comment: str = "trainkit") -> str:
@@ -68,7 +96,7 @@ class Workspace:
             if not shutil.which("ssh-keygen"):
                 raise MissingToolError("ssh-keygen is not installed",
                                        fix="install OpenSSH (Debian/Ubuntu: apt-get install openssh-client)")
-            self.ssh_dir.mkdir(parents=True, exist_ok=True)
+            self.ensure().ssh_dir.mkdir(exist_ok=True)
             os.chmod(self.ssh_dir, 0o700)
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
                             "-f", str(self.ssh_private_key)], check=True)
@@ -95,7 +123,9 @@ class Workspace:
             path.unlink()
 
     def remove_cluster_files(self) -> None:
-        """Remove CLUSTER_FILES and the terraform logs (after destroy); runs/ and review.md stay."""
+        """Remove CLUSTER_FILES and the terraform logs (after destroy); runs/ and review.md stay.
+        InputError, deleting nothing, in a folder trainkit did not write (check_ours)."""
+        self.check_ours()
         for name in self.CLUSTER_FILES:
             path = self.root / name
             if path.is_dir():

@@ -22,7 +22,7 @@ def test_remove_cluster_files_keeps_runs_and_the_review(tmp_path):
     ws.review_md.write_text("# review")
     run = ws.new_run_dir()
     ws.remove_cluster_files()
-    assert sorted(p.name for p in ws.root.iterdir()) == ["review.md", "runs"]
+    assert sorted(p.name for p in ws.root.iterdir()) == [".trainkit-workspace", "review.md", "runs"]
     assert run.is_dir()
 
 

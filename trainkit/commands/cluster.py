@@ -162,6 +162,7 @@ def render(spec: str, workdir: str | None) -> None:
 
     cluster, ws = load(spec, workdir, warn=True)
     require_terraform(cluster)
+    ws.ensure()  # refuses a --workdir that holds someone else's files
     key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
     written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
