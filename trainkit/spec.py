@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,26 @@ RESERVED_TAG = "trainkit-cluster"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys, .inf/.nan and true/false for a number are errors (pydantic's lax mode would
+    read `nodes: true` as 1 and pass `max_price: .inf` on to Terraform, which has no literal for it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            bad = [f"{name}: expected a number, got {str(data[name]).lower()}"
+                   for name, info in cls.model_fields.items()
+                   if isinstance(data.get(name), bool) and _is_number(info.annotation)]
+            if bad:
+                raise ValueError("\n".join(bad))
+        return data
+
+
+def _is_number(annotation: Any) -> bool:
+    """int, float or an Optional of one (bool is an int subclass, so it is excluded by name)."""
+    return annotation in (int, float) or any(a in (int, float) for a in typing.get_args(annotation))
 
 
 class InstanceSpec(_Model):

@@ -67,7 +67,7 @@ class Source(BaseModel):
 
 
 class DataSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # chunk_mb: .inf
     target: Literal["disk", "nas"] = "disk"
     connections: int = Field(10, ge=1, le=64)
     # 8-16 MB byte ranges: Amazon S3 "Best practices design patterns: optimizing performance".

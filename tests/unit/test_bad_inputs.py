@@ -104,6 +104,14 @@ SPECS = [
     ("junk-keys", "name: demo\ncloud: local\n" + "".join(f"junk{i}: {i}\n" for i in range(500)),
      "junk0: unknown field"),
     ("not-a-mapping", "- name: demo\n", "must be a YAML mapping"),
+    ("nodes-true", "name: local-demo\ncloud: local\nnodes: true\n", "nodes: expected a number, got true"),
+    ("host-port-true", host("port", True), "hosts[0].port: expected a number, got true"),
+    ("disk-size-false", merged(ALI, "storage.data_disk.size_gb", False),
+     "storage.data_disk.size_gb: expected a number, got false"),
+    ("max-price-inf", merged(ALI, "spot", {"enabled": True, "max_price": float("inf")}),
+     "spot.max_price: Input should be a finite number"),
+    ("budget-nan", merged(ALI, "budget.max_per_hour", float("nan")), "budget.max_per_hour: Input should be a finite"),
+    ("data-chunk-inf", merged(LOCAL, "data.chunk_mb", float("inf")), "data.chunk_mb: Input should be a finite"),
     ("tab-indent", "name: demo\ncloud: local\nlaunch:\n\troot: /opt/x\n", "not valid YAML"),
 ]
 
@@ -192,6 +200,8 @@ TRAIN = [
     ("train-binary", b"\x7fELF\x02\x01\x01\x00" + bytes(64), "binary file"),
     ("train-utf16", "epochs: 3\n".encode("utf-16"), "UTF-16"),
     ("train-junk", "".join(f"junk{i}: {i}\n" for i in range(300)), "... and 250 more problem(s) not shown"),
+    ("lr0-inf", "lr0: .inf\n", "lr0: expected a finite number (got inf)"),
+    ("mtbf-nan", "checkpoint: {mtbf_hours: .nan}\n", "checkpoint.mtbf_hours: expected a finite number"),
     ("train-not-mapping", "[1, 2]\n", "a train config is a mapping"),
 ]
 

@@ -23,7 +23,8 @@ from trainkit.errors import InputError, capped
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # .inf/.nan are refused: `lr0: .inf` would train to NaN.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class CheckpointConfig(_Section):
