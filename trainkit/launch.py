@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from trainkit.errors import TrainkitError, TRAIN
+from trainkit import yamlload
+from trainkit.errors import InputError, TrainkitError, TRAIN
 from trainkit.runs import Job
 
 SUPERVISOR = Path(__file__).parent / "node" / "supervise.py"
@@ -93,13 +94,18 @@ class Layout:
 def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
     """Nodes in rank order and the group vars, from workspace/inventory.yml."""
     from trainkit.inventory import inventory_hosts
+    from trainkit.workspace import load_inventory
 
-    inv = yaml.safe_load(inventory_yml.read_text())
+    inv = load_inventory(inventory_yml)
     group = dict(inv["all"].get("vars") or {})
     # Ansible reads group_vars/all.yml next to the inventory over the inventory's group vars.
     for extra in (inventory_yml.parent / "group_vars" / "all.yml", inventory_yml.parent / "group_vars" / "all.yaml"):
         if extra.is_file():
-            group.update(yaml.safe_load(extra.read_text()) or {})
+            more = yamlload.load_file(extra, "group vars file") or {}
+            if not isinstance(more, dict):
+                raise InputError(f"{extra}: group vars must be a mapping (key: value lines)",
+                                 fix="fix the file; Ansible reads it too")
+            group.update(more)
     hosts = inventory_hosts(inv)
     nodes = [Node(name, int(v.get("trainkit_node_rank", i)), {**group, **v}) for i, (name, v) in
              enumerate(hosts.items())]

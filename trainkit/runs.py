@@ -134,10 +134,24 @@ def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
 
 
 def read_record(run_dir: Path) -> dict[str, Any]:
+    """run.json as a dict; {} when it is missing or unreadable (listings show such a run as unknown)."""
     try:
-        return json.loads((run_dir / "run.json").read_text())
+        record = json.loads((run_dir / "run.json").read_text())
     except (OSError, ValueError):
         return {}
+    return record if isinstance(record, dict) else {}
+
+
+def check_record(run_dir: Path) -> None:
+    """InputError naming run.json when a run that is about to be attached, resumed, read or
+    cancelled has a record trainkit cannot use (truncated or edited): acting on it would start
+    the attempts over and overwrite the record."""
+    record = read_record(run_dir)
+    if not isinstance(record.get("config"), str) or not isinstance(record.get("attempts", []), list):
+        raise InputError(f"{run_dir / 'run.json'}: the run's record is unreadable or incomplete "
+                         "(truncated or edited by hand)",
+                         fix=f"restore run.json from a backup, or start a new run with `trainkit train`; "
+                             f"this run's logs and results stay in {run_dir}")
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
@@ -170,6 +184,7 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
     if run is None:
         if not found:
             raise InputError(f"no runs in {runs_dir}", fix="start one with `trainkit train`")
+        check_record(found[-1])
         return found[-1]
     exact = [p for p in found if p.name == run]
     matches = exact or [p for p in found if p.name.startswith(run)]
@@ -177,6 +192,7 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
         known = ", ".join(p.name for p in found[-5:]) or "none"
         raise InputError(f"run {run!r} {'is ambiguous' if matches else 'not found'} in {runs_dir}",
                          fix=f"recent runs: {known} (see `trainkit runs`)")
+    check_record(matches[0])
     return matches[0]
 
 

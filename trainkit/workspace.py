@@ -154,7 +154,7 @@ class Workspace:
         """(fingerprint, plan.json data) of the plan `trainkit plan` saved, or None if incomplete."""
         if not (self.plan_bin.exists() and self.plan_json.exists() and self.plan_fingerprint.exists()):
             return None
-        return self.plan_fingerprint.read_text(), json.loads(self.plan_json.read_text())
+        return self.plan_fingerprint.read_text(), read_json(self.plan_json, REPLAN)
 
     def drop_saved_plan(self) -> None:
         """Forget plan.bin (a saved plan applies once) so the next apply plans again."""
@@ -171,7 +171,12 @@ class Workspace:
 
     def applied_at(self) -> float | None:
         """When this workspace last applied the cluster, or None."""
-        return json.loads(self.applied_json.read_text())["applied_at"] if self.applied_json.exists() else None
+        if not self.applied_json.exists():
+            return None
+        when = read_json(self.applied_json, REAPPLY)
+        if not isinstance(when, dict) or not isinstance(when.get("applied_at"), (int, float)):
+            raise InputError(f"{self.applied_json}: no applied_at time in it (edited by hand?)", fix=REAPPLY)
+        return when["applied_at"]
 
     def write_inventory(self, inventory: dict) -> Path:
         """Write an inventory built by `trainkit.inventory.inventory_for` to inventory.yml."""
@@ -195,7 +200,9 @@ class Workspace:
 
     def read_outputs(self) -> dict[str, Any]:
         """outputs.json as `{name: value}` (terraform's `{name: {value: ...}}` unwrapped)."""
-        raw = json.loads(self.outputs_json.read_text())
+        raw = read_json(self.outputs_json, REAPPLY)
+        if not isinstance(raw, dict):
+            raise InputError(f"{self.outputs_json}: not the outputs mapping trainkit writes", fix=REAPPLY)
         return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
 
     @contextlib.contextmanager
@@ -220,6 +227,35 @@ class Workspace:
                 fh.seek(0)
                 fh.truncate()
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+REAPPLY = ("trainkit writes this file from the cluster's state: delete it and run `trainkit apply SPEC` "
+           "again, which rewrites it without changing the cluster")
+REPLAN = "delete plan.bin, plan.json and plan.fingerprint and run `trainkit plan SPEC` again"
+
+
+def read_json(path: Path, fix: str) -> Any:
+    """A workspace JSON file parsed; InputError naming the file (truncated, edited, not UTF-8)."""
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, OSError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise InputError(f"{path}: unreadable or truncated ({err})", fix=fix) from None
+
+
+def load_inventory(path: Path) -> dict[str, Any]:
+    """inventory.yml parsed, in the shape trainkit.inventory writes; InputError naming the file."""
+    import yaml
+
+    from trainkit.inventory import inventory_hosts
+
+    try:
+        inventory = yaml.safe_load(path.read_text())
+        inventory_hosts(inventory)
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
+        detail = f"no {err} in it" if isinstance(err, KeyError) else str(err).splitlines()[0]
+        raise InputError(f"{path}: not an inventory as trainkit writes it ({detail}; edited by hand?)",
+                         fix=REAPPLY) from None
+    return inventory
 
 
 def read_public_key(path: str | Path, field: str = "ssh.public_key") -> str:

@@ -47,3 +47,60 @@ def test_a_workdir_under_a_file_names_the_workdir(capsys, repo, tmp_path):
                     "--workdir", str(tmp_path / "afile" / "ws"))
     assert code == 2, err
     assert f"--workdir {tmp_path / 'afile' / 'ws'}: cannot create the workspace" in err
+
+
+GOOD_INVENTORY = ("all:\n  vars: {}\n  children:\n    head:\n      hosts:\n        localhost: {ansible_connection: local}\n"
+                  "    workers:\n      hosts: {}\n")
+RECORD = '{"run_id": "digits-1", "config": "/x/digits.yaml", "attempts": []}'
+
+# (id, workspace files {relative path: text}, command after SPEC, the file the error must name)
+WORKSPACE_FILES = [
+    ("inventory-truncated", {"inventory.yml": "all:\n  children: [\n"}, ["top", "--once"], "inventory.yml"),
+    ("inventory-hand-edited", {"inventory.yml": "all:\n  hosts: {localhost: {}}\n"}, ["top", "--once"],
+     "inventory.yml: not an inventory as trainkit writes it (no 'children' in it"),
+    ("inventory-a-list", {"inventory.yml": "- localhost\n"}, ["train", "--detach"], "inventory.yml"),
+    ("group-vars-bad-yaml", {"inventory.yml": GOOD_INVENTORY, "group_vars/all.yml": "a: [\n"},
+     ["train", "--detach"], "group_vars/all.yml"),
+    ("run-json-truncated", {"inventory.yml": GOOD_INVENTORY, "runs/digits-1/run.json": RECORD[:30]},
+     ["train", "--attach", "digits-1"], "runs/digits-1/run.json: the run's record is unreadable"),
+    ("run-json-truncated-resume", {"inventory.yml": GOOD_INVENTORY, "runs/digits-1/run.json": RECORD[:30]},
+     ["train", "--resume", "digits-1"], "runs/digits-1/run.json"),
+    ("run-json-a-list", {"inventory.yml": GOOD_INVENTORY, "runs/digits-1/run.json": "[]"},
+     ["cancel", "digits-1"], "runs/digits-1/run.json"),
+    ("run-json-newest-truncated", {"inventory.yml": GOOD_INVENTORY, "runs/digits-1/run.json": "{"},
+     ["logs"], "runs/digits-1/run.json"),
+]
+
+
+@pytest.mark.parametrize("case,files,command,expected", WORKSPACE_FILES, ids=[w[0] for w in WORKSPACE_FILES])
+def test_a_damaged_workspace_file_is_named_with_a_fix(capsys, repo, tmp_path, case, files, command, expected):
+    ws = tmp_path / "ws"
+    (ws / "lock").parent.mkdir(parents=True)
+    (ws / "lock").write_text("")
+    for rel, text in files.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    before = {p: p.read_text() for p in ws.rglob("*") if p.is_file() and p.name != "lock"}
+    code, err = run(capsys, command[0], str(repo / "examples/clusters/local.yaml"), "--workdir", str(ws),
+                    *command[1:])
+    assert code == 2, err
+    assert f"{ws}/{expected}" in err, err
+    assert "fix:" in err
+    assert {p: p.read_text() for p in before} == before  # nothing rewritten
+
+
+@pytest.mark.parametrize("name,text", [("outputs.json", '{"nodes": [{"na'), ("outputs.json", "[1, 2]"),
+                                       ("applied.json", '{"applied_at": '), ("applied.json", '{"applied_at": "x"}'),
+                                       ("plan.json", "\xff{")])
+def test_the_workspace_caches_name_themselves_when_damaged(tmp_path, name, text):
+    from trainkit.errors import InputError
+    from trainkit.workspace import Workspace
+
+    ws = Workspace.for_cluster("demo", tmp_path / "ws").ensure()
+    for rel in ("plan.bin", "plan.fingerprint"):
+        (ws.root / rel).write_text("x")
+    (ws.root / name).write_text(text)
+    read = {"outputs.json": ws.read_outputs, "applied.json": ws.applied_at, "plan.json": ws.saved_plan}[name]
+    with pytest.raises(InputError) as err:
+        read()
+    assert str(ws.root / name) in err.value.message and "trainkit" in err.value.fix

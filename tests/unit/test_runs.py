@@ -63,7 +63,7 @@ def test_resume_with_a_changed_config_is_refused_unless_forced(tmp_path):
 
 def test_resolve_run_by_prefix_and_newest(tmp_path):
     for i, name in enumerate(["a-1", "a-2", "b-1"]):
-        runs.write_record(tmp_path / name, {"run_id": name, "created_at": i})
+        runs.write_record(tmp_path / name, {"run_id": name, "config": "c.yaml", "created_at": i})
     assert runs.resolve_run(tmp_path, None).name == "b-1"
     assert runs.resolve_run(tmp_path, "b").name == "b-1"
     with pytest.raises(InputError, match="ambiguous"):
