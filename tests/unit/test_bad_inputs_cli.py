@@ -104,3 +104,14 @@ def test_the_workspace_caches_name_themselves_when_damaged(tmp_path, name, text)
     with pytest.raises(InputError) as err:
         read()
     assert str(ws.root / name) in err.value.message and "trainkit" in err.value.fix
+
+
+@pytest.mark.parametrize("args", [["plan", "{spec}", "--out", "{missing}/review.md"],
+                                  ["export", "{spec}", "--onnx", "{missing}/model.onnx"],
+                                  ["export", "{spec}", "--weights", "{missing}/w.pt"]])
+def test_an_output_file_in_a_missing_folder_fails_before_the_work(capsys, repo, tmp_path, args):
+    spec, missing = repo / "examples/clusters/local.yaml", tmp_path / "nope"
+    code, err = run(capsys, *(a.format(spec=spec, missing=missing) for a in args))
+    assert code == 2, err
+    assert f"folder {missing} does not exist" in err and "'--" in err
+    assert "nothing to provision" not in err

@@ -16,6 +16,7 @@ from trainkit import errors, lifecycle, progress
 from trainkit.inventory import ssh_argv  # noqa: F401  (trainkit ssh; re-exported for callers)
 from trainkit.commands.options import (FORMATS, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)
+from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError
 
 
@@ -29,7 +30,8 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
 @workdir_option
 @prices_option
 @format_option(FORMATS, "markdown pastes into a pull request; json is stable for CI.")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Also write the review here.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), callback=out_file_check,
+              help="Also write the review here.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 10 when the plan has changes (0 when none), like terraform's flag.")
 def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):

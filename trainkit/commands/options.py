@@ -26,6 +26,18 @@ prices_option = click.option("--prices", "price_file", type=click.Path(exists=Tr
                              help="Your own price file (overrides catalog prices).")
 
 
+def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback for an output file option: its folder must exist, so the command fails before
+    the work (a plan, an export), not after it."""
+    from pathlib import Path
+
+    if value is not None:
+        folder = Path(value).absolute().parent
+        if not folder.is_dir():
+            raise click.BadParameter(f"folder {folder} does not exist; create it or write elsewhere")
+    return value
+
+
 def yes_option(help_text: str = "Do not ask.") -> Callable:
     """`-y/--yes`, bound to the parameter `yes`."""
     return click.option("-y", "--yes", "yes", is_flag=True, help=help_text)

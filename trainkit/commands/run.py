@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from trainkit.commands.options import out_file
 from trainkit.errors import InputError, TrainkitError, TRAIN
 
 
@@ -59,9 +60,9 @@ def _check_builders(cfg) -> None:
 
 @click.command("export")
 @click.argument("checkpoint", type=click.Path(exists=True))
-@click.option("--onnx", "onnx_out", type=click.Path(dir_okay=False),
+@click.option("--onnx", "onnx_out", type=click.Path(dir_okay=False), callback=out_file,
               help="Where to write the ONNX model.")
-@click.option("--weights", "weights_out", type=click.Path(dir_okay=False),
+@click.option("--weights", "weights_out", type=click.Path(dir_okay=False), callback=out_file,
               help="Where to write the plain model weights (torch.save of a state dict: "
               "torch.load + load_state_dict).")
 @click.option("--opset", type=int, default=None, help="ONNX opset (default: the run's export.opset).")
