@@ -115,3 +115,14 @@ def test_an_output_file_in_a_missing_folder_fails_before_the_work(capsys, repo, 
     assert code == 2, err
     assert f"folder {missing} does not exist" in err and "'--" in err
     assert "nothing to provision" not in err
+
+
+@pytest.mark.parametrize("args,suggestion", [(["validate", "{spec}", "--formt", "json"], "Did you mean '--format'?"),
+                                             (["train", "{spec}", "--detatch"], "'--detach'")])
+def test_a_mistyped_option_is_an_unknown_option_with_a_suggestion_not_an_override(capsys, repo, args,
+                                                                                   suggestion):
+    spec = repo / "examples/clusters/local.yaml"
+    code, err = run(capsys, *(a.format(spec=spec) for a in args))
+    assert code == 2, err
+    assert f"No such option '{args[2]}'" in err and suggestion in err
+    assert "override" not in err

@@ -9,7 +9,7 @@ from trainkit.commands.options import (dump_json, format_option, load, prices_op
                                        workdir_option)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command()
 @click.argument("spec", type=click.Path(dir_okay=False), required=False)
 @click.option("--config", "config", type=click.Path(dir_okay=False),
               help="Also (or only) check this training config, as `trainkit train` will.")

@@ -17,7 +17,7 @@ from trainkit.commands.options import (dump_json, format_option, load as _load, 
 from trainkit.errors import InputError
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command()
 @spec_argument
 @workdir_option
 @click.option("--config", "config", default=None,
