@@ -192,7 +192,8 @@ class BackendSpec(_Model):
 class HostSpec(_Model):
     """A machine you already have (target `hosts`), reached over SSH."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+                      description="1-63 letters, digits, '.', '_' and '-', starting with a letter or digit")
     address: str = Field(description="Where SSH connects (IP or DNS name)")
     private_ip: str | None = Field(None, description="Address other nodes use; default = address")
     port: int = Field(22, ge=1, le=65535)
@@ -243,7 +244,8 @@ class BudgetSpec(_Model):
 
 class ClusterSpec(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,28}[a-z0-9]$",
-                      description="Lowercase letters, digits and dashes, 3-30 characters")
+                      description="3-30 lowercase letters, digits and '-', starting with a letter "
+                                  "and ending with a letter or digit, e.g. llm-a100")
     cloud: str = Field(description="A target: a cloud with a room (trainkit.clouds) or hosts/local")
     region: str | None = None
     zone: str | None = None
@@ -402,6 +404,8 @@ def pydantic_problems(err: ValidationError, model: type[BaseModel]) -> list[tupl
             fix = f"did you mean {close[0]!r}?" if close else None
         elif e["type"] == "missing":
             msg = "required field is missing"
+        elif e["type"] == "string_pattern_mismatch" and (info := _field_info(model, loc)):
+            msg, fix = f"{e.get('input')!r} is not a valid {loc[-1]}", info.description
         elif e["type"] == "value_error" and (not loc or "\n" in msg or ": " in msg):
             known = _fields_at(model, loc)
             for part in msg.split("\n"):
@@ -422,6 +426,19 @@ def _dotted(loc: list) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+def _field_info(model: type[BaseModel], loc: list) -> Any:
+    """The pydantic FieldInfo at `loc` when it has a description (the fix to show), else None."""
+    current: Any = model
+    for part in loc[:-1]:
+        info = None if isinstance(part, int) else getattr(current, "model_fields", {}).get(part)
+        if info is not None:
+            current = _model_in(info.annotation)
+        elif not isinstance(part, int):
+            return None
+    info = getattr(current, "model_fields", {}).get(loc[-1]) if loc else None
+    return info if info is not None and info.description else None
 
 
 def _fields_at(model: type[BaseModel], loc: list) -> list[str]:

@@ -112,6 +112,11 @@ SPECS = [
      "spot.max_price: Input should be a finite number"),
     ("budget-nan", merged(ALI, "budget.max_per_hour", float("nan")), "budget.max_per_hour: Input should be a finite"),
     ("data-chunk-inf", merged(LOCAL, "data.chunk_mb", float("inf")), "data.chunk_mb: Input should be a finite"),
+    *((f"name-{case}", merged(LOCAL, "name", name), f"name: {name!r} is not a valid name (3-30 lowercase")
+      for case, name in [("emoji", "gpu-🚀"), ("uppercase", "MyCluster"), ("dotdot", "../x"), ("dot", "."),
+                         ("leading-digit", "1abc"), ("underscore", "a_bc"), ("too-short", "ab"),
+                         ("too-long", "a" * 31), ("trailing-dash", "abc-"), ("nul", "ab\x00c")]),
+    ("host-name-path", host("name", "../../etc"), "hosts[0].name: '../../etc' is not a valid name (1-63"),
     ("tab-indent", "name: demo\ncloud: local\nlaunch:\n\troot: /opt/x\n", "not valid YAML"),
 ]
 

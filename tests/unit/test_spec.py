@@ -70,7 +70,7 @@ BAD_SPECS = [
      "spot.max_price: Input should be greater than 0"),
     ("nodes zero", GOOD_ALICLOUD.replace("nodes: 2", "nodes: 0"), "nodes: Input should be greater than or equal to 1"),
     ("nodes not a number", GOOD_ALICLOUD.replace("nodes: 2", "nodes: two"), "nodes: Input should be a valid integer"),
-    ("bad name", GOOD_ALICLOUD.replace("name: demo", "name: My_Cluster"), "name: String should match pattern"),
+    ("bad name", GOOD_ALICLOUD.replace("name: demo", "name: My_Cluster"), "name: 'My_Cluster' is not a valid name (3-30 lowercase letters"),
     ("missing zone", GOOD_ALICLOUD.replace("zone: cn-hangzhou-i\n", ""), "zone: required for cloud alicloud"),
     ("missing name", GOOD_ALICLOUD.replace("name: demo\n", ""), "name: required field is missing"),
     ("type and requirements", GOOD_ALICLOUD.replace("{type: ecs.gn7i-c8g1.2xlarge}",
