@@ -116,6 +116,9 @@ SPECS = [
       for case, name in [("emoji", "gpu-🚀"), ("uppercase", "MyCluster"), ("dotdot", "../x"), ("dot", "."),
                          ("leading-digit", "1abc"), ("underscore", "a_bc"), ("too-short", "ab"),
                          ("too-long", "a" * 31), ("trailing-dash", "abc-"), ("nul", "ab\x00c")]),
+    ("ttl-overflow", merged(ALI, "ttl", "9" * 320 + "h"), "is more than 3650d; write the time you mean"),
+    ("idle-eleven-years", merged(ALI, "idle", "4100d"), "idle: '4100d' is more than 3650d"),
+    ("ttl-past-alibaba-max", merged(ALI, "ttl", "1100d"), "ttl: Alibaba Cloud releases an instance at most 1095 days"),
     ("host-name-path", host("name", "../../etc"), "hosts[0].name: '../../etc' is not a valid name (1-63"),
     ("tab-indent", "name: demo\ncloud: local\nlaunch:\n\troot: /opt/x\n", "not valid YAML"),
 ]
