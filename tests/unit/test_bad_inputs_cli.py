@@ -126,3 +126,16 @@ def test_a_mistyped_option_is_an_unknown_option_with_a_suggestion_not_an_overrid
     assert code == 2, err
     assert f"No such option '{args[2]}'" in err and suggestion in err
     assert "override" not in err
+
+
+@pytest.mark.parametrize("where", ["a-folder", "a-plain-file", "missing"])
+def test_trainkit_terraform_that_is_no_program_is_named_with_exit_9(capsys, monkeypatch, repo, tmp_path, where):
+    target = tmp_path / where
+    if where == "a-folder":
+        target.mkdir()  # a folder passes os.access(X_OK); it crashed with PermissionError (exit 1)
+    elif where == "a-plain-file":
+        target.write_text("not terraform")
+    monkeypatch.setenv("TRAINKIT_TERRAFORM", str(target))
+    code, err = run(capsys, "plan", str(repo / "examples/clusters/aws.yaml"), "--workdir", str(tmp_path / "ws"))
+    assert code == 9, err
+    assert f"TRAINKIT_TERRAFORM={target} is not an executable file" in err and "install Terraform" in err
