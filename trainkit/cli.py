@@ -9,10 +9,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
+try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, not a traceback
+    import click
 
-from trainkit import __version__
-from trainkit.errors import TrainkitError, UNEXPECTED
+    from trainkit import __version__
+    from trainkit.errors import TrainkitError, UNEXPECTED
+except KeyboardInterrupt:
+    sys.stderr.write("interrupted\n")
+    sys.exit(130)
 
 # command name -> "module:attribute"; the module is imported on first use.
 COMMANDS: dict[str, str] = {

@@ -147,8 +147,8 @@ class Workspace:
 
     def save_plan(self, plan_data: dict, fingerprint: str) -> None:
         """plan.json (terraform show -json of plan.bin) and the fingerprint of the files it is for."""
-        self.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
-        self.plan_fingerprint.write_text(fingerprint)
+        write_atomic(self.plan_json, json.dumps(plan_data, indent=1, sort_keys=True))
+        write_atomic(self.plan_fingerprint, fingerprint)
 
     def saved_plan(self) -> tuple[str, dict] | None:
         """(fingerprint, plan.json data) of the plan `trainkit plan` saved, or None if incomplete."""
@@ -163,11 +163,11 @@ class Workspace:
 
     def write_outputs(self, outputs: dict[str, Any]) -> None:
         """Cache the state backend's outputs (`{name: value}`) in outputs.json."""
-        self.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+        write_atomic(self.outputs_json, json.dumps(outputs, indent=2, sort_keys=True))
 
     def mark_applied(self, when: float) -> None:
         """Record the time of the last successful apply (the TTL and cost-so-far start there)."""
-        self.applied_json.write_text(json.dumps({"applied_at": when}))
+        write_atomic(self.applied_json, json.dumps({"applied_at": when}))
 
     def applied_at(self) -> float | None:
         """When this workspace last applied the cluster, or None."""
@@ -184,7 +184,7 @@ class Workspace:
 
         self.ensure()
         header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"
-        self.inventory_yml.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+        write_atomic(self.inventory_yml, header + yaml.safe_dump(inventory, sort_keys=False))
         return self.inventory_yml
 
     def new_run_dir(self) -> Path:
@@ -227,6 +227,17 @@ class Workspace:
                 fh.seek(0)
                 fh.truncate()
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file renamed over it: an interrupt (Ctrl-C, a full
+    disk) leaves the old file or the new one under the final name, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 REAPPLY = ("trainkit writes this file from the cluster's state: delete it and run `trainkit apply SPEC` "

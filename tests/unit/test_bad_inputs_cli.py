@@ -139,3 +139,55 @@ def test_trainkit_terraform_that_is_no_program_is_named_with_exit_9(capsys, monk
     code, err = run(capsys, "plan", str(repo / "examples/clusters/aws.yaml"), "--workdir", str(tmp_path / "ws"))
     assert code == 9, err
     assert f"TRAINKIT_TERRAFORM={target} is not an executable file" in err and "install Terraform" in err
+
+
+def test_ctrl_c_while_render_writes_leaves_the_old_file_whole_and_exits_130(capsys, monkeypatch, repo, tmp_path):
+    import os
+
+    spec = tmp_path / "aws.yaml"
+    spec.write_text((repo / "examples/clusters/aws.yaml").read_text())
+    ws = tmp_path / "ws"
+    run_ok = main_code(["render", str(spec), "--workdir", str(ws)])
+    assert run_ok == 0
+    main_tf = ws / "terraform" / "main.tf"
+    before = main_tf.read_text()
+    spec.write_text(spec.read_text().replace("name: aws-demo", "name: aws-other"))
+    real_replace = os.replace
+
+    def interrupted(src, dst):  # Ctrl-C lands after the new text is written, before the rename
+        if str(dst).endswith("main.tf"):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    capsys.readouterr()
+    code, err = run(capsys, "render", str(spec), "--workdir", str(ws))
+    assert code == 130, err
+    assert main_tf.read_text() == before
+    assert not [p for p in main_tf.parent.iterdir() if ".tmp" in p.name]
+
+
+def test_ctrl_c_while_the_cli_loads_exits_130_without_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    # Raise KeyboardInterrupt where a real Ctrl-C lands in the first ~50 ms: importing click.
+    script = ("import builtins, sys\n"
+              "real = builtins.__import__\n"
+              "def imp(name, *a, **k):\n"
+              "    if name == 'click':\n"
+              "        raise KeyboardInterrupt\n"
+              "    return real(name, *a, **k)\n"
+              "builtins.__import__ = imp\n"
+              "sys.argv = ['trainkit', 'validate', 'x.yaml']\n"
+              "import runpy\n"
+              "runpy.run_module('trainkit', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "interrupted" in proc.stderr
+
+
+def main_code(args: list[str]) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    return exc.value.code

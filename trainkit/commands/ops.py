@@ -18,6 +18,7 @@ from trainkit.commands.options import (FORMATS, dump_json, format_option, load, 
                                        require_applied, spec_argument, workdir_option, yes_option)
 from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError
+from trainkit.workspace import write_atomic
 
 
 def _load(spec: str, workdir: str | None, price_file: str | None = None):
@@ -53,7 +54,7 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
             "json": dump_json}[fmt](rev)
     click.echo(text)
     if out_file:
-        Path(out_file).write_text(text if text.endswith("\n") else text + "\n")
+        write_atomic(Path(out_file), text if text.endswith("\n") else text + "\n")
     if rev["blocking"]:
         sys.exit(errors.PLAN_BLOCKED)
     if detailed_exitcode and rev["changes"]["has_changes"]:
