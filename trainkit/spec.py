@@ -377,8 +377,12 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """Parse a YAML file that must hold a mapping (trainkit.yamlload: size, encoding, duplicate
     keys and alias expansion bounded); SpecError for a missing file, InputError for bad YAML."""
     if not path.is_file():
-        raise SpecError(str(path), [("", "file not found", "check the path")])
+        what = yamlload.not_a_file(path)
+        raise SpecError(str(path), [("", "file not found" if what == "not found" else what, "check the path")])
     data = yamlload.load_file(path, "cluster spec")
+    if data is None:
+        raise SpecError(str(path), [("", "the file is empty (or only comments)",
+                                     "start from an example: `trainkit examples`")])
     if not isinstance(data, dict):
         raise SpecError(str(path), [("", "must be a YAML mapping (key: value lines)", None)])
     return data

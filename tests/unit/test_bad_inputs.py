@@ -238,3 +238,28 @@ def _validate(capsys, *args: str) -> tuple[int, str]:
     _, err = capsys.readouterr()
     assert "Traceback" not in err and "internal error" not in err, err
     return exc.value.code, err
+
+
+def test_a_spec_that_is_not_a_regular_file_says_what_it_is(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "fifo.yaml")  # a FIFO would block a reader forever; it is refused unread
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    for name, expected in [("fifo.yaml", "is not a regular file (a FIFO, socket or device)"),
+                           ("a.yaml", "is a symbolic link to nothing (dangling, or a loop of links)"),
+                           ("empty.yaml", "the file is empty (or only comments)")]:
+        for args in ([str(tmp_path / name)], ["--config", str(tmp_path / name)])[:1 if "empty" in name else 2]:
+            code, err = _validate(capsys, *args)  # (an empty train config is all defaults: valid)
+            assert code == 2, err
+            assert str(tmp_path / name) in err and expected in err, err
+
+
+def test_validate_config_takes_a_built_in_name_as_train_does(capsys):
+    code, err = _validate(capsys, "--config", "digts")
+    assert code == 2 and "--config digts: no such file and no built-in training config" in err
+    assert "digits" in err  # the fix lists the built-in names
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--config", "digits"])
+    assert exc.value.code == 0

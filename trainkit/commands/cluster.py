@@ -12,7 +12,8 @@ from trainkit.commands.options import (dump_json, format_option, load, prices_op
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False), required=False)
 @click.option("--config", "config", type=click.Path(dir_okay=False),
-              help="Also (or only) check this training config, as `trainkit train` will.")
+              help="Also (or only) check this training config (a YAML file or a built-in name), "
+                   "as `trainkit train` will.")
 @click.argument("overrides", nargs=-1)
 @prices_option
 @format_option(help_text="json prints the resolved cluster.")
@@ -81,8 +82,13 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
+    from pathlib import Path
+
+    from trainkit.resources import train_config
     from trainkit.validate import check_train_config, world_size
 
+    if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
+        config = str(train_config(config))
     return check_train_config(config, list(overrides), world_size(cluster) if cluster else None)
 
 
