@@ -191,3 +191,10 @@ def main_code(args: list[str]) -> int:
     with pytest.raises(SystemExit) as exc:
         main(args)
     return exc.value.code
+
+
+@pytest.mark.parametrize("typo,suggested", [("valdate", "'validate'"), ("destory", "'destroy'"), ("stauts", "'status'")])
+def test_a_mistyped_command_names_the_closest_one(capsys, typo, suggested):
+    code, err = run(capsys, typo, "cluster.yaml")
+    assert code == 2, err
+    assert f"No such command '{typo}'. Did you mean {suggested}?" in err
