@@ -198,3 +198,15 @@ def test_a_mistyped_command_names_the_closest_one(capsys, typo, suggested):
     code, err = run(capsys, typo, "cluster.yaml")
     assert code == 2, err
     assert f"No such command '{typo}'. Did you mean {suggested}?" in err
+
+
+def test_examples_copy_under_a_file_names_the_option_and_keeps_the_users_copies(capsys, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    code, err = run(capsys, "examples", "--copy", str(tmp_path / "afile" / "mine"))
+    assert code == 2, err
+    assert f"--copy {tmp_path / 'afile' / 'mine'}: cannot copy there" in err
+    (tmp_path / "ex" / "clusters").mkdir(parents=True)
+    (tmp_path / "ex" / "clusters" / "local.yaml").write_text("my edits\n")
+    assert main_code(["examples", "--copy", str(tmp_path / "ex")]) == 0
+    assert (tmp_path / "ex" / "clusters" / "local.yaml").read_text() == "my edits\n"
+    assert (tmp_path / "ex" / "train" / "digits.yaml").is_file()
