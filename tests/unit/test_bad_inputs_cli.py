@@ -210,3 +210,21 @@ def test_examples_copy_under_a_file_names_the_option_and_keeps_the_users_copies(
     assert main_code(["examples", "--copy", str(tmp_path / "ex")]) == 0
     assert (tmp_path / "ex" / "clusters" / "local.yaml").read_text() == "my edits\n"
     assert (tmp_path / "ex" / "train" / "digits.yaml").is_file()
+
+
+def test_stage_without_credentials_names_the_variables(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # A fresh process: boto3's default session caches credentials found earlier in this one.
+    (tmp_path / "data.yaml").write_text("data:\n  sources: [{url: 's3://bucket/set/', region: us-east-1}]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_EC2_METADATA_DISABLED="true")
+    proc = subprocess.run([sys.executable, "-m", "trainkit", "stage", str(tmp_path / "data.yaml"),
+                           "--root", str(tmp_path / "root")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "data source s3://bucket/set/: no AWS credentials in the environment" in proc.stderr
+    assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in proc.stderr and "Traceback" not in proc.stderr
