@@ -228,3 +228,17 @@ def test_stage_without_credentials_names_the_variables(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "data source s3://bucket/set/: no AWS credentials in the environment" in proc.stderr
     assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args,option", [(["cost", "{aws}", "--hours", "inf"], "--hours"),
+                                         (["cost", "{aws}", "--hours", "nan"], "--hours"),
+                                         (["cost", "{aws}", "--hours", "1e300"], "--hours"),
+                                         (["cost", "{aws}", "--hours", "5", "--reclaims-per-day", "inf"],
+                                          "--reclaims-per-day"),
+                                         (["top", "{local}", "--interval", "nan"], "--interval"),
+                                         (["train", "{local}", "--poll", "nan"], "--poll")])
+def test_inf_and_nan_options_are_refused_naming_the_option(capsys, repo, args, option):
+    specs = {"aws": repo / "examples/clusters/aws.yaml", "local": repo / "examples/clusters/local.yaml"}
+    code, err = run(capsys, *(a.format(**specs) for a in args))
+    assert code == 2, err
+    assert f"Invalid value for '{option}'" in err

@@ -7,19 +7,21 @@ from pathlib import Path
 
 import click
 
-from trainkit.commands.options import dump_json, format_option, prices_option, spec_argument, workdir_option
+from trainkit.commands.options import (Finite, dump_json, format_option, prices_option, spec_argument,
+                                       workdir_option)
 from trainkit.errors import InputError
 
 
 @click.command()
 @spec_argument
-@click.option("--hours", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Hours of training work (wall hours on a node that is never reclaimed).")
-@click.option("--reclaims-per-day", type=click.FloatRange(min=0), default=None,
+@click.option("--hours", type=Finite(min=0, min_open=True, max=1e6), required=True,
+              help="Hours of training work (wall hours on a node that is never reclaimed; "
+                   "at most 1e6, a century).")
+@click.option("--reclaims-per-day", type=Finite(min=0), default=None,
               help="Spot reclaims of the cluster per day (default 1: an assumption).")
-@click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--checkpoint-seconds", type=Finite(min=0, min_open=True), default=None,
               help="Seconds to write a checkpoint (default: measured by the newest run, else 60).")
-@click.option("--restart-seconds", type=click.FloatRange(min=0), default=None,
+@click.option("--restart-seconds", type=Finite(min=0), default=None,
               help="Seconds from a reclaim to training again (default 600).")
 @prices_option
 @workdir_option

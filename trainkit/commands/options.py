@@ -10,6 +10,7 @@ never by destroy/status/ssh and never between a prompt and its answer.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable
 
 import click
@@ -24,6 +25,19 @@ workdir_option = click.option("--workdir", type=click.Path(file_okay=False),
                               help="Workspace folder (default .trainkit/<cluster name>).")
 prices_option = click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
                              help="Your own price file (overrides catalog prices).")
+
+
+class Finite(click.FloatRange):
+    """click.FloatRange that also refuses inf and nan (FloatRange takes them: `cost --hours inf`
+    crashed with OverflowError, `--reclaims-per-day inf` with ZeroDivisionError)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -7,7 +7,8 @@ import time
 
 import click
 
-from trainkit.commands.options import format_option, load, require_applied, spec_argument, workdir_option
+from trainkit.commands.options import (Finite, format_option, load, require_applied, spec_argument,
+                                       workdir_option)
 
 
 @click.command()
@@ -15,7 +16,7 @@ from trainkit.commands.options import format_option, load, require_applied, spec
 @workdir_option
 @click.option("--once", is_flag=True, help="Sample once and exit (for scripts and CI).")
 @format_option(help_text="json: rows as JSON (with --once: one array; else one array a line).")
-@click.option("--interval", type=click.FloatRange(1, 60), default=1.0, show_default=True,
+@click.option("--interval", type=Finite(1, 60), default=1.0, show_default=True,
               help="Seconds between refreshes (each sample also spans one second).")
 def top(spec, workdir, once, fmt, interval):
     """Show each node's GPU utilisation and memory, CPU, memory, data-disk and network throughput,
