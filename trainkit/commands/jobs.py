@@ -127,6 +127,9 @@ def logs(spec, run, workdir, rank, node_index, follow):
     else:
         r = rank or 0
         per = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
+        if r >= per * len(nodes):
+            raise InputError(f"--rank {r}: the cluster runs {per * len(nodes)} rank(s) "
+                             f"({len(nodes)} node(s) x {per})", fix=f"give --rank 0 to {per * len(nodes) - 1}")
         node = nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]
         name = f"rank-{r}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
     path, offset = f"{lay.run_dir}/logs/{name}", 0
