@@ -253,3 +253,15 @@ def test_logs_for_a_rank_the_cluster_does_not_run_says_so(capsys, repo, tmp_path
     code, err = run(capsys, "logs", str(repo / "examples/clusters/local.yaml"), "--workdir", str(ws), "--rank", "99")
     assert code == 2, err  # it printed nothing and exited 0
     assert "--rank 99: the cluster runs 1 rank(s)" in err and "--rank 0 to 0" in err
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["prices", "refresh", "--cloud", "aws", "--region", "../../tmp/x"], "--region '../../tmp/x' is not a region of aws"),
+    (["prices", "refresh", "--cloud", "alicloud", "--region", "cn-hangzou"], "did you mean cn-hangzhou"),
+    (["catalog", "--cloud", "aws", "--region", "us-east1"], "--region 'us-east1' is not a region of aws")])
+def test_a_region_option_is_one_of_the_clouds_regions_never_a_path(capsys, monkeypatch, tmp_path, args, expected):
+    monkeypatch.setenv("TRAINKIT_PRICES_DIR", str(tmp_path / "prices"))
+    code, err = run(capsys, *args)
+    assert code == 2, err  # prices refresh crashed (InvalidRegionError) or wrote <prices>/aws-../../tmp/x.yaml
+    assert expected in err
+    assert not (tmp_path / "prices").exists()

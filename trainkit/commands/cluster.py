@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
-from trainkit.commands.options import (dump_json, format_option, load, prices_option, spec_argument,
-                                       workdir_option)
+from trainkit.commands.options import (check_region, dump_json, format_option, load, prices_option,
+                                       spec_argument, workdir_option)
 
 
 @click.command()
@@ -110,6 +110,8 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
     """
     if price_file and not cloud:
         raise click.UsageError("--prices needs --cloud (a price file belongs to one cloud)")
+    if region and cloud:
+        check_region(cloud, region)
     rows = []
     for name in [cloud] if cloud else catalog_clouds():
         cat = load_catalog(name)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from trainkit.commands.options import (Finite, dump_json, format_option, prices_option, spec_argument,
-                                       workdir_option)
+from trainkit.commands.options import (Finite, check_region, dump_json, format_option, prices_option,
+                                       spec_argument, workdir_option)
 from trainkit.errors import InputError
 
 
@@ -125,6 +125,7 @@ def refresh(cloud, region, types, zone, endpoint):
 
     if cloud not in clouds.TERRAFORM_TARGETS:
         raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")
+    check_region(cloud, region)
     wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
     path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)
     click.echo(f"prices written to {path}")

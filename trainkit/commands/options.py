@@ -40,6 +40,24 @@ class Finite(click.FloatRange):
         return number
 
 
+def check_region(cloud: str, region: str) -> str:
+    """`region` when it is one of `cloud`'s (its room's list; any a-z0-9- name when the room has
+    none); else InputError naming --region with the closest names. The region names a price file,
+    so it is never a path."""
+    import difflib
+    import re
+
+    from trainkit import clouds
+
+    known = clouds.get(cloud).regions
+    if (known and region in known) or (not known and re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", region)):
+        return region
+    close = difflib.get_close_matches(region, list(known), n=3, cutoff=0.6)
+    raise InputError(f"--region {region!r} is not a region of {cloud}",
+                     fix=f"did you mean {', '.join(close)}?" if close else
+                     f"regions: {', '.join(sorted(known)) or 'lowercase letters, digits and -'}")
+
+
 def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Callback for an output file option: its folder must exist, so the command fails before
     the work (a plan, an export), not after it."""
