@@ -265,3 +265,12 @@ def test_a_region_option_is_one_of_the_clouds_regions_never_a_path(capsys, monke
     assert code == 2, err  # prices refresh crashed (InvalidRegionError) or wrote <prices>/aws-../../tmp/x.yaml
     assert expected in err
     assert not (tmp_path / "prices").exists()
+
+
+@pytest.mark.parametrize("override,expected", [("epochs", "'epochs' is neither a spec file nor an override"),
+                                               (".epochs=3", "override '.epochs=3' is not key=value"),
+                                               ("a..b=1", "override 'a..b=1' is not key=value")])
+def test_a_malformed_override_is_named(capsys, repo, override, expected):
+    code, err = run(capsys, "validate", "--config", str(repo / "examples/train/digits.yaml"), override)
+    assert code == 2, err  # 'epochs' was read as a spec ("epochs: file not found"), '.epochs' as key ''
+    assert expected in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
@@ -40,6 +42,9 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
 
     if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
         spec, overrides = None, (spec, *overrides)
+    if spec and config and not Path(spec).exists() and not spec.endswith((".yaml", ".yml")):
+        raise click.UsageError(f"{spec!r} is neither a spec file nor an override; an override is "
+                               f"key=value, e.g. {spec}=3")
     if not spec and not config:
         raise click.UsageError("give a cluster SPEC, a --config TRAIN, or both")
     if overrides and not config:
@@ -82,8 +87,6 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
-    from pathlib import Path
-
     from trainkit.resources import train_config
     from trainkit.validate import check_train_config, world_size
 

@@ -189,7 +189,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
 def _apply_override(raw: dict[str, Any], item: str) -> None:
     """`a.b=value`: value parsed as YAML (so 3 is an int, true a bool, [1,2] a list)."""
     key, sep, text = item.partition("=")
-    if not sep or not key:
+    if not sep or not key or "" in key.split("."):
         raise InputError(f"override {item!r} is not key=value", fix="e.g. epochs=5 checkpoint.keep=3")
     try:
         value = yamlload.load_text(text, f"override {key}") if text else ""
