@@ -274,3 +274,12 @@ def test_a_malformed_override_is_named(capsys, repo, override, expected):
     code, err = run(capsys, "validate", "--config", str(repo / "examples/train/digits.yaml"), override)
     assert code == 2, err  # 'epochs' was read as a spec ("epochs: file not found"), '.epochs' as key ''
     assert expected in err
+
+
+@pytest.mark.parametrize("key", ["run_dir", "checkpoint.dir"])
+def test_run_with_a_folder_that_cannot_be_made_names_the_key(capsys, repo, tmp_path, key):
+    (tmp_path / "afile").write_text("x")
+    code, err = run(capsys, "run", str(repo / "examples/train/digits.yaml"), "epochs=1",
+                    f"run_dir={tmp_path / 'run'}", f"{key}={tmp_path / 'afile' / 'sub'}")
+    assert code == 2, err  # NotADirectoryError (exit 1) from deep in the engine before
+    assert f"{key}: cannot create {tmp_path / 'afile' / 'sub'}" in err

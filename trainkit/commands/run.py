@@ -35,6 +35,7 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         overrides, config = (config, *overrides), None
     cfg = load_config(config, overrides)
     _check_builders(cfg)
+    _check_folders(cfg)
     from trainkit.train.engine import train
 
     result = train(cfg)
@@ -45,6 +46,19 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "
                    "run the same command to resume", err=True)
         sys.exit(result.exit_code)
+
+
+def _check_folders(cfg) -> None:
+    """run_dir and checkpoint.dir can be created (exit 2 naming the key, not an OSError later)."""
+    from pathlib import Path
+
+    for key, folder in (("run_dir", cfg.run_dir), ("checkpoint.dir", cfg.checkpoint.dir)):
+        if folder:
+            try:
+                Path(folder).mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise InputError(f"{key}: cannot create {folder} ({err.strerror})",
+                                 fix=f"set {key} to a folder you can write, e.g. {key}=runs/d1") from None
 
 
 def _check_builders(cfg) -> None:
