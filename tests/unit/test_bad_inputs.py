@@ -154,6 +154,7 @@ def keys(tmp_path):
     (d / "lonely.pub").write_text((d / "id.pub").read_text())
     (d / "priv-as-pub").write_text(PRIVATE_KEY)
     (d / "garbage.pub").write_text("hello world\n")
+    (d / "empty").write_text("")
     return d
 
 
@@ -166,6 +167,11 @@ KEY_CASES = [
     ("public-key-garbage", lambda d: merged(ALI, "ssh", {"public_key": str(d / "garbage.pub"),
                                                         "private_key": str(d / "id")}),
      "is not one OpenSSH public key line"),
+    ("private-key-empty", lambda d: merged(HOSTS, "ssh.private_key", str(d / "empty")),
+     "ssh.private_key: {d}/empty is empty"),
+    ("private-key-is-public", lambda d: merged(HOSTS, "ssh.private_key", str(d / "id.pub")),
+     "ssh.private_key: {d}/id.pub is a public key"),
+    ("private-key-folder", lambda d: merged(HOSTS, "ssh.private_key", str(d)), "ssh.private_key: {d} is a folder"),
     ("public-key-without-private", lambda d: merged(ALI, "ssh.public_key", str(d / "lonely.pub")),
      "ssh.private_key: not given"),
 ]
