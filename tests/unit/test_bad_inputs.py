@@ -120,6 +120,13 @@ SPECS = [
     ("idle-eleven-years", merged(ALI, "idle", "4100d"), "idle: '4100d' is more than 3650d"),
     ("ttl-past-alibaba-max", merged(ALI, "ttl", "1100d"), "ttl: Alibaba Cloud releases an instance at most 1095 days"),
     ("host-name-path", host("name", "../../etc"), "hosts[0].name: '../../etc' is not a valid name (1-63"),
+    ("storage-null", "name: local-demo\ncloud: local\nstorage: null\n",
+     "storage: expected a mapping (key: value lines), got nothing (null)"),
+    ("admin-cidrs-a-string", merged(ALI, "network.admin_cidrs", "203.0.113.0/24"),
+     "network.admin_cidrs: expected a list ([a, b], or one '- item' per line), got '203.0.113.0/24'"),
+    ("cloud-a-list", merged(LOCAL, "cloud", ["local"]), "cloud: expected text, got a list"),
+    ("cloud-uppercase", merged(LOCAL, "cloud", "AWS"), "cloud: 'AWS' is not one of alicloud, tencentcloud, "
+     "huaweicloud, aws, hosts, local; did you mean 'aws'?"),
     ("tab-indent", "name: demo\ncloud: local\nlaunch:\n\troot: /opt/x\n", "not valid YAML"),
 ]
 

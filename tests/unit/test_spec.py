@@ -69,7 +69,7 @@ BAD_SPECS = [
     ("negative spot price", GOOD_ALICLOUD + "spot: {enabled: true, max_price: -1}\n",
      "spot.max_price: Input should be greater than 0"),
     ("nodes zero", GOOD_ALICLOUD.replace("nodes: 2", "nodes: 0"), "nodes: Input should be greater than or equal to 1"),
-    ("nodes not a number", GOOD_ALICLOUD.replace("nodes: 2", "nodes: two"), "nodes: Input should be a valid integer"),
+    ("nodes not a number", GOOD_ALICLOUD.replace("nodes: 2", "nodes: two"), "nodes: expected a whole number, got 'two'"),
     ("bad name", GOOD_ALICLOUD.replace("name: demo", "name: My_Cluster"), "name: 'My_Cluster' is not a valid name (3-30 lowercase letters"),
     ("missing zone", GOOD_ALICLOUD.replace("zone: cn-hangzhou-i\n", ""), "zone: required for cloud alicloud"),
     ("missing name", GOOD_ALICLOUD.replace("name: demo\n", ""), "name: required field is missing"),
