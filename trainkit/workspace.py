@@ -73,7 +73,7 @@ class Workspace:
         """InputError naming the folder and the files trainkit would overwrite or delete there."""
         foreign = self.foreign_files()
         if foreign:
-            raise InputError(f"--workdir {self.root}: {', '.join(foreign)} here were not written by "
+            raise InputError(f"workspace {self.root}: {', '.join(foreign)} here were not written by "
                              "trainkit; render would overwrite them and destroy would delete them",
                              fix="use a new or empty folder for --workdir (or drop --workdir for "
                                  ".trainkit/<cluster name>)")
@@ -85,9 +85,9 @@ class Workspace:
             self.root.mkdir(parents=True, exist_ok=True)
             self.marker.touch()
         except OSError as err:
-            raise InputError(f"--workdir {self.root}: cannot create the workspace ({err.strerror}: "
-                             f"{err.filename})", fix="choose a folder you can write, whose parents are "
-                                                     "folders, not files") from None
+            raise InputError(f"workspace {self.root}: cannot create it ({err.strerror}: {err.filename})",
+                             fix="give --workdir a folder you can write, whose parents are folders, "
+                                 "not files") from None
         return self
 
     def ensure_ssh_key(self, comment: str = "trainkit") -> str:

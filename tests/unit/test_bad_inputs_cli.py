@@ -37,7 +37,7 @@ def test_a_workdir_holding_the_users_files_is_refused_and_nothing_is_lost(
     args = [command, str(repo / "examples/clusters" / spec), "--workdir", str(project)]
     code, err = run(capsys, *args, *(["--yes"] if command != "render" else []))
     assert code == 2, err
-    assert f"--workdir {project}: ssh, ansible, node, terraform here were not written by trainkit" in err
+    assert f"workspace {project}: ssh, ansible, node, terraform here were not written by trainkit" in err
     assert {p: p.read_text() for p in project.rglob("*") if p.is_file()} == before
 
 
@@ -46,7 +46,7 @@ def test_a_workdir_under_a_file_names_the_workdir(capsys, repo, tmp_path):
     code, err = run(capsys, "render", str(repo / "examples/clusters/aws.yaml"),
                     "--workdir", str(tmp_path / "afile" / "ws"))
     assert code == 2, err
-    assert f"--workdir {tmp_path / 'afile' / 'ws'}: cannot create the workspace" in err
+    assert f"workspace {tmp_path / 'afile' / 'ws'}: cannot create it" in err
 
 
 GOOD_INVENTORY = ("all:\n  vars: {}\n  children:\n    head:\n      hosts:\n        localhost: {ansible_connection: local}\n"
