@@ -283,3 +283,13 @@ def test_run_with_a_folder_that_cannot_be_made_names_the_key(capsys, repo, tmp_p
                     f"run_dir={tmp_path / 'run'}", f"{key}={tmp_path / 'afile' / 'sub'}")
     assert code == 2, err  # NotADirectoryError (exit 1) from deep in the engine before
     assert f"{key}: cannot create {tmp_path / 'afile' / 'sub'}" in err
+
+
+def test_apply_without_ansible_playbook_names_the_tool_and_how_to_install_it(capsys, monkeypatch, repo, tmp_path):
+    import sys
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "venv" / "bin" / "python"))
+    code, err = run(capsys, "apply", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"), "-y")
+    assert code == 9, err
+    assert "ansible-playbook is not installed" in err and "pip install 'trainkit[control]'" in err
