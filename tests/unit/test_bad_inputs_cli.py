@@ -293,3 +293,15 @@ def test_apply_without_ansible_playbook_names_the_tool_and_how_to_install_it(cap
     code, err = run(capsys, "apply", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"), "-y")
     assert code == 9, err
     assert "ansible-playbook is not installed" in err and "pip install 'trainkit[control]'" in err
+
+
+def test_destroy_in_ci_without_yes_says_to_pass_yes_not_aborted(repo, tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "trainkit", "destroy", str(repo / "examples/clusters/local.yaml"),
+                           "--workdir", str(tmp_path / "ws")], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr  # was 130 "aborted", which reads as a Ctrl-C
+    assert "destroy: no answer (stdin is not a terminal" in proc.stderr and "--yes" in proc.stderr
+    assert "destroyed" not in proc.stdout

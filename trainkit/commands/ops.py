@@ -14,7 +14,7 @@ import click
 
 from trainkit import errors, lifecycle, progress
 from trainkit.inventory import ssh_argv  # noqa: F401  (trainkit ssh; re-exported for callers)
-from trainkit.commands.options import (FORMATS, dump_json, format_option, load, prices_option,
+from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)
 from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError
@@ -87,7 +87,7 @@ def apply(spec, workdir, price_file, yes, no_provision):
         if rev["blocking"]:
             raise InputError("the plan has blocking findings; fix the spec and plan again",
                              exit_code=errors.PLAN_BLOCKED)
-        return yes or click.confirm("Apply this plan?", default=False, err=True)
+        return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
         result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision)
@@ -121,7 +121,8 @@ def destroy(spec, workdir, yes, sweep):
 
     cluster, ws = _load(spec, workdir)
     if not yes:
-        typed = click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True)
+        typed = ask(lambda: click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True),
+                    "destroy")
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
 
@@ -129,7 +130,8 @@ def destroy(spec, workdir, yes, sweep):
         click.echo(f"still in the cloud, tagged trainkit-cluster={cluster.name}:", err=True)
         for res in found:
             click.echo(f"  {res['type']} {res['id']}", err=True)
-        return yes or click.confirm(f"Delete these {len(found)} resource(s)?", default=False, err=True)
+        return yes or ask(lambda: click.confirm(f"Delete these {len(found)} resource(s)?", default=False,
+                                                err=True), "destroy --sweep")
 
     with ws.lock("destroy"):
         result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)

@@ -70,6 +70,21 @@ def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     return value
 
 
+def ask(prompt: Callable[[], Any], question: str) -> Any:
+    """Run a click prompt. When stdin is not a terminal and ends before an answer (a CI job
+    without -y), InputError saying so instead of click's "Aborted!" (exit 130, read as Ctrl-C)."""
+    import sys
+
+    try:
+        return prompt()
+    except click.exceptions.Abort:
+        if sys.stdin is not None and sys.stdin.isatty():
+            raise
+        click.echo(err=True)  # end the prompt's line
+        raise InputError(f"{question}: no answer (stdin is not a terminal and gave none)",
+                         fix="pass -y/--yes to answer yes without asking (CI jobs need it)") from None
+
+
 def yes_option(help_text: str = "Do not ask.") -> Callable:
     """`-y/--yes`, bound to the parameter `yes`."""
     return click.option("-y", "--yes", "yes", is_flag=True, help=help_text)
