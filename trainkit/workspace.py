@@ -3,7 +3,7 @@
 Layout (docs/design.md): terraform/, plan.bin, plan.json, plan.fingerprint, review.md,
 outputs.json, applied.json, inventory.yml, ssh/ (per-cluster key pair, 0600), ansible/, node/
 (the `local` target's files), runs/<run-id>/, terraform.log (+ the previous few commands' logs),
-lock, .trainkit-workspace (marks the folder as trainkit's). This class is the only place that names them. Outputs and inventory are caches of the
+lock, .trainkit-workspace (marks the folder as trainkit's and names its cluster). This class is the only place that names them. Outputs and inventory are caches of the
 state backend, the one truth about what exists. Credentials are never written here.
 """
 
@@ -30,11 +30,12 @@ LOGS_KEPT = 3  # terraform.log of this command plus the two before it
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+    cluster: str = ""  # the cluster it belongs to ("" = not checked); the marker records it
 
     @classmethod
     def for_cluster(cls, name: str, workdir: str | Path | None = None) -> "Workspace":
         """`workdir` if given, else `.trainkit/<name>` under the current directory."""
-        return cls((Path(workdir) if workdir else DEFAULT_BASE / name).absolute())
+        return cls((Path(workdir) if workdir else DEFAULT_BASE / name).absolute(), name)
 
     terraform_dir = property(lambda self: self.root / "terraform")
     plan_bin = property(lambda self: self.root / "plan.bin")
@@ -69,8 +70,22 @@ class Workspace:
             return []
         return [name for name in self.CLUSTER_FILES if (self.root / name).exists()]
 
+    def owner(self) -> str:
+        """The cluster named in the marker ("" when unmarked or marked by an older trainkit)."""
+        try:
+            return self.marker.read_text().strip()
+        except OSError:
+            return ""
+
     def check_ours(self) -> None:
-        """InputError naming the folder and the files trainkit would overwrite or delete there."""
+        """InputError naming the folder and the files trainkit would overwrite or delete there, or
+        the other cluster the folder belongs to (its stack, state and keys would be replaced)."""
+        owner = self.owner()
+        if self.cluster and owner and owner != self.cluster:
+            raise InputError(f"workspace {self.root} belongs to cluster {owner!r}, not {self.cluster!r}; "
+                             f"using it would replace {owner}'s Terraform stack, state and keys",
+                             fix=f"give {self.cluster} its own --workdir (or drop --workdir for "
+                                 f".trainkit/{self.cluster})")
         foreign = self.foreign_files()
         if foreign:
             raise InputError(f"workspace {self.root}: {', '.join(foreign)} here were not written by "
@@ -83,7 +98,8 @@ class Workspace:
         self.check_ours()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self.marker.touch()
+            if not self.owner():
+                self.marker.write_text(f"{self.cluster}\n" if self.cluster else "")
         except OSError as err:
             raise InputError(f"workspace {self.root}: cannot create it ({err.strerror}: {err.filename})",
                              fix="give --workdir a folder you can write, whose parents are folders, "

@@ -151,7 +151,7 @@ def test_ctrl_c_while_render_writes_leaves_the_old_file_whole_and_exits_130(caps
     assert run_ok == 0
     main_tf = ws / "terraform" / "main.tf"
     before = main_tf.read_text()
-    spec.write_text(spec.read_text().replace("name: aws-demo", "name: aws-other"))
+    spec.write_text(spec.read_text().replace("\nnodes: 2", "\nnodes: 3"))
     real_replace = os.replace
 
     def interrupted(src, dst):  # Ctrl-C lands after the new text is written, before the rename
@@ -305,3 +305,15 @@ def test_destroy_in_ci_without_yes_says_to_pass_yes_not_aborted(repo, tmp_path):
     assert proc.returncode == 2, proc.stderr  # was 130 "aborted", which reads as a Ctrl-C
     assert "destroy: no answer (stdin is not a terminal" in proc.stderr and "--yes" in proc.stderr
     assert "destroyed" not in proc.stdout
+
+
+def test_a_workdir_of_another_cluster_is_refused_and_its_stack_kept(capsys, repo, tmp_path):
+    ws, clusters = tmp_path / "ws", repo / "examples/clusters"
+    assert main_code(["render", str(clusters / "aws.yaml"), "--workdir", str(ws)]) == 0
+    before = {p: p.read_bytes() for p in ws.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for args in (["render", str(clusters / "alicloud.yaml")], ["destroy", str(clusters / "local.yaml"), "-y"]):
+        code, err = run(capsys, *args, "--workdir", str(ws))
+        assert code == 2, err  # render replaced aws-demo's stack; destroy deleted it
+        assert f"workspace {ws} belongs to cluster 'aws-demo', not" in err
+    assert {p: p.read_bytes() for p in ws.rglob("*") if p.is_file()} == before
