@@ -3,8 +3,9 @@
 Layout (docs/design.md): terraform/, plan.bin, plan.json, plan.fingerprint, review.md,
 outputs.json, applied.json, inventory.yml, ssh/ (per-cluster key pair, 0600), ansible/, node/
 (the `local` target's files), runs/<run-id>/, terraform.log (+ the previous few commands' logs),
-lock, .trainkit-workspace (marks the folder as trainkit's and names its cluster). This class is the only place that names them. Outputs and inventory are caches of the
-state backend, the one truth about what exists. Credentials are never written here.
+lock, .trainkit-workspace (marks the folder as trainkit's and names its cluster). This class is
+the only place that names them. Outputs and inventory are caches of the state backend, the one
+truth about what exists. Credentials are never written here.
 """
 
 from __future__ import annotations
