@@ -317,3 +317,43 @@ def test_a_workdir_of_another_cluster_is_refused_and_its_stack_kept(capsys, repo
         assert code == 2, err  # render replaced aws-demo's stack; destroy deleted it
         assert f"workspace {ws} belongs to cluster 'aws-demo', not" in err
     assert {p: p.read_bytes() for p in ws.rglob("*") if p.is_file()} == before
+
+
+PRICE_FILES = [("inf", "prices:\n  g5.xlarge: {on_demand: .inf}\n", "prices.g5.xlarge.on_demand: must be a number >= 0"),
+               ("true", "prices:\n  g5.xlarge: {spot: true}\n", "prices.g5.xlarge.spot: must be a number >= 0"),
+               ("int-key", "prices:\n  1: {on_demand: 1}\n", "prices.1: not a aws type"),
+               ("duplicate", "prices: {}\nprices: {}\n", "duplicate key 'prices'"),
+               ("fifo", None, "price file is not a regular file (a FIFO")]
+
+
+@pytest.mark.parametrize("case,text,expected", PRICE_FILES, ids=[p[0] for p in PRICE_FILES])
+def test_a_bad_price_file_is_named_and_a_fifo_is_not_read(capsys, tmp_path, case, text, expected):
+    import os
+
+    path = tmp_path / "prices.yaml"
+    if text is None:
+        os.mkfifo(path)  # reading it blocked catalog forever
+    else:
+        path.write_text(text)
+    code, err = run(capsys, "catalog", "--cloud", "aws", "--prices", str(path))
+    assert code == 2, err
+    assert f"{path}: " in err and expected in err
+
+
+@pytest.mark.parametrize("case,content,expected", [
+    ("fifo", None, "data file is not a regular file (a FIFO"),
+    ("utf16", "data: {}\n".encode("utf-16"), "data file is UTF-16 or UTF-32 encoded"),
+    ("alias-bomb", ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8))).encode(),
+     "aliases (*name) expand to more than")])
+def test_stage_reads_its_file_with_the_one_bounded_loader(capsys, tmp_path, case, content, expected):
+    import os
+
+    path = tmp_path / "data.yaml"
+    if content is None:
+        os.mkfifo(path)
+    else:
+        path.write_bytes(content)
+    code, err = run(capsys, "stage", str(path), "--root", str(tmp_path / "root"))
+    assert code == 2, err  # hung (FIFO), UnicodeDecodeError (exit 1), or expanded the aliases
+    assert str(path) in err and expected in err
