@@ -23,7 +23,7 @@ from typing import Any, Callable
 from trainkit import launch, runs
 from trainkit.errors import BAD_INPUT, TrainkitError, PREEMPTED, TRAIN
 from trainkit.resolve import Cluster
-from trainkit.workspace import Workspace
+from trainkit.workspace import Workspace, read_json
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 
@@ -62,7 +62,9 @@ def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
     path = ws.root / "hosts.json"
     if cluster.spec.cloud != "hosts" or not path.is_file():
         return cluster
-    active = json.loads(path.read_text()).get("active") or []
+    record = read_json(path, "trainkit writes it when a spare replaces a host; delete it to use the "
+                             "hosts as the spec lists them")
+    active = (record.get("active") if isinstance(record, dict) else None) or []
     by_name = {h.name: h for h in cluster.spec.hosts}
     if not all(n in by_name for n in active):
         return cluster                   # the spec changed since: it wins

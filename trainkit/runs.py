@@ -174,7 +174,15 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:  # a line cut short (the controller killed mid-append) is skipped, not fatal
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "event" in entry:
+            out.append(entry)
+    return out
 
 
 def resolve_run(runs_dir: Path, run: str | None) -> Path:

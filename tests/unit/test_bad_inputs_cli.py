@@ -357,3 +357,25 @@ def test_stage_reads_its_file_with_the_one_bounded_loader(capsys, tmp_path, case
     code, err = run(capsys, "stage", str(path), "--root", str(tmp_path / "root"))
     assert code == 2, err  # hung (FIFO), UnicodeDecodeError (exit 1), or expanded the aliases
     assert str(path) in err and expected in err
+
+
+def test_a_cut_short_events_line_is_skipped_not_fatal(tmp_path):
+    from trainkit import runs
+
+    (tmp_path / "events.jsonl").write_text('{"event": "started", "time": 1}\n{"event": "resumed", "time": 2}\n'
+                                           '{"event": "resu')  # the controller was killed mid-append
+    assert [e["event"] for e in runs.read_events(tmp_path)] == ["started", "resumed"]
+
+
+def test_a_truncated_hosts_json_is_named(capsys, repo, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "lock").write_text("")
+    (ws / "inventory.yml").write_text(GOOD_INVENTORY)
+    (ws / "hosts.json").write_text('{"active": ["gpu-')
+    spec = tmp_path / "hosts.yaml"
+    spec.write_text("name: lab\ncloud: hosts\nstorage: {data_disk: {enabled: false}}\nssh: {user: ops}\n"
+                    "hosts: [{name: gpu-a, address: 10.0.0.1}]\n")
+    code, err = run(capsys, "train", str(spec), "--workdir", str(ws), "--detach")
+    assert code == 2, err
+    assert f"{ws / 'hosts.json'}: unreadable or truncated" in err
