@@ -379,3 +379,17 @@ def test_a_truncated_hosts_json_is_named(capsys, repo, tmp_path):
     code, err = run(capsys, "train", str(spec), "--workdir", str(ws), "--detach")
     assert code == 2, err
     assert f"{ws / 'hosts.json'}: unreadable or truncated" in err
+
+
+@pytest.mark.parametrize("source,expected", [("x = (\n", "SyntaxError"), ("X = 1\n", "has no attribute 'CLOUD'"),
+                                             ("CLOUD = 'moon'\n", "CLOUD is a str, not a trainkit.clouds.Cloud")])
+def test_a_broken_cloud_room_on_the_path_is_named(capsys, monkeypatch, tmp_path, source, expected):
+    (tmp_path / "rooms" / "moon").mkdir(parents=True)
+    (tmp_path / "rooms" / "moon" / "cloud.py").write_text(source)
+    monkeypatch.setenv("TRAINKIT_CLOUD_PATH", str(tmp_path / "rooms"))
+    spec = tmp_path / "moon.yaml"
+    spec.write_text("name: moon-1\ncloud: moon\n")
+    code, err = run(capsys, "validate", str(spec))
+    assert code == 2, err
+    assert f"{tmp_path / 'rooms' / 'moon' / 'cloud.py'} (a room on TRAINKIT_CLOUD_PATH) cannot be loaded" in err
+    assert expected in err
