@@ -134,10 +134,14 @@ def _check_expansion(root: Node) -> None:
         if done:
             active.discard(key)
             sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
-            if sizes[key] > MAX_NODES:
+            # Without aliases a subtree holds at most the distinct nodes seen so far.
+            if sizes[key] > MAX_NODES and sizes[key] > len(sizes):
                 raise _Refused(node.start_mark.line + 1,
                                f"aliases (*name) expand to more than {MAX_NODES:,} values",
                                "write the values out, or use fewer nested aliases")
+            if sizes[key] > MAX_NODES:
+                raise _Refused(None, f"more than {MAX_NODES:,} values; a cluster spec or train "
+                               "config has hundreds", "is this the right file?")
             continue
         if key in sizes:
             continue

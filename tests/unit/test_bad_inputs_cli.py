@@ -393,3 +393,19 @@ def test_a_broken_cloud_room_on_the_path_is_named(capsys, monkeypatch, tmp_path,
     assert code == 2, err
     assert f"{tmp_path / 'rooms' / 'moon' / 'cloud.py'} (a room on TRAINKIT_CLOUD_PATH) cannot be loaded" in err
     assert expected in err
+
+
+def test_a_file_too_big_without_aliases_is_not_blamed_on_aliases(capsys, monkeypatch, tmp_path):
+    from trainkit import yamlload
+
+    monkeypatch.setattr(yamlload, "MAX_NODES", 1000)  # the real bound is 100,000; same code path, faster
+    spec = tmp_path / "hosts.yaml"
+    spec.write_text("name: lab\ncloud: hosts\nhosts:\n" + "".join(
+        f"  - {{name: h{i}, address: 10.0.{i // 256}.{i % 256}}}\n" for i in range(400)))
+    code, err = run(capsys, "validate", str(spec))
+    assert code == 2, err  # it said "aliases (*name) expand to more than ..." for a file with none
+    assert "more than 1,000 values; a cluster spec or train config has hundreds" in err and "alias" not in err
+    spec.write_text("name: lab\ncloud: hosts\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+                    "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n")
+    code, err = run(capsys, "validate", str(spec))
+    assert code == 2 and "aliases (*name) expand to more than 1,000 values" in err
