@@ -226,7 +226,13 @@ class Workspace:
     def lock(self, command: str) -> Iterator[None]:
         """Hold the workspace lock for one command; LockedError if another holds it."""
         self.ensure()
-        with open(self.lock_path, "a+") as fh:
+        try:
+            fh = open(self.lock_path, "a+")
+        except OSError as err:
+            raise InputError(f"{self.lock_path}: cannot open the workspace lock ({err.strerror})",
+                             fix="remove it: trainkit's lock is a plain file, and no command holds "
+                                 "a folder or an unreadable file") from None
+        with fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -409,3 +409,10 @@ def test_a_file_too_big_without_aliases_is_not_blamed_on_aliases(capsys, monkeyp
                     "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n")
     code, err = run(capsys, "validate", str(spec))
     assert code == 2 and "aliases (*name) expand to more than 1,000 values" in err
+
+
+def test_a_lock_that_is_a_folder_is_named(capsys, repo, tmp_path):
+    (tmp_path / "ws" / "lock").mkdir(parents=True)
+    code, err = run(capsys, "plan", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"))
+    assert code == 2, err  # IsADirectoryError, exit 1
+    assert f"{tmp_path / 'ws' / 'lock'}: cannot open the workspace lock" in err
