@@ -35,8 +35,9 @@ class Workspace:
 
     @classmethod
     def for_cluster(cls, name: str, workdir: str | Path | None = None) -> "Workspace":
-        """`workdir` if given, else `.trainkit/<name>` under the current directory."""
-        return cls((Path(workdir) if workdir else DEFAULT_BASE / name).absolute(), name)
+        """`workdir` if given (a quoted `~` expanded, as the spec's key paths are; a literal `~`
+        folder invites `rm -rf ~`), else `.trainkit/<name>` under the current directory."""
+        return cls((Path(workdir).expanduser() if workdir else DEFAULT_BASE / name).absolute(), name)
 
     terraform_dir = property(lambda self: self.root / "terraform")
     plan_bin = property(lambda self: self.root / "plan.bin")

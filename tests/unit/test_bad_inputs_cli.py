@@ -416,3 +416,11 @@ def test_a_lock_that_is_a_folder_is_named(capsys, repo, tmp_path):
     code, err = run(capsys, "plan", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"))
     assert code == 2, err  # IsADirectoryError, exit 1
     assert f"{tmp_path / 'ws' / 'lock'}: cannot open the workspace lock" in err
+
+
+def test_a_quoted_tilde_workdir_means_home_not_a_folder_named_tilde(capsys, monkeypatch, repo, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main_code(["render", str(repo / "examples/clusters/aws.yaml"), "--workdir", "~/ws"]) == 0
+    assert (tmp_path / "home" / "ws" / "terraform" / "main.tf").is_file()
+    assert not (tmp_path / "~").exists()
