@@ -424,3 +424,12 @@ def test_a_quoted_tilde_workdir_means_home_not_a_folder_named_tilde(capsys, monk
     assert main_code(["render", str(repo / "examples/clusters/aws.yaml"), "--workdir", "~/ws"]) == 0
     assert (tmp_path / "home" / "ws" / "terraform" / "main.tf").is_file()
     assert not (tmp_path / "~").exists()
+
+
+def test_plan_out_onto_the_spec_is_refused_and_the_spec_kept(capsys, repo, tmp_path):
+    spec = tmp_path / "local.yaml"
+    spec.write_text((repo / "examples/clusters/local.yaml").read_text())
+    before = spec.read_text()
+    code, err = run(capsys, "plan", str(spec), "--workdir", str(tmp_path / "ws"), "--out", str(spec))
+    assert code == 2, err  # the review overwrote the spec
+    assert "is the spec or price file" in err and spec.read_text() == before

@@ -47,6 +47,9 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
     """
     from trainkit.review import to_markdown, to_text
 
+    if out_file and Path(out_file).resolve() in (Path(spec).resolve(), Path(price_file or spec).resolve()):
+        raise InputError(f"--out {out_file} is the spec or price file; the review would overwrite it",
+                         fix="write the review to another file, e.g. --out review.md")
     cluster, ws = load(spec, workdir, price_file, warn=True)
     with ws.lock("plan"):
         rev = lifecycle.plan(cluster, ws)
