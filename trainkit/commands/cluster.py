@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
@@ -81,7 +83,10 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
+    from trainkit import runs
     from trainkit.validate import check_train_config, world_size
+
+    runs.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
 
     return check_train_config(config, list(overrides), world_size(cluster) if cluster else None)
 
