@@ -135,12 +135,21 @@ def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) 
            "TRAINKIT_RUN_DIR": lay.run_dir, "TRAINKIT_STATUS_FILE": f"{lay.node_dir(node.rank)}/status",
            "TRAINKIT_PRIVATE_IP": str(node.vars.get("trainkit_private_ip", "127.0.0.1")),
            "TRAINKIT_PYTHON": str(node.vars.get("trainkit_node_python", "python3")),
+           "TRAINKIT_DATA_ROOT": data_root(job, node.vars),
            "MASTER_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")), "MASTER_PORT": port,
            "NNODES": str(len(nodes)), "NODE_RANK": str(node.rank), "NPROC_PER_NODE": str(nproc),
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     if job.workdir:
         env["TRAINKIT_CODE_DIR"] = lay.code_dir
     return {**env, **job.env}
+
+
+def data_root(job: Job, node_vars: dict[str, Any]) -> str:
+    """Where the job's staged datasets are: its own `stage:` target's root, else the spec's."""
+    roots = node_vars.get("trainkit_data_roots") or {}
+    if job.stage and roots.get(job.stage.target):
+        return str(roots[job.stage.target])
+    return str(node_vars.get("trainkit_data_root") or f"{node_vars.get('trainkit_work_dir', '/opt/trainkit/work')}/datasets")
 
 
 def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import launch, runs
-from trainkit.errors import BAD_INPUT, TrainkitError, PREEMPTED, TRAIN
+from trainkit.errors import BAD_INPUT, InputError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace, read_json
 
@@ -96,6 +96,7 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
           resume: str | None = None, force: bool = False) -> tuple[runs.Job, Path]:
     """A new run (or `resume`'s) with its record written; InputError on a changed config."""
     job = runs.load_job(config, overrides)
+    check_job(cluster, job)
     _nodes(cluster, ws)
     if resume:
         run_dir = runs.resolve_run(ws.runs_dir, resume)
@@ -113,10 +114,7 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
 def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
     """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl)."""
     nodes, group = _nodes(cluster, ws)
-    if cluster.spec.data.sources:  # the spec's data: section, staged before every attempt (cheap
-        from trainkit.provision import run_playbook  # when present and verified)
-
-        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
+    stage_data(cluster, ws, job, group)
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
     lay = launch.layout_for(group, run_dir.name)
@@ -130,6 +128,27 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     runs.event(run_dir, "launched", attempt=attempt, nodes=[n.name for n in nodes],
                supervisor=sorted(set(how.values())))
     return attempt
+
+
+def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> None:
+    """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
+    attempt (cheap when the files are present and verified: trainkit/stage.py)."""
+    if not (cluster.spec.data.sources or job.stage):
+        return
+    from trainkit.inventory import stage_vars
+    from trainkit.provision import run_playbook
+
+    if cluster.spec.data.sources:
+        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
+    if job.stage:
+        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group), exit_code=TRAIN)
+
+
+def check_job(cluster: Cluster, job: runs.Job) -> None:
+    """What a job asks of the cluster it runs on; InputError (exit 2) before any node is touched."""
+    if job.stage and job.stage.target == "nas" and not cluster.nas.get("enabled"):
+        raise InputError(f"{job.source}: stage.target: nas, but cluster {cluster.name} has no NAS",
+                         fix="use stage.target: disk, or enable storage.nas in the cluster spec")
 
 
 # ------------------------------------------------------------------ watch one attempt

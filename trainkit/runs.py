@@ -46,6 +46,7 @@ class Job:
     setup: str | None = None               # once per node, before the first command
     env: dict[str, str] = field(default_factory=dict)
     excludes: tuple[str, ...] = ()         # extra rsync-style exclude patterns for workdir
+    stage: Any = None                      # the job's own data (trainkit.stage.DataSection) or None
 
     @property
     def mode(self) -> str:
@@ -54,7 +55,8 @@ class Job:
     def fingerprint(self) -> str:
         """Hash of everything that decides what the run computes (config, overrides, command)."""
         blob = json.dumps({"engine": self.engine_config, "overrides": list(self.overrides),
-                           "command": self.command, "setup": self.setup, "env": self.env},
+                           "command": self.command, "setup": self.setup, "env": self.env,
+                           "stage": self.stage.model_dump(mode="json") if self.stage else None},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -62,7 +64,7 @@ class Job:
 def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     """Read a train config; InputError (exit 2) naming the file and field for bad launch keys."""
     if not path.is_file():
-        raise InputError(f"{path}: training config not found", fix="check the --config path")
+        raise InputError(f"{path}: training config {yamlload.not_a_file(path)}", fix="check the --config path")
     data = yamlload.load_file(path, "train config") or {}  # bounded aliases, duplicate keys refused
     if not isinstance(data, dict):
         raise InputError(f"{path}: a train config is a mapping of keys to values")
@@ -82,7 +84,18 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
                          fix=f"edit {path} (or pass arguments inside `command:`)")
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
                workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
-               excludes=tuple(str(x) for x in (launch.get("excludes") or ())))
+               excludes=tuple(str(x) for x in (launch.get("excludes") or ())),
+               stage=_stage(path, launch.get("stage")))
+
+
+def _stage(path: Path, value: Any) -> Any:
+    """The job's `stage:` section (the fields of the spec's `data:`), or None when absent/empty."""
+    if value is None:
+        return None
+    from trainkit.stage import load_section
+
+    section = load_section(value, f"{path}: stage")
+    return section if section.sources else None
 
 
 def _text(path: Path, launch: dict, key: str) -> str | None:

@@ -346,6 +346,9 @@ def _target_problems(s: ClusterSpec) -> list[str]:
     if s.cloud == "local" and s.storage.nas.enabled:
         out.append("storage.nas.enabled: the local target mounts no shared filesystem and keeps runs "
                    "in its workspace; set storage.nas.enabled: false")
+    if s.data.target == "nas" and not s.storage.nas.enabled:
+        out.append("data.target: nas stages once onto the shared filesystem, but storage.nas is "
+                   "not enabled; enable it or use target: disk")
     if RESERVED_TAG in s.tags:
         out.append(f"tags.{RESERVED_TAG}: reserved, trainkit sets it to the cluster name")
     return out

@@ -69,6 +69,7 @@ SPECS = [
     ("nas-size-on-hosts", merged(HOSTS, "storage.nas", {"enabled": True, "size_gb": 100}),
      "storage.nas.size_gb"),
     ("nas-on-local", merged(LOCAL, "storage.nas.enabled", True), "storage.nas.enabled"),
+    ("data-on-a-missing-nas", merged(LOCAL, "data.target", "nas"), "data.target: nas"),
     ("python-relative", merged(LOCAL, "launch.python", "python3"), "launch.python"),
     ("python-semicolon", merged(LOCAL, "launch.python", "/usr/bin/python3; rm -rf /"), "launch.python"),
     ("python-subshell", merged(LOCAL, "launch.python", "/usr/bin/$(id)"), "launch.python"),
@@ -224,6 +225,10 @@ TRAIN = [
     ("lr0-inf", "lr0: .inf\n", "lr0: expected a finite number (got inf)"),
     ("mtbf-nan", "checkpoint: {mtbf_hours: .nan}\n", "checkpoint.mtbf_hours: expected a finite number"),
     ("train-not-mapping", "[1, 2]\n", "a train config is a mapping"),
+    ("stage-scheme", "stage:\n  sources:\n    - {url: 'ftp://x/y'}\n", "stage.sources.0.url"),
+    ("stage-connections", "stage: {connections: 0, sources: [{url: 'https://x/y'}]}\n", "stage.connections"),
+    ("env-reserved", "command: python t.py\nenv: {TRAINKIT_RUN_ID: x}\n", "env.TRAINKIT_RUN_ID"),
+    ("run-name", "name: 'my run'\n", "name: 'my run' is not a run name"),
 ]
 
 

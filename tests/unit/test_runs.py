@@ -133,3 +133,34 @@ def test_spare_hosts_are_not_nodes_and_all_spares_is_an_error():
     assert node_count(ClusterSpec(name="abc", cloud="hosts", hosts=hosts)) == 1
     with pytest.raises(ValueError, match="every host is a spare"):
         ClusterSpec(name="abc", cloud="hosts", hosts=[{**hosts[1], "name": "c"}])
+
+
+def test_a_jobs_stage_section_is_a_launch_key_checked_and_part_of_the_fingerprint(tmp_path):
+    job = runs.load_job(write(tmp_path, "epochs: 3\nstage:\n  sources:\n"
+                                        "    - {url: 'https://example.org/pets.tar.gz', name: pets}\n"))
+    assert job.engine_config == {"epochs": 3} and job.stage.sources[0].name == "pets"
+    plain = runs.load_job(write(tmp_path, "epochs: 3\n", "plain.yaml"))
+    assert plain.stage is None and plain.fingerprint() != job.fingerprint()  # other data, other run
+    with pytest.raises(InputError) as err:
+        runs.load_job(write(tmp_path, "stage:\n  sources:\n    - {url: 'ftp://x/y'}\n", "bad.yaml"))
+    assert "bad.yaml: stage.sources.0.url" in err.value.message and err.value.exit_code == 2
+
+
+def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_where():
+    from trainkit.inventory import stage_vars
+    from trainkit.stage import load_section
+
+    group = {"trainkit_data_root": "/mnt/shared/c/datasets", "trainkit_shared_work_dir": True,
+             "trainkit_data_roots": {"disk": "/data/datasets", "nas": "/mnt/shared/c/datasets"}}
+    disk = load_section({"sources": [{"url": "https://example.org/a.tar"}]})
+    nas = load_section({"target": "nas", "sources": [{"url": "https://example.org/a.tar"}]})
+    assert stage_vars(disk, group)["trainkit_data_root"] == "/data/datasets"
+    assert not stage_vars(disk, group)["trainkit_data_once"]
+    assert (stage_vars(nas, group)["trainkit_data_root"], stage_vars(nas, group)["trainkit_data_once"]) == (
+        "/mnt/shared/c/datasets", True)
+    job = runs.Job(name="j", source=Path("j.yaml"), engine_config={}, stage=disk)
+    assert launch.data_root(job, group) == "/data/datasets"
+    assert launch.data_root(runs.Job(name="j", source=Path("j.yaml"), engine_config={}), group) == \
+        "/mnt/shared/c/datasets"  # no stage: of its own -> the spec's data root
+    lay = launch.Layout("/w", "/r", "j-1")
+    assert "export TRAINKIT_DATA_ROOT=/data/datasets" in launch.launch_script(job, _node(**group), [_node(**group)], lay, 1)

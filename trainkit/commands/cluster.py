@@ -87,11 +87,14 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
+    from trainkit import runs
     from trainkit.resources import train_config
     from trainkit.validate import check_train_config, world_size
 
     if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
         config = str(train_config(config))
+    runs.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
+
     return check_train_config(config, list(overrides), world_size(cluster) if cluster else None)
 
 

@@ -149,9 +149,9 @@ class TrainConfig(_Section):
 SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig, "fsdp": FsdpConfig}
 
 
-# Keys of a train config that the controller's launcher reads (trainkit.runs: the run's name and a
-# user command with its code and environment); the engine ignores them.
-LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes")
+# Keys of a train config that the controller's launcher reads (trainkit.runs: the run's name, a
+# user command with its code and environment, and the job's own data to stage); the engine ignores them.
+LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes", "stage")
 
 
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
