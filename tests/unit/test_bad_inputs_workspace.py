@@ -170,3 +170,14 @@ def test_a_quoted_tilde_workdir_means_home_not_a_folder_named_tilde(capsys, monk
     assert main_code(["render", str(repo / "examples/clusters/aws.yaml"), "--workdir", "~/ws"]) == 0
     assert (tmp_path / "home" / "ws" / "terraform" / "main.tf").is_file()
     assert not (tmp_path / "~").exists()
+
+
+def test_render_while_another_command_holds_the_workspace_waits_its_turn_with_exit_8(capsys, repo, tmp_path):
+    from trainkit.workspace import Workspace
+
+    ws = Workspace.for_cluster("aws-demo", tmp_path / "ws")
+    with ws.lock("apply"):
+        code, err = run(capsys, "render", str(repo / "examples/clusters/aws.yaml"), "--workdir", str(ws.root))
+    assert code == 8, err  # it rewrote the stack under a running apply
+    assert "in use by `trainkit apply`" in err
+    assert not ws.terraform_dir.exists()

@@ -176,9 +176,9 @@ def render(spec: str, workdir: str | None) -> None:
 
     cluster, ws = load(spec, workdir, warn=True)
     require_terraform(cluster)
-    ws.ensure()  # refuses a --workdir that holds someone else's files
-    key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
-    written = write_stack(cluster, key, ws.terraform_dir)
+    with ws.lock("render"):  # refuses someone else's --workdir; never rewrites a stack mid-apply
+        key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
+        written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
     click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")
     click.echo(f"  review: {folder}/main.tf (module inputs), versions.tf (state backend), "
