@@ -39,6 +39,9 @@ SSH_TIMEOUT_S = 60
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
 DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".trainkit", "runs", ".mypy_cache",
                     ".pytest_cache", "*.egg-info")
+# The workdir tar is built in memory and copied to every node: code, not data (data goes through
+# the `data:`/`stage:` sections). Past this, `workdir: .` has picked up a dataset or a home folder.
+MAX_WORKDIR_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -235,13 +238,28 @@ def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
         return any(fnmatch(part, p) for part in rel.parts for p in patterns) or \
             any(fnmatch(str(rel), p) for p in patterns)
 
+    files, sizes = [], {}
+    for p in folder.rglob("*"):  # stops at the bound, before a whole disk is walked
+        if skip(p.relative_to(folder)) or p.is_symlink() or not (p.is_file() or p.is_dir()):
+            continue
+        files.append(p)
+        sizes[p] = p.stat().st_size if p.is_file() else 0
+        if sum(sizes.values()) > MAX_WORKDIR_BYTES:
+            _too_big(folder, sizes)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder)
-            if not skip(rel) and (path.is_file() or path.is_dir()) and not path.is_symlink():
-                tar.add(path, arcname=str(rel), recursive=False)
+        for path in sorted(files):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
     return buf.getvalue()
+
+
+def _too_big(folder: Path, sizes: dict[Path, int]) -> None:
+    biggest = sorted(sizes, key=sizes.get, reverse=True)[:3]
+    raise InputError(f"workdir {folder}: more than {MAX_WORKDIR_BYTES // 2**20} MiB to copy to every "
+                     "node; largest: " + ", ".join(f"{p.relative_to(folder)} ({sizes[p] / 2**20:,.1f} MiB)"
+                                                  for p in biggest),
+                     fix="add data and outputs to `excludes:` or .gitignore, and stage data with a "
+                         "`stage:`/`data:` section (docs/data.md)")
 
 
 def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float,

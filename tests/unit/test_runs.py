@@ -164,3 +164,13 @@ def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_wher
         "/mnt/shared/c/datasets"  # no stage: of its own -> the spec's data root
     lay = launch.Layout("/w", "/r", "j-1")
     assert "export TRAINKIT_DATA_ROOT=/data/datasets" in launch.launch_script(job, _node(**group), [_node(**group)], lay, 1)
+
+
+def test_a_workdir_too_big_to_ship_names_its_largest_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "MAX_WORKDIR_BYTES", 2**20)  # the real bound is 256 MiB; same path
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "dataset.bin").write_bytes(bytes(3 * 2**20))  # `workdir: .` next to the data
+    with pytest.raises(InputError, match=r"workdir .*: more than 1 MiB to copy to every node; "
+                                         r"largest: dataset.bin \(3.0 MiB\)") as err:
+        launch.workdir_tar(tmp_path)
+    assert "excludes:" in err.value.fix
