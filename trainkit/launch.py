@@ -225,13 +225,14 @@ def tar_bytes(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
-    """The workdir as a tar stream, without DEFAULT_EXCLUDES, .gitignore patterns and extras
-    (fnmatch on each path part and on the relative path; `!` negations are not supported)."""
+def workdir_files(folder: Path, extra_excludes: tuple[str, ...] = ()) -> list[Path]:
+    """What a workdir sync ships: everything but DEFAULT_EXCLUDES, .gitignore patterns and extras
+    (fnmatch on each path part and on the relative path; `!` negations are not supported).
+    InputError past MAX_WORKDIR_BYTES, naming the largest files."""
     patterns = list(DEFAULT_EXCLUDES) + list(extra_excludes)
     ignore = folder / ".gitignore"
     if ignore.is_file():
-        patterns += [ln.strip().strip("/") for ln in ignore.read_text().splitlines()
+        patterns += [ln.strip().strip("/") for ln in ignore.read_text(errors="replace").splitlines()
                      if ln.strip() and not ln.startswith(("#", "!"))]
 
     def skip(rel: Path) -> bool:
@@ -246,9 +247,14 @@ def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
         sizes[p] = p.stat().st_size if p.is_file() else 0
         if sum(sizes.values()) > MAX_WORKDIR_BYTES:
             _too_big(folder, sizes)
+    return sorted(files)
+
+
+def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
+    """The workdir as a tar stream of `workdir_files`."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted(files):
+        for path in workdir_files(folder, extra_excludes):
             tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
     return buf.getvalue()
 

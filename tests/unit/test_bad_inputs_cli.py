@@ -287,3 +287,19 @@ def test_plan_out_onto_the_spec_is_refused_and_the_spec_kept(capsys, repo, tmp_p
     code, err = run(capsys, "plan", str(spec), "--workdir", str(tmp_path / "ws"), "--out", str(spec))
     assert code == 2, err  # the review overwrote the spec
     assert "is the spec or price file" in err and spec.read_text() == before
+
+
+def test_train_refuses_a_workdir_too_big_to_ship_before_any_run_starts(capsys, monkeypatch, repo, tmp_path):
+    from trainkit import launch
+
+    monkeypatch.setattr(launch, "MAX_WORKDIR_BYTES", 2**20)  # the real bound is 256 MiB
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "train.yaml").write_text("name: big\nworkdir: .\ncommand: python train.py\n")
+    (job / "train.py").write_text("print(1)\n")
+    (job / "data.bin").write_bytes(bytes(2 * 2**20))
+    code, err = run(capsys, "train", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"),
+                    "--config", str(job / "train.yaml"))
+    assert code == 2, err
+    assert "more than 1 MiB to copy to every node; largest: data.bin" in err
+    assert not (tmp_path / "ws" / "runs").exists()

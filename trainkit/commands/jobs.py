@@ -54,10 +54,13 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     """
     cluster, ws = _load(spec, workdir)
     config_path = None if attach else resources.train_config(config)
-    if config_path is not None and runs.load_job(config_path, list(overrides)).command is None:
+    job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
+    if job is not None and job.command is None:
         from trainkit.validate import check_train_config, world_size
 
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
+    if job is not None and job.workdir:
+        launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
     require_applied(cluster, ws)
     cluster = recover.effective_cluster(cluster, ws)
     opts = recover.Options(detach=detach, recover=recover_, **tuning)
