@@ -303,3 +303,12 @@ def test_train_refuses_a_workdir_too_big_to_ship_before_any_run_starts(capsys, m
     assert code == 2, err
     assert "more than 1 MiB to copy to every node; largest: data.bin" in err
     assert not (tmp_path / "ws" / "runs").exists()
+
+
+def test_validate_a_command_job_reports_the_job_not_engine_defaults(capsys, tmp_path):
+    (tmp_path / "train.yaml").write_text("name: custom\nworkdir: .\ncommand: python train.py\n")
+    (tmp_path / "train.py").write_text("print(1)\n")
+    assert main_code(["validate", "--config", str(tmp_path / "train.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "ok - custom job custom: its `command:` runs on every node" in out
+    assert "digits_cnn" not in out  # it reported the built-in engine's defaults, which never run

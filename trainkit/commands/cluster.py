@@ -66,7 +66,10 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
             out = {"name": cluster.name, "cloud": cluster.spec.cloud, "nodes": cluster.nodes,
                    "instance_type": inst.type if inst else None, "gpus_per_node": cluster.gpus_per_node,
                    "image": cluster.image, "warnings": list(cluster.warnings)}
-        if checked is not None:
+        if checked is not None and getattr(checked, "command", None) is not None:
+            out["train_config"] = {"path": config, "name": checked.name, "command": checked.command,
+                                   "workdir": str(checked.workdir) if checked.workdir else None}
+        elif checked is not None:
             out["train_config"] = {"path": config, "hash": checked.config.hash(), "notes": checked.notes}
         click.echo(dump_json(out))
         return
@@ -77,7 +80,10 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
         click.echo(f"{spec}: ok - {cluster.name} on {cluster.spec.cloud}, {what}")
         for warning in cluster.warnings:
             click.echo(f"warning: {warning}", err=True)
-    if checked is not None:
+    if checked is not None and getattr(checked, "command", None) is not None:
+        click.echo(f"{config}: ok - custom job {checked.name}: its `command:` runs on every node"
+                   + (f" from {checked.workdir}" if checked.workdir else ""))
+    elif checked is not None:
         cfg = checked.config
         click.echo(f"{config}: ok - model {cfg.model}, data {cfg.data}, {cfg.epochs} epoch(s), "
                    f"global batch {cfg.batch}")
@@ -93,8 +99,13 @@ def _check_config(cluster, config: str, overrides: tuple[str, ...]):
 
     if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
         config = str(train_config(config))
-    runs.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
+    job = runs.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
+    if job.command is not None:  # a custom job: the engine's keys do not apply; its workdir ships
+        if job.workdir:
+            from trainkit.launch import workdir_files
 
+            workdir_files(job.workdir, job.excludes)
+        return job
     return check_train_config(config, list(overrides), world_size(cluster) if cluster else None)
 
 
