@@ -150,7 +150,9 @@ def test_stage_without_credentials_names_the_variables(tmp_path):
                                          (["cost", "{aws}", "--hours", "5", "--reclaims-per-day", "inf"],
                                           "--reclaims-per-day"),
                                          (["top", "{local}", "--interval", "nan"], "--interval"),
-                                         (["train", "{local}", "--poll", "nan"], "--poll")])
+                                         (["train", "{local}", "--poll", "nan"], "--poll"),
+                                         (["train", "{local}", "--poll", "1e300"], "--poll"),  # sleep overflow
+                                         (["cancel", "{local}", "r1", "--wait", "1e300"], "--wait")])
 def test_inf_and_nan_options_are_refused_naming_the_option(capsys, repo, args, option):
     specs = {"aws": repo / "examples/clusters/aws.yaml", "local": repo / "examples/clusters/local.yaml"}
     code, err = run(capsys, *(a.format(**specs) for a in args))

@@ -32,13 +32,13 @@ from trainkit.errors import InputError
 @click.option("--max-recoveries", type=click.IntRange(0), default=3, show_default=True)
 @click.option("--max-restarts-on-errors", type=click.IntRange(0), default=0, show_default=True,
               help="Relaunches after a failure of the job itself (not a reclaim).")
-@click.option("--backoff", "backoff_s", type=Finite(0), default=60.0, show_default=True,
+@click.option("--backoff", "backoff_s", type=Finite(0, 86400), default=60.0, show_default=True,
               help="Seconds before the first relaunch; doubles each time (max 900).")
-@click.option("--poll", "poll_s", type=Finite(0.2), default=2.0, show_default=True,
+@click.option("--poll", "poll_s", type=Finite(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between looks at the nodes.")
 @click.option("--notice-url", help="Spot-termination metadata URL the nodes poll (default: the "
               "cloud's, when spot is on).")
-@click.option("--notice-poll", "notice_poll_s", type=Finite(0.2), default=5.0, show_default=True)
+@click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
@@ -209,7 +209,7 @@ def _engine() -> runs.Job:
 @spec_argument
 @click.argument("run")
 @workdir_option
-@click.option("--wait", "wait_s", type=Finite(0), default=120.0, show_default=True,
+@click.option("--wait", "wait_s", type=Finite(0, 86400), default=120.0, show_default=True,
               help="Seconds to wait for the checkpoint and stop.")
 def cancel(spec, run, workdir, wait_s):
     """Stop RUN cleanly: SIGTERM to the job on every node (it writes a checkpoint), then stop.
