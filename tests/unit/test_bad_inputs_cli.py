@@ -314,3 +314,26 @@ def test_validate_a_command_job_reports_the_job_not_engine_defaults(capsys, tmp_
     out = capsys.readouterr().out
     assert "ok - custom job custom: its `command:` runs on every node" in out
     assert "digits_cnn" not in out  # it reported the built-in engine's defaults, which never run
+
+
+def _every_command() -> list[list[str]]:
+    import click
+
+    from trainkit.cli import COMMANDS, cli
+
+    out = []
+    for name in COMMANDS:
+        command = cli.get_command(click.Context(cli), name)
+        out.append([name])
+        if isinstance(command, click.Group):
+            out += [[name, sub] for sub in command.list_commands(click.Context(command))]
+    return out
+
+
+@pytest.mark.parametrize("words", _every_command(), ids=" ".join)
+def test_every_command_has_help_with_an_example(capsys, words):
+    with pytest.raises(SystemExit) as exc:
+        main([*words, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert "Example:" in out, f"trainkit {' '.join(words)} --help shows no example"
