@@ -38,7 +38,15 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
 
     result = train(cfg)
     if as_json and result.summary and _is_rank0():
-        click.echo(json.dumps(result.summary, indent=2))
+        from trainkit.train.monitor import finite
+
+        click.echo(json.dumps(finite(result.summary), indent=2))
+    if result.exit_code == TRAIN:
+        raise TrainkitError(f"the training loss became NaN or inf at step {result.summary['steps']}; "
+                            "nothing was saved after that step (any checkpoint, weights/*.pt or model.onnx "
+                            f"is from before it; summary: {cfg.run_dir}/summary.json)",
+                            fix="lower lr0 (or set grad_clip), then start fresh with resume=false "
+                            "or resume from an earlier checkpoint with resume=PATH", exit_code=TRAIN)
     if result.exit_code:
         where = result.summary.get("checkpoint") or "a checkpoint (written by rank 0)"
         click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "

@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from trainkit.train import parallel
+from trainkit.train.monitor import finite
 
 BEST_METRIC = "val_acc"  # higher is better; ties keep the earlier epoch
 
@@ -55,21 +56,31 @@ def on_epoch(run, val: dict[str, float]) -> None:
         save_weights(weights, Path(run.cfg.run_dir) / "weights" / "best.pt")
 
 
-def finish(run, derived: dict[str, Any]) -> dict[str, Any]:
-    """At the end (every rank): write last.pt and hparams.yaml (rank 0); return summary fields."""
+def finish(run, derived: dict[str, Any], write_last: bool = True) -> dict[str, Any]:
+    """At the end (every rank): write last.pt (unless `write_last` is false: weights gone NaN)
+    and hparams.yaml (rank 0); return summary fields."""
     out = Path(run.cfg.run_dir)
-    weights = parallel.full_state_dict(run.model)  # collective under FSDP: every rank takes part
+    if write_last:
+        weights = parallel.full_state_dict(run.model)  # collective under FSDP: every rank takes part
+        if run.info.is_main:
+            save_weights(weights, out / "weights" / "last.pt")
     if run.info.is_main:
-        save_weights(weights, out / "weights" / "last.pt")
         hp = {"run_id": run_id(out), "config": run.cfg.to_dict(), "derived": derived}
         (out / "hparams.yaml").write_text(yaml.safe_dump(hp, sort_keys=False))
     best = run.extra.get("best") or {}
-    weights = {"last": "weights/last.pt"}  # relative to the run folder: valid after the fetch
+    weights = {"last": "weights/last.pt"} if write_last else {}  # relative to the run folder
     if best and (not run.info.is_main or (out / "weights" / "best.pt").exists()):
         weights["best"] = "weights/best.pt"  # absent: the best epoch was before a resume elsewhere
     return {"run_id": run_id(out), "best_epoch": best.get("epoch"), "best_metric": best.get("metric"),
             "best_val_acc": best.get("value"), "best_val_loss": best.get("val_loss"),
             "weights": weights, "checkpoint_dir": str(run.cfg.checkpoint_dir.resolve())}
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically write `obj` as strict JSON (NaN/inf as null): a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)
 
 
 def class_names(ds) -> list[str] | None:

@@ -1,7 +1,8 @@
 """The training engine: `train(cfg)` builds a run, resumes it, runs the hot loop, finishes it.
 
-Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM
-stopped it after a checkpoint) and always leaves <run_dir>/summary.json. It works under torchrun
+Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM or
+Ctrl-C stopped it after a checkpoint, 6 = TRAIN when the loss became NaN/inf: nothing is saved after
+that step) and always leaves <run_dir>/summary.json. It works under torchrun
 (any world size; every rank calls it; DDP or FSDP2: parallel.py) and in a plain process. Per-step
 losses do not depend on the world size (rng.py, data.GlobalBatchSampler). Raises InputError for bad
 input.
@@ -9,7 +10,6 @@ input.
 
 from __future__ import annotations
 
-import json
 import math
 import logging
 import os
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from trainkit.errors import OK, PREEMPTED
+from trainkit.errors import OK, PREEMPTED, TRAIN
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule
 from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 from trainkit.train.config import TrainConfig, write_config
@@ -66,7 +66,8 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
 
 
 def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemption) -> str:
-    """The hot loop. Returns "completed", "max_steps" or "preempted"."""
+    """The hot loop. Returns "completed", "max_steps", "preempted" or "diverged" (the global loss
+    is NaN/inf: stop before anything is saved from these weights)."""
     cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
     policy, fault, agree = SavePolicy(cfg, info), SigtermFault.from_env(info.is_main), dist.Agreement(info)
     while run.epoch < cfg.epochs and run.step < run.total_steps:
@@ -92,6 +93,8 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             loss, stop, save = agree(loss_sum, preempt.requested, policy.due(run.step))
             monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
                          plan.global_batch)
+            if not math.isfinite(loss):
+                return "diverged"
             if save or stop:
                 save_run(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
                 policy.saved(saver)
@@ -176,16 +179,17 @@ class SigtermFault:
 
 
 def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start: float) -> Result:
-    """Final checkpoint (unless preempted: already written), test metrics, ONNX, plot, summary."""
-    preempted = reason == "preempted"
-    if not preempted and run.extra.get("saved_step") != run.step:
+    """Final checkpoint, test metrics, ONNX, plot, summary. Preempted: the checkpoint is already
+    written; diverged: these weights are NaN/inf, so no checkpoint, weights or ONNX come from them."""
+    stopped = reason in ("preempted", "diverged")
+    if not stopped and run.extra.get("saved_step") != run.step:
         save_run(run, saver, monitor, "final", block=True)
     saver.wait()
     metrics: dict[str, Any] = {"samples_per_s": monitor.throughput(),
                                "data_wait_pct": monitor.data_wait_pct(),
                                "checkpoint": str(saver.last_path) if saver.last_path else None,
                                "checkpoint_write_s": saver.last_write_s or None}
-    if not preempted:
+    if not stopped:
         val = run.extra["val"] if run.extra.get("val_step") == run.step else evaluate(run, "val")
         test = evaluate(run, "test")
         metrics.update(val_loss=val["loss"], val_acc=val["acc"], val_ppl=val["ppl"],
@@ -198,18 +202,18 @@ def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start
     metrics["verdict"] = monitor.verdict(opts["num_workers"], schedule.suggested_workers(
         os.cpu_count() or 1, run.info.local_world_size), load_s)
     run_dir = Path(run.cfg.run_dir)
-    if run.cfg.export.onnx and not preempted:
+    if run.cfg.export.onnx and not stopped:
         weights = parallel.full_state_dict(run.model)  # collective: every rank takes part
         if run.info.is_main:
             metrics.update(export_and_verify(run, weights, run_dir / "model.onnx"))
     dist.barrier(run.info)
-    code = PREEMPTED if preempted else OK
+    code = {"preempted": PREEMPTED, "diverged": TRAIN}.get(reason, OK)
     metrics["wall_time_s"] = time.time() - t_start
     summary = summarize(run, reason, code, metrics)
     if run.info.is_main:
         if run.cfg.plot:
             artifacts.plot_curves(run_dir, summary)
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        artifacts.write_json(run_dir / "summary.json", summary)
     log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
     return Result(code, summary)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,17 @@ log = logging.getLogger("trainkit.train")
 DATA_BOUND_PCT = 10.0
 # ... and, on GPU, NVML utilisation stays below ~80% (NVML "util" = kernel presence, not occupancy).
 GPU_BUSY_PCT = 80.0
+
+
+def finite(obj: Any) -> Any:
+    """`obj` with every NaN/inf float replaced by None (strict JSON has no NaN: jq, browsers)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def setup_logging(run_dir: Path, rank: int) -> None:
@@ -93,7 +105,8 @@ class Monitor:
     def write(self, kind: str, **fields: Any) -> None:
         if self.file is None:
             return
-        self.file.write(json.dumps({"kind": kind, "time": round(time.time(), 3), **fields}) + "\n")
+        rec = finite({"kind": kind, "time": round(time.time(), 3), **fields})
+        self.file.write(json.dumps(rec) + "\n")
         self.file.flush()
         if self.tb is not None and kind in ("step", "epoch"):
             for key, value in fields.items():

@@ -220,12 +220,13 @@ def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) ->
             "samples_per_s",
             "data_wait_pct", "verdict", "checkpoint", "checkpoint_write_s", "onnx",
             "onnx_max_abs_diff", "wall_time_s")
-    return {"status": "preempted" if reason == "preempted" else "completed", "exit_reason": reason,
+    status = {"preempted": "preempted", "diverged": "failed"}.get(reason, "completed")
+    return {"status": status, "exit_reason": reason,
             "exit_code": exit_code, "steps": run.step, "total_steps": run.total_steps,
             "epochs_completed": run.epoch, "resumed_from_step": run.resumed_from,
             "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "strategy": run.strategy, "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
-            **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run)),
+            **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run), write_last=reason != "diverged"),
             "config_hash": run.cfg.hash(),
             "torch_version": torch.__version__, "trainkit_version": trainkit.__version__}
