@@ -48,3 +48,13 @@ def test_a_diverging_loss_stops_the_run_and_saves_nothing_after_it(tmp_path, cap
     assert not (run / "weights" / "last.pt").exists() and "last" not in summary["weights"]
     for line in (run / "metrics.jsonl").read_text().splitlines():
         json.loads(line, parse_constant=lambda w: pytest.fail(f"{w} in metrics.jsonl"))
+
+
+@pytest.mark.parametrize("split, says", [
+    ("[0.9,0.1]", "split: expected 3 fractions (train, val, test), not 2"),
+    ("[0.5,0.5,0]", "split: expected every fraction > 0"),
+    ("[0.5,0.3,0.1]", "split: expected fractions that sum to 1 (these sum to 0.9)")])
+def test_a_bad_split_is_named_on_the_control_side_too(tmp_path, capsys, split, says):
+    (tmp_path / "train.yaml").write_text("epochs: 1\n")
+    code, err = run_cli(capsys, "validate", "--config", str(tmp_path / "train.yaml"), f"split={split}")
+    assert code == 2 and says in err and "<top level>" not in err

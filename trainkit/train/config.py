@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainkit import yamlload
 from trainkit.errors import InputError, capped
@@ -124,11 +124,17 @@ class TrainConfig(_Section):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
 
-    @model_validator(mode="after")
-    def _check_split(self) -> "TrainConfig":
-        if len(self.split) != 3 or any(f < 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
-            raise ValueError("split must be 3 non-negative fractions (train, val, test) summing to 1")
-        return self
+    @field_validator("split")
+    @classmethod
+    def _check_split(cls, split: list[float]) -> list[float]:
+        """Three fractions > 0 summing to 1: an empty val or test set would report 0.0 as its loss."""
+        if len(split) != 3:
+            raise ValueError(f"expected 3 fractions (train, val, test), not {len(split)}")
+        if any(f <= 0 for f in split):
+            raise ValueError("expected every fraction > 0 (an empty val or test set measures nothing)")
+        if abs(sum(split) - 1) > 1e-6:
+            raise ValueError(f"expected fractions that sum to 1 (these sum to {sum(split):g})")
+        return split
 
     @property
     def checkpoint_dir(self) -> Path:
