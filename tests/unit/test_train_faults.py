@@ -58,3 +58,74 @@ def test_a_bad_split_is_named_on_the_control_side_too(tmp_path, capsys, split, s
     (tmp_path / "train.yaml").write_text("epochs: 1\n")
     code, err = run_cli(capsys, "validate", "--config", str(tmp_path / "train.yaml"), f"split={split}")
     assert code == 2 and says in err and "<top level>" not in err
+
+
+USER_MODULE = textwrap.dedent('''
+    import torch
+    from torch.utils.data import TensorDataset
+
+    def digits_like(n, classes=10, float_labels=False):
+        x = torch.rand(n, 1, 8, 8)
+        y = torch.rand(n) if float_labels else torch.arange(n) % classes
+        return TensorDataset(x, y)
+
+    def model_raises(width=4):
+        raise RuntimeError("boom in the builder")
+
+    def two_sets(seed):
+        return digits_like(100), digits_like(100)
+
+    def dict_without_val(seed):
+        return {"train": digits_like(100), "valid": digits_like(50), "test": digits_like(50)}
+
+    def not_datasets(seed):
+        return [1, 2, 3]
+
+    def data_raises(seed, path="/nowhere"):
+        raise FileNotFoundError(path)
+
+    def tiny(seed):
+        return digits_like(3)
+
+    def twenty_classes(seed):
+        return digits_like(200, classes=20)
+
+    def float_labels(seed):
+        return digits_like(200, float_labels=True)
+''')
+
+
+@pytest.fixture
+def user_mod(tmp_path, monkeypatch):
+    (tmp_path / "faultpkg").mkdir()
+    (tmp_path / "faultpkg" / "__init__.py").write_text("")
+    (tmp_path / "faultpkg" / "builders.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "faultpkg.builders"
+    for name in [m for m in sys.modules if m.startswith("faultpkg")]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("override, says", [
+    ("model={m}:model_raises", "model: building '{m}:model_raises' raised RuntimeError: boom in the "
+                               "builder (at "),
+    ("model_args.channels=abc", "model: building 'digits_cnn' raised TypeError"),
+    ("data={m}:two_sets", "data: {m}:two_sets returned 2 datasets, not 3"),
+    ("data={m}:dict_without_val", "data: {m}:dict_without_val returned a dict without val (its keys: "
+                                  "train, valid, test)"),
+    ("data={m}:not_datasets", "data: {m}:not_datasets's train set is int, not a map-style Dataset"),
+    ("data={m}:data_raises", "data: building '{m}:data_raises' raised FileNotFoundError: /nowhere"),
+    ("data={m}:tiny", "split: [0.7, 0.2, 0.1] leaves the test set empty (3 item(s) from {m}:tiny)"),
+    ("model=gpt", "model: gpt does not fit data digits: inputs (64, 1, 8, 8)"),
+    ("model_args.num_classes=5", "model: digits_cnn does not fit data digits"),
+    ("data={m}:twenty_classes", "labels 0..19 but 10 logits per item"),
+    ("data={m}:float_labels", "expected target dtype to be Long"),
+])
+def test_a_model_or_data_that_does_not_build_or_fit_is_exit_2_before_training(
+        tmp_path, capsys, user_mod, override, says):
+    """Before: 'internal error' (exit 1) at build time, or at the END of the run (a dict without
+    'val' trained every epoch, then crashed without a summary)."""
+    run = tmp_path / "run"
+    code, err = run_cli(capsys, "run", *FAST, override.format(m=user_mod), f"run_dir={run}")
+    assert code == 2 and says.format(m=user_mod) in err, err
+    assert not (run / "checkpoints").exists()

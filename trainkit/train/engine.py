@@ -25,6 +25,7 @@ from trainkit.errors import OK, PREEMPTED, TRAIN
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule
 from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 from trainkit.train.config import TrainConfig, write_config
+from trainkit.train.model import loss_fn
 from trainkit.train.run import (Result, Run, build_run, describe, make_saver, resume,
                                      summarize)
 from trainkit.train.monitor import Monitor, setup_logging
@@ -107,11 +108,6 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             artifacts.on_epoch(run, run.extra["val"])
             run.epoch, run.step_in_epoch = run.epoch + 1, 0
     return "completed" if run.epoch >= cfg.epochs else "max_steps"
-
-
-def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every target: (N, C) vs (N,) or, for sequences, (N, T, C) vs (N, T)."""
-    return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten())
 
 
 def optimizer_step(run: Run) -> None:

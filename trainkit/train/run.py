@@ -23,7 +23,7 @@ from trainkit.errors import InputError
 from trainkit.train import checkpoint as ckpt
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule, sharded
 from trainkit.train.config import TrainConfig
-from trainkit.train.model import build_model, build_optimizer
+from trainkit.train.model import build_model, build_optimizer, check_fits
 
 log = logging.getLogger("trainkit.train")
 
@@ -117,6 +117,7 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     model = build_model(cfg)
     rng.swap_dropout(model)
     model = model.to(info.device)
+    check_fits(model, splits["train"], cfg, info.device, plan.micro)  # model vs data: exit 2, not a crash later
     amp_dtype = pick_amp_dtype(cfg.amp, info.device)
     wrapped, strategy = parallel.wrap(model, cfg, info, amp_dtype)
     opt = build_optimizer(model, cfg, lr)
