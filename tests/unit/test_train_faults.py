@@ -129,3 +129,20 @@ def test_a_model_or_data_that_does_not_build_or_fit_is_exit_2_before_training(
     code, err = run_cli(capsys, "run", *FAST, override.format(m=user_mod), f"run_dir={run}")
     assert code == 2 and says.format(m=user_mod) in err, err
     assert not (run / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("key, target, says", [
+    ("run_dir", "", "run_dir: String should have at least 1 character"),   # was: the current folder
+    ("checkpoint.dir", "", "checkpoint.dir: String should have at least 1 character"),
+    ("run_dir", "{f}", "run_dir: cannot create the folder {f} (File exists)"),
+    ("run_dir", "{f}/sub", "run_dir: cannot create the folder {f}/sub (Not a directory)"),
+    ("checkpoint.dir", "{f}", "checkpoint.dir: cannot create the folder {f} (File exists)")])
+def test_a_run_or_checkpoint_folder_that_cannot_be_made_is_named(tmp_path, capsys, monkeypatch, key,
+                                                                 target, says):
+    monkeypatch.chdir(tmp_path)  # an empty run_dir used to mean the current folder
+    a_file = tmp_path / "a-file"
+    a_file.write_text("keep me\n")
+    extra = [] if key == "run_dir" else [f"run_dir={tmp_path / 'run'}"]
+    code, err = run_cli(capsys, "run", *FAST, *extra, f"{key}={target.format(f=a_file)}")
+    assert code == 2 and says.format(f=a_file) in err
+    assert a_file.read_text() == "keep me\n"

@@ -20,10 +20,21 @@ from typing import Any
 import torch
 import yaml
 
+from trainkit.errors import InputError
 from trainkit.train import parallel
 from trainkit.train.monitor import finite
 
 BEST_METRIC = "val_acc"  # higher is better; ties keep the earlier epoch
+
+
+def make_dir(path: Path, key: str) -> None:
+    """Create folder `path` (and parents). Raises InputError naming config key `key` when it cannot
+    be made: a file is in the way, no permission, a read-only filesystem."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{key}: cannot create the folder {path} ({err.strerror or err})",
+                         fix=f"point {key} at a folder this user can write (not at a file)") from None
 
 
 def run_id(run_dir: str | Path) -> str:

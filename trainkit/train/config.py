@@ -31,7 +31,7 @@ class CheckpointConfig(_Section):
     `every_n_steps` if set, else `interval` (seconds, or "auto" = Young/Daly from the measured save
     time and `mtbf_hours`). A checkpoint is always written at the end and on SIGTERM."""
 
-    dir: str | None = Field(None, description="Checkpoint root; default <run_dir>/checkpoints. "
+    dir: str | None = Field(None, min_length=1, description="Checkpoint root; default <run_dir>/checkpoints. "
                                               "Put it on shared storage (NAS) for multi-node resume.")
     every_n_steps: int | None = Field(None, ge=1, description="Save every N optimizer steps.")
     interval: float | Literal["auto"] | None = Field(
@@ -114,7 +114,7 @@ class TrainConfig(_Section):
                              "reshard_after_forward) used when strategy resolves to fsdp.")
     deterministic: bool = Field(True, description="torch.use_deterministic_algorithms (warn only).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")
-    run_dir: str = Field("runs/train", description="Where config.yaml, logs/, metrics.jsonl, "
+    run_dir: str = Field("runs/train", min_length=1, description="Where config.yaml, logs/, metrics.jsonl, "
                                                    "summary.json, plots and model.onnx go.")
     resume: bool | str = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
                                                  "if any; false: start fresh; a path: that checkpoint.")

@@ -45,7 +45,8 @@ def train(cfg: TrainConfig) -> Result:
 def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
     t_start = time.time()
     run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    artifacts.make_dir(run_dir, "run_dir")
+    artifacts.make_dir(cfg.checkpoint_dir, "checkpoint.dir")
     setup_logging(run_dir, info.rank)
     if info.is_main:
         write_config(cfg, run_dir / "config.yaml")
