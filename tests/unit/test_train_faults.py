@@ -146,3 +146,24 @@ def test_a_run_or_checkpoint_folder_that_cannot_be_made_is_named(tmp_path, capsy
     code, err = run_cli(capsys, "run", *FAST, *extra, f"{key}={target.format(f=a_file)}")
     assert code == 2 and says.format(f=a_file) in err
     assert a_file.read_text() == "keep me\n"
+
+
+def test_resuming_another_model_or_optimizer_or_a_bad_path_is_named_and_keeps_the_checkpoints(
+        tmp_path, capsys):
+    """Before: a DCP traceback (its CheckpointException is a BaseException: not even 'internal
+    error'), and resume=<checkpoint root> or a missing path said 'no completion marker'."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", *FAST, "checkpoint.every_n_steps=2", f"run_dir={run}")[0] == 0
+    before = {p: p.stat().st_mtime_ns for p in (run / "checkpoints").rglob("*")}
+    code, err = run_cli(capsys, "run", *FAST, "max_steps=8", "model_args.channels=16", f"run_dir={run}")
+    assert code == 2 and "resume: " in err and "does not fit this run's model or optimizer" in err
+    assert "Size mismatch" in err and "written with model_args={} (now {'channels': 16})" in err
+    code, err = run_cli(capsys, "run", *FAST, "max_steps=8", "optimizer=SGD", f"run_dir={run}")
+    assert code == 2 and "optimizer='AdamW' (now 'SGD')" in err
+    assert {p: p.stat().st_mtime_ns for p in (run / "checkpoints").rglob("*")} == before
+    code, err = run_cli(capsys, "run", *FAST, f"resume={tmp_path / 'nowhere'}", f"run_dir={tmp_path / 'b'}")
+    assert code == 2 and f"resume: {tmp_path / 'nowhere'} is not a folder" in err
+    # a checkpoint root: its newest complete checkpoint, as `trainkit export` takes it
+    code, _ = run_cli(capsys, "run", *FAST, "max_steps=6", f"resume={run / 'checkpoints'}",
+                      f"run_dir={tmp_path / 'c'}")
+    assert code == 0 and strict_json(tmp_path / "c" / "summary.json")["resumed_from_step"] == 4

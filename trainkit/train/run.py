@@ -136,39 +136,65 @@ def make_saver(run: Run) -> sharded.Checkpointer:
 
 
 def resume(run: Run, saver: sharded.Checkpointer) -> None:
-    """Load `cfg.resume` (a path) or, if true, the newest complete checkpoint, into `run`.
+    """Load `cfg.resume` (a step-N folder, or a checkpoint root: its newest complete one) or, if
+    true, the newest complete checkpoint under checkpoint.dir, into `run`.
 
     Rank 0 finds and verifies it and tells every rank; a sharded checkpoint is then read by every
     rank (resharded to this world size and strategy), an old single-file one is read by rank 0 and
-    broadcast. Raises InputError (on every rank) if an explicit `resume` path does not verify.
+    broadcast. Raises InputError (on every rank) if an explicit `resume` path does not verify, or
+    the checkpoint does not fit this run's model or optimizer.
     """
     cfg, info = run.cfg, run.info
-    found: Any = None
-    if info.is_main and cfg.resume:
-        if isinstance(cfg.resume, str):
-            try:
-                sharded.verify(Path(cfg.resume))
-                found = str(Path(cfg.resume))
-            except (ckpt.CheckpointError, OSError) as err:
-                found = InputError(f"resume={cfg.resume}: {err}")
-        else:
-            hit = saver.newest_valid()
-            found = str(hit) if hit else None
-    found = dist.broadcast_object(info, found)
+    found = dist.broadcast_object(info, find_resume(cfg, saver) if info.is_main and cfg.resume else None)
     if isinstance(found, InputError):
         raise found
     if found is None:
         return
     folder = Path(found)
-    if sharded.is_sharded(folder):
-        sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
-        apply_meta(run, sharded.load_meta(folder))
-    else:
-        state = dist.broadcast_object(info, ckpt.load(folder) if info.is_main else None)
-        load_full(run, state)
-        apply_meta(run, state)
+    try:
+        if sharded.is_sharded(folder):
+            state = sharded.load_meta(folder)
+            sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
+        else:
+            state = dist.broadcast_object(info, ckpt.load(folder) if info.is_main else None)
+            load_full(run, state)
+    except sharded.dcp_errors() as err:  # DCP raises its CheckpointException on every rank
+        changed = config_changes(state.get("config") or {}, cfg) if "state" in locals() else []
+        raise InputError(f"resume: {folder} does not fit this run's model or optimizer "
+                         f"({sharded.cause(err)})" + (f"; it was written with {', '.join(changed)}"
+                                                      if changed else ""),
+                         fix="set those keys back, or start fresh with resume=false (or a new "
+                             "checkpoint.dir, which keeps the old checkpoints)") from None
+    apply_meta(run, state)
     log.info("resumed from %s (step %d, epoch %d, step %d of the epoch)", folder, run.step, run.epoch,
              run.step_in_epoch)
+
+
+def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | InputError | None:
+    """Rank 0: the checkpoint folder to resume from, None for a fresh start, or the InputError an
+    explicit `resume` path deserves (it is broadcast, then raised on every rank)."""
+    if not isinstance(cfg.resume, str):
+        hit = saver.newest_valid()
+        return str(hit) if hit else None
+    path = Path(cfg.resume)
+    fix = "name a step-N folder (or a folder of them); resume=true takes the newest in checkpoint.dir"
+    if not path.is_dir():
+        return InputError(f"resume: {path} is not a folder", fix=fix)
+    if not sharded.is_sharded(path) and not (path / ckpt.MARKER).exists():
+        hit = sharded.Checkpointer(path, keep=2).newest_valid()  # a checkpoint root
+        return str(hit) if hit else InputError(f"resume: no complete checkpoint in {path}", fix=fix)
+    try:
+        sharded.verify(path)
+        return str(path)
+    except (ckpt.CheckpointError, OSError) as err:
+        return InputError(f"resume: {path}: {err}", fix=fix)
+
+
+def config_changes(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
+    """'key=saved (now new)' for each key that shapes the model or optimizer state and differs."""
+    now = cfg.to_dict()
+    return [f"{k}={saved[k]!r} (now {now[k]!r})" for k in ("model", "model_args", "optimizer")
+            if k in saved and saved[k] != now[k]]
 
 
 def load_full(run: Run, state: dict[str, Any]) -> None:

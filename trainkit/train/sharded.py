@@ -236,6 +236,24 @@ def verify(folder: Path) -> None:
             raise CheckpointError(f"{name}: sha256 does not match the completion marker (corrupt)")
 
 
+def dcp_errors() -> tuple[type[BaseException], ...]:
+    """What a DCP load or save raises: its CheckpointException is a BaseException, not an Exception."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)
+
+
+def cause(err: BaseException) -> str:
+    """The first line of the real error inside DCP's CheckpointException (which carries every
+    rank's traceback in its text), or of `err` itself."""
+    failures = getattr(err, "failures", None)
+    if failures:
+        inner = next(iter(failures.values()))  # (exception, frames) or a WrappedException
+        err = inner[0] if isinstance(inner, tuple) else getattr(inner, "exception", inner)
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
+
+
 def load_meta(folder: Path) -> dict[str, Any]:
     return torch.load(folder / META, map_location="cpu", weights_only=False)
 
