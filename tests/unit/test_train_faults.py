@@ -7,6 +7,8 @@ key or file, or exit 6 for a failed run), or that no work is lost. One process, 
 from __future__ import annotations
 
 import json
+import resource
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -167,3 +169,25 @@ def test_resuming_another_model_or_optimizer_or_a_bad_path_is_named_and_keeps_th
     code, _ = run_cli(capsys, "run", *FAST, "max_steps=6", f"resume={run / 'checkpoints'}",
                       f"run_dir={tmp_path / 'c'}")
     assert code == 0 and strict_json(tmp_path / "c" / "summary.json")["resumed_from_step"] == 4
+
+
+def test_a_checkpoint_write_that_fails_stops_the_run_and_keeps_the_complete_ones(tmp_path, capsys):
+    """A full disk, as a file-size limit (RLIMIT_FSIZE: writes past it fail with EFBIG, no root or
+    tmpfs needed). Before: 'internal error' (exit 1) or DCP's traceback, and the partial folder
+    stayed, holding the space."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", *FAST, "checkpoint.every_n_steps=2", f"run_dir={run}")[0] == 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # a digits shard is ~190 KB
+    try:
+        code, err = run_cli(capsys, "run", *FAST, "max_steps=8", "checkpoint.every_n_steps=2",
+                            f"run_dir={run}")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old)
+    assert code == 6 and f"checkpoint.dir: writing {run / 'checkpoints' / 'step-00000006'} failed" in err
+    assert "free there" in err and "run the same command" in err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000002", "step-00000004"]
+    code, _ = run_cli(capsys, "run", *FAST, "max_steps=8", f"run_dir={run}")  # room again: resumes
+    assert code == 0 and strict_json(run / "summary.json")["resumed_from_step"] == 4
