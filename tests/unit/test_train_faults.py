@@ -7,8 +7,10 @@ key or file, or exit 6 for a failed run), or that no work is lost. One process, 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 
 from trainkit.cli import main
 
+REPO = Path(__file__).resolve().parents[2]
 FAST = ["max_steps=4", "batch=64", "workers=0", "tensorboard=false", "plot=false",
         "checkpoint.interval=null"]
 
@@ -63,6 +66,9 @@ def test_a_bad_split_is_named_on_the_control_side_too(tmp_path, capsys, split, s
 
 
 USER_MODULE = textwrap.dedent('''
+    import os
+    import signal
+
     import torch
     from torch.utils.data import TensorDataset
 
@@ -94,6 +100,20 @@ USER_MODULE = textwrap.dedent('''
 
     def float_labels(seed):
         return digits_like(200, float_labels=True)
+
+    class CtrlCAtStep3(torch.nn.Module):
+        """A user's model that presses Ctrl-C (SIGINT to its own process) in step 3's forward."""
+
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += self.training
+            if self.training and self.calls == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return self.net(x)
 ''')
 
 
@@ -191,3 +211,18 @@ def test_a_checkpoint_write_that_fails_stops_the_run_and_keeps_the_complete_ones
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000002", "step-00000004"]
     code, _ = run_cli(capsys, "run", *FAST, "max_steps=8", f"run_dir={run}")  # room again: resumes
     assert code == 0 and strict_json(run / "summary.json")["resumed_from_step"] == 4
+
+
+def test_ctrl_c_finishes_the_step_saves_and_exits_75_like_sigterm(tmp_path, user_mod):
+    """Before: KeyboardInterrupt anywhere in the step, exit 130, no checkpoint of the steps since
+    the last one and no summary.json."""
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(tmp_path)]), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "trainkit", "run", *FAST, "max_steps=6",
+                           f"model={user_mod}:CtrlCAtStep3", f"run_dir={run}"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 75, proc.stderr
+    assert "Ctrl-C: finishing this step" in proc.stderr and "Traceback" not in proc.stderr
+    summary = strict_json(run / "summary.json")
+    assert summary["status"] == "preempted" and summary["steps"] == 3
+    assert (run / "checkpoints" / "step-00000003" / "COMPLETE").exists()

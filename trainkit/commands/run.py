@@ -49,7 +49,7 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
                             "or resume from an earlier checkpoint with resume=PATH", exit_code=TRAIN)
     if result.exit_code:
         where = result.summary.get("checkpoint") or "a checkpoint (written by rank 0)"
-        click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "
+        click.echo(f"stopped by SIGTERM or Ctrl-C at step {result.summary['steps']} after writing {where}; "
                    "run the same command to resume", err=True)
         sys.exit(result.exit_code)
 
