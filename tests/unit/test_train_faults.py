@@ -226,3 +226,18 @@ def test_ctrl_c_finishes_the_step_saves_and_exits_75_like_sigterm(tmp_path, user
     summary = strict_json(run / "summary.json")
     assert summary["status"] == "preempted" and summary["steps"] == 3
     assert (run / "checkpoints" / "step-00000003" / "COMPLETE").exists()
+
+
+def test_a_half_written_metrics_line_from_a_killed_attempt_is_cut_and_the_resume_finishes(
+        tmp_path, capsys):
+    """Before: the next record ran on into the half line and the resumed run crashed at the very
+    end (curves.png: JSONDecodeError, 'internal error', no summary.json)."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", *FAST, "log_every=1", "checkpoint.every_n_steps=2", f"run_dir={run}")[0] == 0
+    metrics = run / "metrics.jsonl"
+    metrics.write_bytes(metrics.read_bytes()[:-30])  # kill -9 in the middle of a write
+    code, _ = run_cli(capsys, "run", *FAST, "max_steps=8", "log_every=1", "plot=true", f"run_dir={run}")
+    assert code == 0 and (run / "curves.png").stat().st_size > 0
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "step"][-4:] == [5, 6, 7, 8]
+    assert strict_json(run / "summary.json")["status"] == "completed"

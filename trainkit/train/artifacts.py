@@ -117,7 +117,15 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line damaged outside trainkit: the curves are drawn from the rest
+        if isinstance(rec, dict) and "kind" in rec:
+            records.append(rec)
+    return records
 
 
 def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | None:

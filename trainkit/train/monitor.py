@@ -39,6 +39,17 @@ def finite(obj: Any) -> Any:
     return obj
 
 
+def open_jsonl(path: Path):
+    """Open a JSON-lines file for appending. A half-written last line (the previous attempt was
+    killed mid-write) is cut off first, so the next record does not run on into it."""
+    if path.exists():
+        with open(path, "rb+") as f:
+            data = f.read()
+            if data and not data.endswith(b"\n"):
+                f.truncate(data.rfind(b"\n") + 1)
+    return open(path, "a")
+
+
 def setup_logging(run_dir: Path, rank: int) -> None:
     """Per-rank log file; progress to stderr on rank 0 only."""
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -86,7 +97,7 @@ class Monitor:
     def __init__(self, run_dir: Path, is_main: bool, log_every: int, tensorboard: bool,
                  gpu_index: int | None) -> None:
         self.run_dir, self.is_main, self.log_every = run_dir, is_main, log_every
-        self.file = open(run_dir / "metrics.jsonl", "a") if is_main else None
+        self.file = open_jsonl(run_dir / "metrics.jsonl") if is_main else None
         self.tb = _tensorboard(run_dir / "tb") if (is_main and tensorboard) else None
         self.gpu = GpuStats(gpu_index) if is_main else GpuStats(None)
         self.window: list[tuple[float, float, float]] = []  # (loss, step_s, wait_s)
