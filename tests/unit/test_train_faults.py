@@ -101,6 +101,17 @@ USER_MODULE = textwrap.dedent('''
     def float_labels(seed):
         return digits_like(200, float_labels=True)
 
+    class Branchy(torch.nn.Module):
+        """Python control flow on a tensor value: export traces one branch (the zeros example's)."""
+
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+            self.b = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+
+        def forward(self, x):
+            return self.a(x) if x.mean().item() > 0.3 else self.b(x)
+
     class CtrlCAtStep3(torch.nn.Module):
         """A user's model that presses Ctrl-C (SIGINT to its own process) in step 3's forward."""
 
@@ -241,3 +252,25 @@ def test_a_half_written_metrics_line_from_a_killed_attempt_is_cut_and_the_resume
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     assert [r["step"] for r in records if r["kind"] == "step"][-4:] == [5, 6, 7, 8]
     assert strict_json(run / "summary.json")["status"] == "completed"
+
+
+def test_an_onnx_export_that_fails_at_the_end_still_leaves_the_weights_and_summary(
+        tmp_path, capsys, user_mod):
+    """Before: the verify error escaped finish(): no weights/last.pt, hparams.yaml or summary.json
+    after the whole run, and the wrong model.onnx stayed."""
+    run = tmp_path / "run"
+    code, err = run_cli(capsys, "run", *FAST, f"model={user_mod}:Branchy", "export.onnx=true",
+                        f"run_dir={run}")
+    assert code == 6 and "training completed, but the ONNX export failed" in err
+    assert "ONNX output differs from PyTorch" in err and "trainkit export" in err
+    summary = strict_json(run / "summary.json")
+    assert summary["status"] == "completed" and summary["onnx"] is None
+    assert summary["onnx_error"].startswith("ONNX output differs from PyTorch at batch 1")
+    assert (run / "weights" / "last.pt").exists() and not (run / "model.onnx").exists()
+
+
+def test_an_opset_the_onnx_package_does_not_know_fails_before_training(tmp_path, capsys):
+    code, err = run_cli(capsys, "run", *FAST, "export.onnx=true", "export.opset=99",
+                        f"run_dir={tmp_path / 'run'}")
+    assert code == 2 and "export.opset: 99 is outside 13.." in err
+    assert not (tmp_path / "run").exists()

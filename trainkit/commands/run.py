@@ -41,6 +41,11 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         from trainkit.train.monitor import finite
 
         click.echo(json.dumps(finite(result.summary), indent=2))
+    if result.exit_code == TRAIN and result.summary.get("onnx_error"):
+        raise TrainkitError(f"training completed, but the ONNX export failed: {result.summary['onnx_error']}",
+                            fix=f"weights and summary are in {cfg.run_dir}; after fixing the model or "
+                            f"export.opset run: trainkit export {cfg.checkpoint_dir} --onnx OUT --verify",
+                            exit_code=TRAIN)
     if result.exit_code == TRAIN:
         raise TrainkitError(f"the training loss became NaN or inf at step {result.summary['steps']}; "
                             "nothing was saved after that step (any checkpoint, weights/*.pt or model.onnx "

@@ -44,6 +44,9 @@ def train(cfg: TrainConfig) -> Result:
 
 def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
     t_start = time.time()
+    if cfg.export.onnx:  # a bad opset fails now, not after the last epoch
+        from trainkit.train.export import check_opset
+        check_opset(cfg.export.opset)
     run_dir = Path(cfg.run_dir)
     artifacts.make_dir(run_dir, "run_dir")
     artifacts.make_dir(cfg.checkpoint_dir, "checkpoint.dir")
@@ -205,6 +208,7 @@ def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start
             metrics.update(export_and_verify(run, weights, run_dir / "model.onnx"))
     dist.barrier(run.info)
     code = {"preempted": PREEMPTED, "diverged": TRAIN}.get(reason, OK)
+    code = TRAIN if metrics.get("onnx_error") else code
     metrics["wall_time_s"] = time.time() - t_start
     summary = summarize(run, reason, code, metrics)
     if run.info.is_main:
@@ -217,14 +221,21 @@ def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start
 
 def export_and_verify(run: Run, weights: dict[str, Any], out: Path) -> dict[str, Any]:
     """export.onnx: rebuild the plain model, load the full `weights`, write <run_dir>/model.onnx
-    and check it against PyTorch with onnxruntime."""
+    and check it against PyTorch with onnxruntime. A failure is returned as `onnx_error` (and no
+    model.onnx is left), so last.pt and summary.json are still written after it."""
+    from trainkit.errors import TrainkitError
     from trainkit.train.export import export_onnx, verify_onnx
     from trainkit.train.model import build_model
 
     model = build_model(run.cfg)
     model.load_state_dict(weights)
     shape, e = run.extra["input_shape"], run.cfg.export
-    export_onnx(model, shape, out, e.opset, artifacts.onnx_metadata(run))
-    check = verify_onnx(model, out, shape, e.rtol, e.atol)
+    try:
+        export_onnx(model, shape, out, e.opset, artifacts.onnx_metadata(run))
+        check = verify_onnx(model, out, shape, e.rtol, e.atol)
+    except TrainkitError as err:
+        out.unlink(missing_ok=True)
+        log.warning("ONNX export failed: %s", err.message)
+        return {"onnx_error": err.message.splitlines()[0]}
     log.info("exported %s (onnxruntime max abs diff %.2e)", out, check["max_abs_diff"])
     return {"onnx": str(out), "onnx_max_abs_diff": check["max_abs_diff"]}

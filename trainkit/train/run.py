@@ -246,7 +246,7 @@ def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) ->
     keys = ("train_loss", "val_loss", "val_acc", "val_ppl", "test_loss", "test_acc", "test_ppl",
             "samples_per_s",
             "data_wait_pct", "verdict", "checkpoint", "checkpoint_write_s", "onnx",
-            "onnx_max_abs_diff", "wall_time_s")
+            "onnx_max_abs_diff", "onnx_error", "wall_time_s")
     status = {"preempted": "preempted", "diverged": "failed"}.get(reason, "completed")
     return {"status": status, "exit_reason": reason,
             "exit_code": exit_code, "steps": run.step, "total_steps": run.total_steps,
