@@ -274,3 +274,17 @@ def test_an_opset_the_onnx_package_does_not_know_fails_before_training(tmp_path,
                         f"run_dir={tmp_path / 'run'}")
     assert code == 2 and "export.opset: 99 is outside 13.." in err
     assert not (tmp_path / "run").exists()
+
+
+def test_export_takes_a_run_folder_and_names_what_is_not_a_checkpoint(tmp_path, capsys):
+    """Before: the run folder itself was 'no complete checkpoint under RUN' and a file beside the
+    checkpoints (config.yaml) was 'no completion marker (partial write)'."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", *FAST, f"run_dir={run}")[0] == 0
+    with pytest.raises(SystemExit) as exc:
+        main(["export", str(run), "--weights", str(tmp_path / "w.pt")])
+    assert exc.value.code == 0 and (tmp_path / "w.pt").exists()
+    code, err = run_cli(capsys, "export", str(run / "config.yaml"), "--weights", str(tmp_path / "x.pt"))
+    assert code == 2 and f"{run / 'config.yaml'} is a file, not a checkpoint" in err
+    code, err = run_cli(capsys, "export", str(run / "logs"), "--weights", str(tmp_path / "x.pt"))
+    assert code == 2 and f"no complete checkpoint under {run / 'logs'}" in err and "run folder" in err

@@ -82,7 +82,8 @@ def _check_builders(cfg) -> None:
               "(rtol 1e-3, atol 1e-5, two batch sizes).")
 def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset: int | None,
            verify: bool) -> None:
-    """Export CHECKPOINT (a step-N folder, or a checkpoint root: the newest complete one) to ONNX
+    """Export CHECKPOINT (a step-N folder, a checkpoint root: the newest complete one, or a run
+    folder: its checkpoints/) to ONNX
     with a dynamic batch axis and/or to plain weights. Sharded checkpoints (any world size, ddp or
     fsdp) are consolidated into one state dict first, in this one process.
 
@@ -96,19 +97,13 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     import torch
 
     from trainkit.train import checkpoint as ckpt
-    from trainkit.train import sharded
     from trainkit.train.config import config_from_dict
     from trainkit.train.model import build_model
 
     if not onnx_out and not weights_out:
         raise InputError("nothing to export", fix="give --onnx PATH and/or --weights PATH")
-    path = Path(checkpoint)
+    path = _checkpoint_folder(Path(checkpoint))
     try:
-        if path.is_dir() and not (path / ckpt.MARKER).exists():
-            found = sharded.Checkpointer(path, keep=2).newest_valid()
-            if found is None:
-                raise InputError(f"no complete checkpoint under {path}")
-            path = found
         state = ckpt.load(path)
     except ckpt.CheckpointError as err:
         raise InputError(f"{path}: {err}") from None
@@ -123,6 +118,30 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     if onnx_out:
         out = _export_onnx(model, cfg, tuple(state["input_shape"]), Path(onnx_out), opset, verify)
         click.echo(f"wrote {out} from {path} (step {state['step']})")
+
+
+def _checkpoint_folder(path: Path) -> Path:
+    """The checkpoint folder `path` names: a step-N folder (or a file in one), a folder of them
+    (the newest complete), or a run folder (its checkpoints/). InputError otherwise."""
+    from trainkit.train import checkpoint as ckpt
+    from trainkit.train import sharded
+
+    def is_checkpoint(folder: Path) -> bool:
+        return sharded.is_sharded(folder) or (folder / ckpt.MARKER).exists()
+
+    fix = "give a step-N folder, a folder of them (checkpoint.dir) or a run folder with checkpoints/"
+    if path.is_file():
+        if not is_checkpoint(path.parent):
+            raise InputError(f"{path} is a file, not a checkpoint", fix=fix)
+        return path.parent
+    if is_checkpoint(path):
+        return path
+    if not any(path.glob("step-*")) and (path / "checkpoints").is_dir():
+        path = path / "checkpoints"  # a run folder
+    found = sharded.Checkpointer(path, keep=2).newest_valid()
+    if found is None:
+        raise InputError(f"no complete checkpoint under {path}", fix=fix)
+    return found
 
 
 def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
