@@ -83,8 +83,7 @@ def _check_builders(cfg) -> None:
 def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset: int | None,
            verify: bool) -> None:
     """Export CHECKPOINT (a step-N folder, a checkpoint root: the newest complete one, or a run
-    folder: its checkpoints/) to ONNX
-    with a dynamic batch axis and/or to plain weights. Sharded checkpoints (any world size, ddp or
+    folder: its checkpoints/) to ONNX with a dynamic batch axis and/or to plain weights. Sharded checkpoints (any world size, ddp or
     fsdp) are consolidated into one state dict first, in this one process.
 
     \b
