@@ -288,3 +288,20 @@ def test_export_takes_a_run_folder_and_names_what_is_not_a_checkpoint(tmp_path, 
     assert code == 2 and f"{run / 'config.yaml'} is a file, not a checkpoint" in err
     code, err = run_cli(capsys, "export", str(run / "logs"), "--weights", str(tmp_path / "x.pt"))
     assert code == 2 and f"no complete checkpoint under {run / 'logs'}" in err and "run folder" in err
+
+
+def test_a_fresh_start_into_a_checkpoint_dir_of_a_longer_run_is_refused_and_keeps_it(tmp_path, capsys):
+    """Before: resume=false replaced the old run's step-4 with its own, keep-N then pruned its own
+    new checkpoints (older step numbers), and the next automatic resume took the OLD run's step 12."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", *FAST, "max_steps=12", "checkpoint.every_n_steps=4", f"run_dir={run}")[0] == 0
+    ckpts = run / "checkpoints"
+    before = {p: p.stat().st_mtime_ns for p in ckpts.rglob("*")}
+    code, err = run_cli(capsys, "run", *FAST, "checkpoint.every_n_steps=2", "resume=false", f"run_dir={run}")
+    assert code == 2 and f"checkpoint.dir {ckpts} already holds checkpoints up to step 12" in err
+    assert "resume=false starts at step 0" in err and "its own checkpoint.dir" in err
+    code, err = run_cli(capsys, "run", *FAST, f"resume={ckpts / 'step-00000004'}", f"run_dir={run}")
+    assert code == 2 and "starts at step 4" in err
+    code, err = run_cli(capsys, "run", *FAST, "resume=", f"run_dir={run}")
+    assert code == 2 and "resume: " in err
+    assert {p: p.stat().st_mtime_ns for p in ckpts.rglob("*")} == before

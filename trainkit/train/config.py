@@ -116,7 +116,7 @@ class TrainConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")
     run_dir: str = Field("runs/train", min_length=1, description="Where config.yaml, logs/, metrics.jsonl, "
                                                    "summary.json, plots and model.onnx go.")
-    resume: bool | str = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
+    resume: bool | Annotated[str, Field(min_length=1)] = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
                                                  "if any; false: start fresh; a path: that checkpoint.")
     log_every: int = Field(10, ge=1, description="Steps per metrics.jsonl step record (window means).")
     tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb if installed.")

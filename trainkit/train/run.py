@@ -145,7 +145,7 @@ def resume(run: Run, saver: sharded.Checkpointer) -> None:
     the checkpoint does not fit this run's model or optimizer.
     """
     cfg, info = run.cfg, run.info
-    found = dist.broadcast_object(info, find_resume(cfg, saver) if info.is_main and cfg.resume else None)
+    found = dist.broadcast_object(info, find_resume(cfg, saver) if info.is_main else None)
     if isinstance(found, InputError):
         raise found
     if found is None:
@@ -172,11 +172,28 @@ def resume(run: Run, saver: sharded.Checkpointer) -> None:
 
 def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | InputError | None:
     """Rank 0: the checkpoint folder to resume from, None for a fresh start, or the InputError an
-    explicit `resume` path deserves (it is broadcast, then raised on every rank)."""
-    if not isinstance(cfg.resume, str):
+    explicit `resume` deserves (it is broadcast, then raised on every rank): a path that is not a
+    checkpoint, or a checkpoint.dir holding steps past where this run starts (its saves would
+    replace them and keep-N would prune its own, leaving another run's newest for the next resume)."""
+    if cfg.resume is True:
         hit = saver.newest_valid()
         return str(hit) if hit else None
-    path = Path(cfg.resume)
+    found = None if cfg.resume is False else _explicit_resume(Path(cfg.resume))
+    if isinstance(found, InputError):
+        return found
+    start = ckpt._step_of(Path(found)) if found else 0
+    newer = [s for s in saver.complete_steps() if s > start]
+    if newer:
+        what = "resume=false starts at step 0" if found is None else f"resume={found} starts at step {start}"
+        return InputError(f"resume: checkpoint.dir {saver.root} already holds checkpoints up to step "
+                          f"{newer[-1]} and {what}: this run's saves would replace and prune them",
+                          fix="give this run its own checkpoint.dir (or run_dir), or resume=true to "
+                              "continue from the newest")
+    return found
+
+
+def _explicit_resume(path: Path) -> str | InputError:
+    """`resume: PATH`: a step-N folder, or a folder of them (its newest complete one)."""
     fix = "name a step-N folder (or a folder of them); resume=true takes the newest in checkpoint.dir"
     if not path.is_dir():
         return InputError(f"resume: {path} is not a folder", fix=fix)
