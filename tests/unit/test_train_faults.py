@@ -305,3 +305,10 @@ def test_a_fresh_start_into_a_checkpoint_dir_of_a_longer_run_is_refused_and_keep
     code, err = run_cli(capsys, "run", *FAST, "resume=", f"run_dir={run}")
     assert code == 2 and "resume: " in err
     assert {p: p.stat().st_mtime_ns for p in ckpts.rglob("*")} == before
+
+
+def test_folder_data_without_a_path_is_caught_on_the_control_side(tmp_path, capsys):
+    """Before: `validate --config` said ok; the node then read the current folder (path '')."""
+    (tmp_path / "train.yaml").write_text("data: folder\n")
+    code, err = run_cli(capsys, "validate", "--config", str(tmp_path / "train.yaml"))
+    assert code == 2 and "data_args: folder needs path" in err

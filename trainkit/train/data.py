@@ -74,7 +74,7 @@ class FolderDataset(Dataset):
         return torch.from_numpy(np.load(path).astype(np.float32)), label
 
 
-def folder_dataset(seed: int = 0, path: str = "") -> Dataset:
+def folder_dataset(seed: int = 0, *, path: str) -> Dataset:
     """`data: folder` with `data_args: {path: DIR}`: the folder is split train/val/test by `split`."""
     return FolderDataset(path)
 
