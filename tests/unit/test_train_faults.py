@@ -312,3 +312,8 @@ def test_folder_data_without_a_path_is_caught_on_the_control_side(tmp_path, caps
     (tmp_path / "train.yaml").write_text("data: folder\n")
     code, err = run_cli(capsys, "validate", "--config", str(tmp_path / "train.yaml"))
     assert code == 2 and "data_args: folder needs path" in err
+
+
+def test_a_grad_accum_that_does_not_divide_says_which_do(tmp_path, capsys):
+    code, err = run_cli(capsys, "run", *FAST, "grad_accum=3", f"run_dir={tmp_path / 'run'}")
+    assert code == 2 and "fix: use one of 1, 2, 4, 8, 16, 32, 64 or grad_accum=auto" in err
