@@ -277,8 +277,3 @@ def load_seconds(ds: Dataset, items: int, rounds: int = 3) -> float:
         default_collate([ds[(r * items + i) % len(ds)] for i in range(items)])
         times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
-
-
-def input_shape(ds: Dataset) -> tuple[int, ...]:
-    """Shape of one input item (no batch axis), for ONNX export."""
-    return tuple(ds[0][0].shape)

@@ -59,11 +59,13 @@ def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: int = 2) -> None:
+def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: int = 2
+               ) -> tuple[int, ...]:
     """Forward up to `n` training items through `model` (eval mode, nothing changes) and take the
     loss. Raises InputError naming model and data when the model does not take the data's inputs
     or its logits do not fit the labels (shape, dtype, a label >= the number of logits), before
-    anything is trained or written (on GPU a bad label would be a device-side assert)."""
+    anything is trained or written (on GPU a bad label would be a device-side assert). Returns
+    the shape of one input item (for ONNX export): items 0..n-1 are the only ones read here."""
     from torch.utils.data import default_collate
 
     try:
@@ -86,6 +88,7 @@ def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: 
                          fix="match model_args (input size, num_classes) to the data") from None
     finally:
         model.train(was_training)
+    return tuple(x.shape[1:])
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:

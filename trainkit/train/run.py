@@ -117,7 +117,7 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     model = build_model(cfg)
     rng.swap_dropout(model)
     model = model.to(info.device)
-    check_fits(model, splits["train"], cfg, info.device, plan.micro)  # model vs data: exit 2, not a crash later
+    shape = check_fits(model, splits["train"], cfg, info.device, plan.micro)  # exit 2, not a crash later
     amp_dtype = pick_amp_dtype(cfg.amp, info.device)
     wrapped, strategy = parallel.wrap(model, cfg, info, amp_dtype)
     opt = build_optimizer(model, cfg, lr)
@@ -127,7 +127,7 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     scaler = torch.amp.GradScaler(info.device.type, enabled=amp_dtype == torch.float16)
     return Run(cfg, info, plan, model, wrapped, strategy, opt, sched, scaler, amp_dtype, splits,
                loader, sampler, spe, total, lr, warmup,
-               extra={"input_shape": data.input_shape(splits["train"])})
+               extra={"input_shape": shape})
 
 
 def make_saver(run: Run) -> sharded.Checkpointer:
