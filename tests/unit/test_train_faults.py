@@ -322,3 +322,17 @@ def test_folder_data_without_a_path_is_caught_on_the_control_side(tmp_path, caps
 def test_a_grad_accum_that_does_not_divide_says_which_do(tmp_path, capsys):
     code, err = run_cli(capsys, "run", *FAST, "grad_accum=3", f"run_dir={tmp_path / 'run'}")
     assert code == 2 and "fix: use one of 1, 2, 4, 8, 16, 32, 64 or grad_accum=auto" in err
+
+
+@pytest.mark.parametrize("override, says", [
+    ("workers=-1", "workers: expected greater than or equal to 0 or expected 'auto' (got -1)"),
+    # before: accepted, and a checkpoint was written after EVERY step
+    ("checkpoint.interval=0", "checkpoint.interval: expected greater than 0 or expected 'auto' (got 0)"),
+    ("checkpoint.interval=-5", "checkpoint.interval: expected greater than 0"),
+    ("model_args.channels=32 model_args.channels.x=1", "fix: set model_args.channels as a whole")])
+def test_ranges_the_engine_needs_are_checked_on_the_control_side(tmp_path, capsys, override, says):
+    """workers=-1 was an 'internal error' from DataLoader; an error in checkpoint.interval was
+    reported at 'checkpoint' (a key starting with 'int' was taken for pydantic's type tag)."""
+    (tmp_path / "train.yaml").write_text("epochs: 1\n")
+    code, err = run_cli(capsys, "validate", "--config", str(tmp_path / "train.yaml"), *override.split())
+    assert code == 2 and says in err

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,7 +35,7 @@ class CheckpointConfig(_Section):
     dir: str | None = Field(None, min_length=1, description="Checkpoint root; default <run_dir>/checkpoints. "
                                               "Put it on shared storage (NAS) for multi-node resume.")
     every_n_steps: int | None = Field(None, ge=1, description="Save every N optimizer steps.")
-    interval: float | Literal["auto"] | None = Field(
+    interval: Annotated[float, Field(gt=0)] | Literal["auto"] | None = Field(
         "auto", description="Seconds between saves, or 'auto' (Young/Daly), or null (only end/SIGTERM).")
     keep: int = Field(3, ge=2, description="Keep the newest N complete checkpoints (>= 2, torchtitan).")
     mtbf_hours: float = Field(6.0, gt=0, description="Expected time between preemptions of ONE node, "
@@ -99,7 +100,7 @@ class TrainConfig(_Section):
     grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
     amp: bool = Field(True, description="Mixed precision: GPU bf16 (else fp16 + GradScaler); CPU "
                                         "bf16 only where the CPU has native bf16, else off (logged).")
-    workers: int | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
+    workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "0 for in-memory datasets, else the fastest count measured "
                                            "at start-up (trainkit/train/workers.py).")
     seed: int = Field(0, ge=0, description="Seed for init, sampler order and dropout.")
@@ -205,7 +206,8 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     for part in parents:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise InputError(f"override {item!r}: {part} is not a section")
+            raise InputError(f"override {item!r}: {part} is not a section",
+                             fix=f"set {'.'.join(key.split('.')[:-1])} as a whole, e.g. {part}={{...}}")
         node = child
     node[leaf] = value
 
@@ -251,16 +253,20 @@ def _unknown(key: str, known: list[str]) -> str:
     return f"{key}: unknown key{hint}"
 
 
+# pydantic's names for the members of a union in an error's location (not keys): `int`,
+# `literal['auto']`, `constrained-float`, `list[str]`... A key such as `interval` is kept.
+_UNION_TAG = re.compile(r"(int|float|str|bool|none|(list|dict|literal|function-\w+)\[.*\]|constrained-\w+)")
+
+
 def _render_errors(err: ValidationError) -> list[str]:
     """One line per key: the key path, what was expected, what was given."""
     by_key: dict[str, list[str]] = {}
     given: dict[str, Any] = {}
     for e in err.errors():
-        loc = [str(p) for p in e["loc"] if not str(p).startswith(("literal[", "int", "float", "str",
-                                                                   "bool", "none", "list", "dict", "constrained-"))]
+        loc = [str(p) for p in e["loc"] if not _UNION_TAG.fullmatch(str(p))]
         key = ".".join(loc) or "<top level>"
         by_key.setdefault(key, []).append(e["msg"].replace("Input should be", "expected").replace(
-            "Value error, ", ""))
+            "Value error, ", "").replace("String should have", "expected a string with"))
         given[key] = e.get("input")
     lines = []
     for key, msgs in by_key.items():
