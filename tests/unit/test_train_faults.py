@@ -336,3 +336,12 @@ def test_ranges_the_engine_needs_are_checked_on_the_control_side(tmp_path, capsy
     (tmp_path / "train.yaml").write_text("epochs: 1\n")
     code, err = run_cli(capsys, "validate", "--config", str(tmp_path / "train.yaml"), *override.split())
     assert code == 2 and says in err
+
+
+def test_fsdp_blocks_naming_a_class_the_model_lacks_is_exit_2(tmp_path, capsys):
+    """Before: no block matched, so nothing was checkpointed (or, under fsdp, sharded) one by one,
+    silently: the memory the user planned for was not saved."""
+    code, err = run_cli(capsys, "run", *FAST, "fsdp.blocks=[Block]", "activation_checkpointing=true",
+                        f"run_dir={tmp_path / 'run'}")
+    assert code == 2 and "fsdp.blocks: model digits_cnn has no module of class Block" in err
+    assert "Conv2d" in err  # what it does have
