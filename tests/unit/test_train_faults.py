@@ -43,7 +43,7 @@ def strict_json(path: Path):
 
 def test_a_diverging_loss_stops_the_run_and_saves_nothing_after_it(tmp_path, capsys):
     run = tmp_path / "run"
-    code, err = run_cli(capsys, "run", *FAST, "max_steps=10", "lr0=1e30",
+    code, err = run_cli(capsys, "run", *FAST, "max_steps=10", "lr0=1e30", "plot=true",
                         "checkpoint.every_n_steps=1", "log_every=1", f"run_dir={run}")
     assert code == 6 and "loss became NaN or inf at step 2" in err and "lr0" in err
     summary = strict_json(run / "summary.json")

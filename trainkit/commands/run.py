@@ -50,8 +50,9 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         raise TrainkitError(f"the training loss became NaN or inf at step {result.summary['steps']}; "
                             "nothing was saved after that step (any checkpoint, weights/*.pt or model.onnx "
                             f"is from before it; summary: {cfg.run_dir}/summary.json)",
-                            fix="lower lr0 (or set grad_clip), then start fresh with resume=false "
-                            "or resume from an earlier checkpoint with resume=PATH", exit_code=TRAIN)
+                            fix="lower lr0 (or set grad_clip) or look for NaN/inf in the data, then run "
+                            "again (it resumes from the newest checkpoint, written before the NaN) "
+                            "or start fresh in a new run_dir", exit_code=TRAIN)
     if result.exit_code:
         where = result.summary.get("checkpoint") or "a checkpoint (written by rank 0)"
         click.echo(f"stopped by SIGTERM or Ctrl-C at step {result.summary['steps']} after writing {where}; "

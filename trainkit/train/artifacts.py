@@ -161,6 +161,8 @@ def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | 
 
 
 def _loss_panel(ax, steps, epochs, summary) -> None:
+    steps = [r for r in steps if r.get("loss") is not None]  # null: a NaN/inf loss (diverged)
+    epochs = [r for r in epochs if r.get("val_loss") is not None]
     ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], label="train (window mean)")
     ax.plot([r["step"] for r in epochs], [r["val_loss"] for r in epochs], "o-", label="val")
     if summary.get("test_loss") is not None:
@@ -172,6 +174,7 @@ def _loss_panel(ax, steps, epochs, summary) -> None:
 
 
 def _acc_panel(ax, epochs, summary) -> None:
+    epochs = [r for r in epochs if r.get("val_acc") is not None]
     ax.plot([r["epoch"] for r in epochs], [r["val_acc"] for r in epochs], "o-", label="val")
     if summary.get("best_epoch") is not None:
         ax.plot([summary["best_epoch"]], [summary["best_val_acc"]], "*", markersize=14, color="gold",
