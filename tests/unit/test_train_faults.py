@@ -345,3 +345,19 @@ def test_fsdp_blocks_naming_a_class_the_model_lacks_is_exit_2(tmp_path, capsys):
                         f"run_dir={tmp_path / 'run'}")
     assert code == 2 and "fsdp.blocks: model digits_cnn has no module of class Block" in err
     assert "Conv2d" in err  # what it does have
+
+
+def test_a_damaged_file_in_folder_data_is_named(tmp_path, capsys):
+    """Before: 'internal error: ValueError: we only support format version ...', no file named."""
+    import numpy as np
+
+    for c in ("cat", "dog"):
+        (tmp_path / "data" / c).mkdir(parents=True)
+        for i in range(30):
+            np.save(tmp_path / "data" / c / f"{i}.npy", np.zeros((1, 8, 8), np.float32))
+    bad = tmp_path / "data" / "dog" / "7.npy"
+    bad.write_bytes(bad.read_bytes()[:20])  # a copy cut short
+    code, err = run_cli(capsys, "run", *FAST, "data=folder", f"data_args.path={tmp_path / 'data'}",
+                        "batch=16", "model_args.num_classes=2", "epochs=3", "max_steps=null",
+                        f"run_dir={tmp_path / 'run'}")
+    assert code == 2 and f"data_args.path: {bad} is not a readable .npy array" in err

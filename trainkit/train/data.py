@@ -71,7 +71,11 @@ class FolderDataset(Dataset):
 
     def __getitem__(self, i: int):
         path, label = self.items[i]
-        return torch.from_numpy(np.load(path).astype(np.float32)), label
+        try:
+            return torch.from_numpy(np.load(path).astype(np.float32)), label
+        except (OSError, ValueError, EOFError) as err:  # truncated or not .npy (np.save's format)
+            raise InputError(f"data_args.path: {path} is not a readable .npy array ({err})",
+                             fix="re-stage the data (trainkit stage) or remove the file") from None
 
 
 def folder_dataset(seed: int = 0, *, path: str) -> Dataset:
