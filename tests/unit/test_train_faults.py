@@ -189,12 +189,14 @@ def test_resuming_another_model_or_optimizer_or_a_bad_path_is_named_and_keeps_th
     run = tmp_path / "run"
     assert run_cli(capsys, "run", *FAST, "checkpoint.every_n_steps=2", f"run_dir={run}")[0] == 0
     before = {p: p.stat().st_mtime_ns for p in (run / "checkpoints").rglob("*")}
+    config = (run / "config.yaml").read_text()
     code, err = run_cli(capsys, "run", *FAST, "max_steps=8", "model_args.channels=16", f"run_dir={run}")
     assert code == 2 and "resume: " in err and "does not fit this run's model or optimizer" in err
     assert "Size mismatch" in err and "written with model_args={} (now {'channels': 16})" in err
     code, err = run_cli(capsys, "run", *FAST, "max_steps=8", "optimizer=SGD", f"run_dir={run}")
     assert code == 2 and "optimizer='AdamW' (now 'SGD')" in err
     assert {p: p.stat().st_mtime_ns for p in (run / "checkpoints").rglob("*")} == before
+    assert (run / "config.yaml").read_text() == config  # before: the refused attempt's config
     code, err = run_cli(capsys, "run", *FAST, f"resume={tmp_path / 'nowhere'}", f"run_dir={tmp_path / 'b'}")
     assert code == 2 and f"resume: {tmp_path / 'nowhere'} is not a folder" in err
     # a checkpoint root: its newest complete checkpoint, as `trainkit export` takes it

@@ -51,12 +51,12 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
     artifacts.make_dir(run_dir, "run_dir")
     artifacts.make_dir(cfg.checkpoint_dir, "checkpoint.dir")
     setup_logging(run_dir, info.rank)
-    if info.is_main:
-        write_config(cfg, run_dir / "config.yaml")
     preempt = dist.Preemption()
     run = build_run(cfg, info)
     saver = make_saver(run)
     resume(run, saver)
+    if info.is_main:  # only now: a refused attempt leaves the run's config.yaml as it was
+        write_config(cfg, run_dir / "config.yaml")
     monitor = Monitor(run_dir, info.is_main, cfg.log_every, cfg.tensorboard,
                       info.local_rank if info.device.type == "cuda" else None)
     monitor.write("run", **describe(run))

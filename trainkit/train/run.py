@@ -109,8 +109,8 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     loader, sampler = data.train_loader(splits["train"], plan.micro, plan.global_batch, cfg, info)
     spe = sampler.usable // plan.global_batch
     if spe < 1:
-        raise InputError(f"the train split ({len(splits['train'])} items) is smaller than one global "
-                         f"batch ({cfg.batch})", fix="lower batch")
+        raise InputError(f"batch: the train split ({len(splits['train'])} items) is smaller than one "
+                         f"global batch ({cfg.batch})", fix="lower batch (or use more data)")
     total = min(cfg.epochs * spe, cfg.max_steps or cfg.epochs * spe)
     lr = schedule.scaled_lr(cfg.lr0, cfg.batch, cfg.nbs, cfg.lr_scaling)
     warmup = schedule.warmup_steps(cfg.warmup_epochs, spe, total)
