@@ -166,8 +166,8 @@ def test_a_model_or_data_that_does_not_build_or_fit_is_exit_2_before_training(
 
 
 @pytest.mark.parametrize("key, target, says", [
-    ("run_dir", "", "run_dir: String should have at least 1 character"),   # was: the current folder
-    ("checkpoint.dir", "", "checkpoint.dir: String should have at least 1 character"),
+    ("run_dir", "", "run_dir: expected a string with at least 1 character"),   # was: the current folder
+    ("checkpoint.dir", "", "checkpoint.dir: expected a string with at least 1 character"),
     ("run_dir", "{f}", "run_dir: cannot create the folder {f} (File exists)"),
     ("run_dir", "{f}/sub", "run_dir: cannot create the folder {f}/sub (Not a directory)"),
     ("checkpoint.dir", "{f}", "checkpoint.dir: cannot create the folder {f} (File exists)")])
