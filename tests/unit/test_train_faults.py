@@ -295,6 +295,8 @@ def test_export_takes_a_run_folder_and_names_what_is_not_a_checkpoint(tmp_path, 
     assert code == 2 and f"{run / 'config.yaml'} is a file, not a checkpoint" in err
     code, err = run_cli(capsys, "export", str(run / "logs"), "--weights", str(tmp_path / "x.pt"))
     assert code == 2 and f"no complete checkpoint under {run / 'logs'}" in err and "run folder" in err
+    code, err = run_cli(capsys, "export", str(run), "--onnx", str(run / "config.yaml" / "m.onnx"))
+    assert code == 2 and f"--onnx: cannot create the folder {run / 'config.yaml'}" in err  # was exit 1
 
 
 def test_a_fresh_start_into_a_checkpoint_dir_of_a_longer_run_is_refused_and_keeps_it(tmp_path, capsys):

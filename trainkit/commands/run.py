@@ -102,6 +102,11 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
 
     if not onnx_out and not weights_out:
         raise InputError("nothing to export", fix="give --onnx PATH and/or --weights PATH")
+    from trainkit.train.artifacts import make_dir
+
+    for option, out in (("--onnx", onnx_out), ("--weights", weights_out)):
+        if out:
+            make_dir(Path(out).absolute().parent, option)  # a file in the way: exit 2, not a crash
     path = _checkpoint_folder(Path(checkpoint))
     try:
         state = ckpt.load(path)
@@ -111,7 +116,6 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     model = build_model(cfg)
     model.load_state_dict(state["model"])
     if weights_out:
-        Path(weights_out).parent.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), weights_out)
         click.echo(f"wrote {weights_out} from {path} (step {state['step']}, "
                    f"{sum(p.numel() for p in model.parameters())} parameters)")
