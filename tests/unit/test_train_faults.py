@@ -365,3 +365,21 @@ def test_a_damaged_file_in_folder_data_is_named(tmp_path, capsys):
                         "batch=16", "model_args.num_classes=2", "epochs=3", "max_steps=null",
                         f"run_dir={tmp_path / 'run'}")
     assert code == 2 and f"data_args.path: {bad} is not a readable .npy array" in err
+
+
+def test_curves_after_a_kill_9_draw_each_step_once(tmp_path):
+    """The killed attempt logged steps 10..30, its newest checkpoint was step 20; the resumed
+    attempt logs 30 again. Before: curves.png drew 10, 20, 30, 30 (the line went back)."""
+    from trainkit.train import artifacts
+
+    def rec(kind, **f):
+        return {"kind": kind, "time": 0, **f}
+
+    recs = [rec("run", resumed_from_step=None), *(rec("step", step=s, loss=1 / s, lr=1e-3) for s in (10, 20, 30)),
+            rec("epoch", step=25, epoch=0, val_loss=0.1, val_acc=0.9), rec("run", resumed_from_step=20),
+            rec("step", step=30, loss=0.5, lr=1e-3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    kept = artifacts.current_records(artifacts._records(tmp_path))
+    assert [(r["kind"], r.get("step")) for r in kept if r["kind"] != "run"] == [
+        ("step", 10), ("step", 20), ("step", 30)]
+    assert kept[-1]["loss"] == 0.5 and artifacts.plot_curves(tmp_path).exists()

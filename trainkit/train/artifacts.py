@@ -128,6 +128,20 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
+def current_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """metrics.jsonl as the run stands: an attempt that starts from step s (its `run` record's
+    resumed_from_step, 0 when fresh) replaces what earlier attempts logged after s. A kill -9
+    loses the steps since the newest checkpoint; they are trained and logged again, and the curves
+    must not draw both."""
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        if rec["kind"] == "run":
+            start = rec.get("resumed_from_step") or 0
+            out = [r for r in out if r["kind"] == "run" or (r.get("step") or 0) <= start]
+        out.append(rec)
+    return out
+
+
 def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | None:
     """<run_dir>/curves.png, 1200x450 px: loss (train per window, val per epoch, test at the end),
     accuracy (val per epoch, best epoch marked, test at the end) and learning rate, titled with the
@@ -138,7 +152,7 @@ def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | 
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    recs = _records(run_dir)
+    recs = current_records(_records(run_dir))
     steps = [r for r in recs if r["kind"] == "step"]
     epochs = [r for r in recs if r["kind"] == "epoch"]
     if not steps and not epochs:
