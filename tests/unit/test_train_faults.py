@@ -383,3 +383,30 @@ def test_curves_after_a_kill_9_draw_each_step_once(tmp_path):
     assert [(r["kind"], r.get("step")) for r in kept if r["kind"] != "run"] == [
         ("step", 10), ("step", 20), ("step", 30)]
     assert kept[-1]["loss"] == 0.5 and artifacts.plot_curves(tmp_path).exists()
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A folder this process cannot write: a read-only tmpfs as root (root ignores mode bits),
+    mode 0555 otherwise."""
+    path = tmp_path / "ro"
+    path.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], check=True)
+    else:
+        path.chmod(0o555)
+    yield path
+    if os.geteuid() == 0:
+        subprocess.run(["umount", str(path)], check=True)
+    else:
+        path.chmod(0o755)
+
+
+@pytest.mark.parametrize("key", ["run_dir", "checkpoint.dir"])
+def test_a_read_only_run_or_checkpoint_folder_fails_before_training(tmp_path, capsys, read_only_dir, key):
+    """Before: run_dir was an 'internal error' (the log file), checkpoint.dir failed at the first
+    save, after training up to it."""
+    extra = [] if key == "run_dir" else [f"run_dir={tmp_path / 'run'}"]
+    code, err = run_cli(capsys, "run", *FAST, *extra, f"{key}={read_only_dir}")
+    assert code == 2 and f"{key}: the folder {read_only_dir} is not writable" in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

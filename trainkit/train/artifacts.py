@@ -29,12 +29,15 @@ BEST_METRIC = "val_acc"  # higher is better; ties keep the earlier epoch
 
 def make_dir(path: Path, key: str) -> None:
     """Create folder `path` (and parents). Raises InputError naming config key `key` when it cannot
-    be made: a file is in the way, no permission, a read-only filesystem."""
+    be made or written: a file is in the way, no permission, a read-only filesystem."""
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"{key}: cannot create the folder {path} ({err.strerror or err})",
                          fix=f"point {key} at a folder this user can write (not at a file)") from None
+    if not os.access(path, os.W_OK | os.X_OK):  # a read-only mount, no permission: fail before step 1
+        raise InputError(f"{key}: the folder {path} is not writable (read-only filesystem or no "
+                         "permission)", fix=f"point {key} at a folder this user can write")
 
 
 def run_id(run_dir: str | Path) -> str:
