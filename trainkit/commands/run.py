@@ -41,23 +41,29 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         from trainkit.train.monitor import finite
 
         click.echo(json.dumps(finite(result.summary), indent=2))
-    if result.exit_code == TRAIN and result.summary.get("onnx_error"):
-        raise TrainkitError(f"training completed, but the ONNX export failed: {result.summary['onnx_error']}",
-                            fix=f"weights and summary are in {cfg.run_dir}; after fixing the model or "
-                            f"export.opset run: trainkit export {cfg.checkpoint_dir} --onnx OUT --verify",
-                            exit_code=TRAIN)
     if result.exit_code == TRAIN:
-        raise TrainkitError(f"the training loss became NaN or inf at step {result.summary['steps']}; "
-                            "nothing was saved after that step (any checkpoint, weights/*.pt or model.onnx "
-                            f"is from before it; summary: {cfg.run_dir}/summary.json)",
-                            fix="lower lr0 (or set grad_clip) or look for NaN/inf in the data, then run "
-                            "again (it resumes from the newest checkpoint, written before the NaN) "
-                            "or start fresh in a new run_dir", exit_code=TRAIN)
+        raise _failure(result.summary, cfg)
     if result.exit_code:
         where = result.summary.get("checkpoint") or "a checkpoint (written by rank 0)"
         click.echo(f"stopped by SIGTERM or Ctrl-C at step {result.summary['steps']} after writing {where}; "
                    "run the same command to resume", err=True)
         sys.exit(result.exit_code)
+
+
+def _failure(summary: dict, cfg) -> TrainkitError:
+    """The error for a run that ended with exit 6: the loss went NaN/inf, or the ONNX export at
+    the end failed (training itself completed)."""
+    if summary.get("onnx_error"):
+        return TrainkitError(f"training completed, but the ONNX export failed: {summary['onnx_error']}",
+                             fix=f"weights and summary are in {cfg.run_dir}; after fixing the model or "
+                             f"export.opset run: trainkit export {cfg.checkpoint_dir} --onnx OUT --verify",
+                             exit_code=TRAIN)
+    return TrainkitError(f"the training loss became NaN or inf at step {summary['steps']}; nothing "
+                         "was saved after that step (any checkpoint, weights/*.pt or model.onnx is "
+                         f"from before it; summary: {cfg.run_dir}/summary.json)",
+                         fix="lower lr0 (or set grad_clip) or look for NaN/inf in the data, then run "
+                         "again (it resumes from the newest checkpoint, written before the NaN) or "
+                         "start fresh in a new run_dir", exit_code=TRAIN)
 
 
 def _check_builders(cfg) -> None:
@@ -84,8 +90,9 @@ def _check_builders(cfg) -> None:
 def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset: int | None,
            verify: bool) -> None:
     """Export CHECKPOINT (a step-N folder, a checkpoint root: the newest complete one, or a run
-    folder: its checkpoints/) to ONNX with a dynamic batch axis and/or to plain weights. Sharded checkpoints (any world size, ddp or
-    fsdp) are consolidated into one state dict first, in this one process.
+    folder: its checkpoints/) to ONNX with a dynamic batch axis and/or to plain weights. Sharded
+    checkpoints (any world size, ddp or fsdp) are consolidated into one state dict first, in this
+    one process.
 
     \b
     Example:

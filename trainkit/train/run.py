@@ -151,20 +151,21 @@ def resume(run: Run, saver: sharded.Checkpointer) -> None:
     if found is None:
         return
     folder = Path(found)
+    is_dcp = sharded.is_sharded(folder)
+    state = sharded.load_meta(folder) if is_dcp else dist.broadcast_object(
+        info, ckpt.load(folder) if info.is_main else None)
     try:
-        if sharded.is_sharded(folder):
-            state = sharded.load_meta(folder)
+        if is_dcp:
             sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
         else:
-            state = dist.broadcast_object(info, ckpt.load(folder) if info.is_main else None)
             load_full(run, state)
     except sharded.dcp_errors() as err:  # DCP raises its CheckpointException on every rank
-        changed = config_changes(state.get("config") or {}, cfg) if "state" in locals() else []
+        changed = config_changes(state.get("config") or {}, cfg)
         raise InputError(f"resume: {folder} does not fit this run's model or optimizer "
                          f"({sharded.cause(err)})" + (f"; it was written with {', '.join(changed)}"
                                                       if changed else ""),
-                         fix="set those keys back, or start fresh with resume=false (or a new "
-                             "checkpoint.dir, which keeps the old checkpoints)") from None
+                         fix="set those keys back, or start fresh in a new run_dir (or "
+                             "checkpoint.dir), which keeps these checkpoints") from None
     apply_meta(run, state)
     log.info("resumed from %s (step %d, epoch %d, step %d of the epoch)", folder, run.step, run.epoch,
              run.step_in_epoch)
@@ -271,6 +272,7 @@ def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) ->
             "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "strategy": run.strategy, "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
-            **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run), write_last=reason != "diverged"),
+            **{k: metrics.get(k) for k in keys},
+            **artifacts.finish(run, describe(run), write_last=reason != "diverged"),
             "config_hash": run.cfg.hash(),
             "torch_version": torch.__version__, "trainkit_version": trainkit.__version__}
