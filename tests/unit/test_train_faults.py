@@ -96,6 +96,10 @@ USER_MODULE = textwrap.dedent('''
     def tiny(seed):
         return digits_like(3)
 
+    def val_of_another_shape(seed):
+        return digits_like(200), TensorDataset(torch.rand(50, 1, 16, 16), torch.arange(50) % 10), \
+            digits_like(50)
+
     def twenty_classes(seed):
         return digits_like(200, classes=20)
 
@@ -150,9 +154,12 @@ def user_mod(tmp_path, monkeypatch):
     ("data={m}:not_datasets", "data: {m}:not_datasets's train set is int, not a map-style Dataset"),
     ("data={m}:data_raises", "data: building '{m}:data_raises' raised FileNotFoundError: /nowhere"),
     ("data={m}:tiny", "split: [0.7, 0.2, 0.1] leaves the test set empty (3 item(s) from {m}:tiny)"),
-    ("model=gpt", "model: gpt does not fit data digits: inputs (64, 1, 8, 8)"),
+    ("model=gpt", "model: gpt does not fit data digits (train set): inputs (64, 1, 8, 8)"),
     ("model_args.num_classes=5", "model: digits_cnn does not fit data digits"),
     ("data={m}:twenty_classes", "labels 0..19 but 10 logits per item"),
+    # before: an epoch of training, then 'internal error' in validation
+    ("data={m}:val_of_another_shape", "model: digits_cnn does not fit data {m}:val_of_another_shape "
+                                      "(val set): inputs (1, 1, 16, 16)"),
     ("data={m}:float_labels", "expected target dtype to be Long"),
 ])
 def test_a_model_or_data_that_does_not_build_or_fit_is_exit_2_before_training(

@@ -59,8 +59,8 @@ def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: int = 2
-               ) -> tuple[int, ...]:
+def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: int = 2,
+               split: str = "train") -> tuple[int, ...]:
     """Forward up to `n` training items through `model` (eval mode, nothing changes) and take the
     loss. Raises InputError naming model and data when the model does not take the data's inputs
     or its logits do not fit the labels (shape, dtype, a label >= the number of logits), before
@@ -71,7 +71,7 @@ def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: 
     try:
         x, y = default_collate([ds[i] for i in range(min(n, len(ds)))])
     except Exception as err:  # noqa: BLE001 - the user's dataset may return anything
-        raise InputError(f"data: {cfg.data}'s items are not (input tensor, int label) pairs "
+        raise InputError(f"data: {cfg.data}'s {split} items are not (input tensor, int label) pairs "
                          f"({type(err).__name__}: {err})", fix="return (x, y) from __getitem__") from None
     was_training = model.training
     model.eval()
@@ -82,7 +82,7 @@ def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: 
             raise ValueError(f"labels {int(y.min())}..{int(y.max())} but {classes} logits per item")
         loss_fn(logits, y.to(device))
     except Exception as err:  # noqa: BLE001 - shapes, dtypes, label range: all the user's input
-        raise InputError(f"model: {cfg.model} does not fit data {cfg.data}: inputs {tuple(x.shape)} "
+        raise InputError(f"model: {cfg.model} does not fit data {cfg.data} ({split} set): inputs {tuple(x.shape)} "
                          f"{x.dtype}, labels {tuple(y.shape)} {y.dtype} -> {type(err).__name__}: "
                          f"{str(err).strip().splitlines()[0]}",
                          fix="match model_args (input size, num_classes) to the data") from None

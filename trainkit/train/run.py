@@ -118,6 +118,8 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     rng.swap_dropout(model)
     model = model.to(info.device)
     shape = check_fits(model, splits["train"], cfg, info.device, plan.micro)  # exit 2, not a crash later
+    for name in ("val", "test"):  # their first item too: a set built apart may not match
+        check_fits(model, splits[name], cfg, info.device, 1, name)
     amp_dtype = pick_amp_dtype(cfg.amp, info.device)
     wrapped, strategy = parallel.wrap(model, cfg, info, amp_dtype)
     opt = build_optimizer(model, cfg, lr)
