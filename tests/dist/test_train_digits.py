@@ -20,7 +20,7 @@ SUMMARY_KEYS = {"status", "exit_reason", "exit_code", "steps", "total_steps", "e
                 "resumed_from_step", "world_size", "num_nodes", "strategy", "global_batch", "micro_batch",
                 "grad_accum", "lr", "device", "train_loss", "val_loss", "val_acc", "val_ppl",
                 "test_loss", "test_acc", "test_ppl", "samples_per_s", "data_wait_pct", "verdict", "checkpoint",
-                "checkpoint_write_s", "onnx", "onnx_max_abs_diff", "wall_time_s", "config_hash",
+                "checkpoint_write_s", "onnx", "onnx_max_abs_diff", "onnx_error", "wall_time_s", "config_hash",
                 "torch_version", "trainkit_version", "run_id", "best_epoch", "best_metric",
                 "best_val_acc", "best_val_loss", "weights", "checkpoint_dir"}
 # Cross-entropy of a uniform guess over the 10 digit classes: a trained model's losses lie below it.

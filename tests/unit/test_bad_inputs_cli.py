@@ -187,7 +187,7 @@ def test_run_with_a_folder_that_cannot_be_made_names_the_key(capsys, repo, tmp_p
     code, err = run(capsys, "run", str(repo / "examples/train/digits.yaml"), "epochs=1",
                     f"run_dir={tmp_path / 'run'}", f"{key}={tmp_path / 'afile' / 'sub'}")
     assert code == 2, err  # NotADirectoryError (exit 1) from deep in the engine before
-    assert f"{key}: cannot create {tmp_path / 'afile' / 'sub'}" in err
+    assert f"{key}: cannot create the folder {tmp_path / 'afile' / 'sub'}" in err
 
 
 def test_apply_without_ansible_playbook_names_the_tool_and_how_to_install_it(capsys, monkeypatch, repo, tmp_path):

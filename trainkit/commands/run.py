@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-
 from pathlib import Path
 
 import click
@@ -35,30 +34,36 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         overrides, config = (config, *overrides), None
     cfg = load_config(config, overrides)
     _check_builders(cfg)
-    _check_folders(cfg)
     from trainkit.train.engine import train
 
     result = train(cfg)
     if as_json and result.summary and _is_rank0():
-        click.echo(json.dumps(result.summary, indent=2))
+        from trainkit.train.monitor import finite
+
+        click.echo(json.dumps(finite(result.summary), indent=2))
+    if result.exit_code == TRAIN:
+        raise _failure(result.summary, cfg)
     if result.exit_code:
         where = result.summary.get("checkpoint") or "a checkpoint (written by rank 0)"
-        click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "
+        click.echo(f"stopped by SIGTERM or Ctrl-C at step {result.summary['steps']} after writing {where}; "
                    "run the same command to resume", err=True)
         sys.exit(result.exit_code)
 
 
-def _check_folders(cfg) -> None:
-    """run_dir and checkpoint.dir can be created (exit 2 naming the key, not an OSError later)."""
-    from pathlib import Path
-
-    for key, folder in (("run_dir", cfg.run_dir), ("checkpoint.dir", cfg.checkpoint.dir)):
-        if folder:
-            try:
-                Path(folder).mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise InputError(f"{key}: cannot create {folder} ({err.strerror})",
-                                 fix=f"set {key} to a folder you can write, e.g. {key}=runs/d1") from None
+def _failure(summary: dict, cfg) -> TrainkitError:
+    """The error for a run that ended with exit 6: the loss went NaN/inf, or the ONNX export at
+    the end failed (training itself completed)."""
+    if summary.get("onnx_error"):
+        return TrainkitError(f"training completed, but the ONNX export failed: {summary['onnx_error']}",
+                             fix=f"weights and summary are in {cfg.run_dir}; after fixing the model or "
+                             f"export.opset run: trainkit export {cfg.checkpoint_dir} --onnx OUT --verify",
+                             exit_code=TRAIN)
+    return TrainkitError(f"the training loss became NaN or inf at step {summary['steps']}; nothing "
+                         "was saved after that step (any checkpoint, weights/*.pt or model.onnx is "
+                         f"from before it; summary: {cfg.run_dir}/summary.json)",
+                         fix="lower lr0 (or set grad_clip) or look for NaN/inf in the data, then run "
+                         "again (it resumes from the newest checkpoint, written before the NaN) or "
+                         "start fresh in a new run_dir", exit_code=TRAIN)
 
 
 def _check_builders(cfg) -> None:
@@ -84,9 +89,10 @@ def _check_builders(cfg) -> None:
               "(rtol 1e-3, atol 1e-5, two batch sizes).")
 def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset: int | None,
            verify: bool) -> None:
-    """Export CHECKPOINT (a step-N folder, or a checkpoint root: the newest complete one) to ONNX
-    with a dynamic batch axis and/or to plain weights. Sharded checkpoints (any world size, ddp or
-    fsdp) are consolidated into one state dict first, in this one process.
+    """Export CHECKPOINT (a step-N folder, a checkpoint root: the newest complete one, or a run
+    folder: its checkpoints/) to ONNX with a dynamic batch axis and/or to plain weights. Sharded
+    checkpoints (any world size, ddp or fsdp) are consolidated into one state dict first, in this
+    one process.
 
     \b
     Example:
@@ -98,19 +104,18 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     import torch
 
     from trainkit.train import checkpoint as ckpt
-    from trainkit.train import sharded
     from trainkit.train.config import config_from_dict
     from trainkit.train.model import build_model
 
     if not onnx_out and not weights_out:
         raise InputError("nothing to export", fix="give --onnx PATH and/or --weights PATH")
-    path = Path(checkpoint)
+    from trainkit.train.artifacts import make_dir
+
+    for option, out in (("--onnx", onnx_out), ("--weights", weights_out)):
+        if out:
+            make_dir(Path(out).absolute().parent, option)  # a file in the way: exit 2, not a crash
+    path = _checkpoint_folder(Path(checkpoint))
     try:
-        if path.is_dir() and not (path / ckpt.MARKER).exists():
-            found = sharded.Checkpointer(path, keep=2).newest_valid()
-            if found is None:
-                raise InputError(f"no complete checkpoint under {path}")
-            path = found
         state = ckpt.load(path)
     except ckpt.CheckpointError as err:
         raise InputError(f"{path}: {err}") from None
@@ -118,13 +123,36 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     model = build_model(cfg)
     model.load_state_dict(state["model"])
     if weights_out:
-        Path(weights_out).parent.mkdir(parents=True, exist_ok=True)
         torch.save(model.state_dict(), weights_out)
         click.echo(f"wrote {weights_out} from {path} (step {state['step']}, "
                    f"{sum(p.numel() for p in model.parameters())} parameters)")
     if onnx_out:
         out = _export_onnx(model, cfg, tuple(state["input_shape"]), Path(onnx_out), opset, verify)
         click.echo(f"wrote {out} from {path} (step {state['step']})")
+
+
+def _checkpoint_folder(path: Path) -> Path:
+    """The checkpoint folder `path` names: a step-N folder (or a file in one), a folder of them
+    (the newest complete), or a run folder (its checkpoints/). InputError otherwise."""
+    from trainkit.train import checkpoint as ckpt
+    from trainkit.train import sharded
+
+    def is_checkpoint(folder: Path) -> bool:
+        return sharded.is_sharded(folder) or (folder / ckpt.MARKER).exists()
+
+    fix = "give a step-N folder, a folder of them (checkpoint.dir) or a run folder with checkpoints/"
+    if path.is_file():
+        if not is_checkpoint(path.parent):
+            raise InputError(f"{path} is a file, not a checkpoint", fix=fix)
+        return path.parent
+    if is_checkpoint(path):
+        return path
+    if not any(path.glob("step-*")) and (path / "checkpoints").is_dir():
+        path = path / "checkpoints"  # a run folder
+    found = sharded.Checkpointer(path, keep=2).newest_valid()
+    if found is None:
+        raise InputError(f"no complete checkpoint under {path}", fix=fix)
+    return found
 
 
 def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:

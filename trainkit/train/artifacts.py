@@ -20,9 +20,24 @@ from typing import Any
 import torch
 import yaml
 
+from trainkit.errors import InputError
 from trainkit.train import parallel
+from trainkit.train.monitor import finite
 
 BEST_METRIC = "val_acc"  # higher is better; ties keep the earlier epoch
+
+
+def make_dir(path: Path, key: str) -> None:
+    """Create folder `path` (and parents). Raises InputError naming config key `key` when it cannot
+    be made or written: a file is in the way, no permission, a read-only filesystem."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{key}: cannot create the folder {path} ({err.strerror or err})",
+                         fix=f"point {key} at a folder this user can write (not at a file)") from None
+    if not os.access(path, os.W_OK | os.X_OK):  # a read-only mount, no permission: fail before step 1
+        raise InputError(f"{key}: the folder {path} is not writable (read-only filesystem or no "
+                         "permission)", fix=f"point {key} at a folder this user can write")
 
 
 def run_id(run_dir: str | Path) -> str:
@@ -55,21 +70,31 @@ def on_epoch(run, val: dict[str, float]) -> None:
         save_weights(weights, Path(run.cfg.run_dir) / "weights" / "best.pt")
 
 
-def finish(run, derived: dict[str, Any]) -> dict[str, Any]:
-    """At the end (every rank): write last.pt and hparams.yaml (rank 0); return summary fields."""
+def finish(run, derived: dict[str, Any], write_last: bool = True) -> dict[str, Any]:
+    """At the end (every rank): write last.pt (unless `write_last` is false: weights gone NaN)
+    and hparams.yaml (rank 0); return summary fields."""
     out = Path(run.cfg.run_dir)
-    weights = parallel.full_state_dict(run.model)  # collective under FSDP: every rank takes part
+    if write_last:
+        weights = parallel.full_state_dict(run.model)  # collective under FSDP: every rank takes part
+        if run.info.is_main:
+            save_weights(weights, out / "weights" / "last.pt")
     if run.info.is_main:
-        save_weights(weights, out / "weights" / "last.pt")
         hp = {"run_id": run_id(out), "config": run.cfg.to_dict(), "derived": derived}
         (out / "hparams.yaml").write_text(yaml.safe_dump(hp, sort_keys=False))
     best = run.extra.get("best") or {}
-    weights = {"last": "weights/last.pt"}  # relative to the run folder: valid after the fetch
+    weights = {"last": "weights/last.pt"} if write_last else {}  # relative to the run folder
     if best and (not run.info.is_main or (out / "weights" / "best.pt").exists()):
         weights["best"] = "weights/best.pt"  # absent: the best epoch was before a resume elsewhere
     return {"run_id": run_id(out), "best_epoch": best.get("epoch"), "best_metric": best.get("metric"),
             "best_val_acc": best.get("value"), "best_val_loss": best.get("val_loss"),
             "weights": weights, "checkpoint_dir": str(run.cfg.checkpoint_dir.resolve())}
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomically write `obj` as strict JSON (NaN/inf as null): a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(finite(obj), indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)
 
 
 def class_names(ds) -> list[str] | None:
@@ -95,7 +120,29 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a line damaged outside trainkit: the curves are drawn from the rest
+        if isinstance(rec, dict) and "kind" in rec:
+            records.append(rec)
+    return records
+
+
+def current_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """metrics.jsonl as the run stands: an attempt that starts from step s (its `run` record's
+    resumed_from_step, 0 when fresh) replaces what earlier attempts logged after s. A kill -9
+    loses the steps since the newest checkpoint; they are trained and logged again, and the curves
+    must not draw both."""
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        if rec["kind"] == "run":
+            start = rec.get("resumed_from_step") or 0
+            out = [r for r in out if r["kind"] == "run" or (r.get("step") or 0) <= start]
+        out.append(rec)
+    return out
 
 
 def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | None:
@@ -108,7 +155,7 @@ def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | 
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    recs = _records(run_dir)
+    recs = current_records(_records(run_dir))
     steps = [r for r in recs if r["kind"] == "step"]
     epochs = [r for r in recs if r["kind"] == "epoch"]
     if not steps and not epochs:
@@ -131,6 +178,8 @@ def plot_curves(run_dir: Path, summary: dict[str, Any] | None = None) -> Path | 
 
 
 def _loss_panel(ax, steps, epochs, summary) -> None:
+    steps = [r for r in steps if r.get("loss") is not None]  # null: a NaN/inf loss (diverged)
+    epochs = [r for r in epochs if r.get("val_loss") is not None]
     ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], label="train (window mean)")
     ax.plot([r["step"] for r in epochs], [r["val_loss"] for r in epochs], "o-", label="val")
     if summary.get("test_loss") is not None:
@@ -142,6 +191,7 @@ def _loss_panel(ax, steps, epochs, summary) -> None:
 
 
 def _acc_panel(ax, epochs, summary) -> None:
+    epochs = [r for r in epochs if r.get("val_acc") is not None]
     ax.plot([r["epoch"] for r in epochs], [r["val_acc"] for r in epochs], "o-", label="val")
     if summary.get("best_epoch") is not None:
         ax.plot([summary["best_epoch"]], [summary["best_val_acc"]], "*", markersize=14, color="gold",

@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainkit import yamlload
 from trainkit.errors import InputError, capped
@@ -32,10 +33,10 @@ class CheckpointConfig(_Section):
     `every_n_steps` if set, else `interval` (seconds, or "auto" = Young/Daly from the measured save
     time and `mtbf_hours`). A checkpoint is always written at the end and on SIGTERM."""
 
-    dir: str | None = Field(None, description="Checkpoint root; default <run_dir>/checkpoints. "
+    dir: str | None = Field(None, min_length=1, description="Checkpoint root; default <run_dir>/checkpoints. "
                                               "Put it on shared storage (NAS) for multi-node resume.")
     every_n_steps: int | None = Field(None, ge=1, description="Save every N optimizer steps.")
-    interval: float | Literal["auto"] | None = Field(
+    interval: Annotated[float, Field(gt=0)] | Literal["auto"] | None = Field(
         "auto", description="Seconds between saves, or 'auto' (Young/Daly), or null (only end/SIGTERM).")
     keep: int = Field(3, ge=2, description="Keep the newest N complete checkpoints (>= 2, torchtitan).")
     mtbf_hours: float = Field(6.0, gt=0, description="Expected time between preemptions of ONE node, "
@@ -100,7 +101,7 @@ class TrainConfig(_Section):
     grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
     amp: bool = Field(True, description="Mixed precision: GPU bf16 (else fp16 + GradScaler); CPU "
                                         "bf16 only where the CPU has native bf16, else off (logged).")
-    workers: int | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
+    workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "0 for in-memory datasets, else the fastest count measured "
                                            "at start-up (trainkit/train/workers.py).")
     seed: int = Field(0, ge=0, description="Seed for init, sampler order and dropout.")
@@ -115,9 +116,9 @@ class TrainConfig(_Section):
                              "reshard_after_forward) used when strategy resolves to fsdp.")
     deterministic: bool = Field(True, description="torch.use_deterministic_algorithms (warn only).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto' = cuda if available.")
-    run_dir: str = Field("runs/train", description="Where config.yaml, logs/, metrics.jsonl, "
+    run_dir: str = Field("runs/train", min_length=1, description="Where config.yaml, logs/, metrics.jsonl, "
                                                    "summary.json, plots and model.onnx go.")
-    resume: bool | str = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
+    resume: bool | Annotated[str, Field(min_length=1)] = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
                                                  "if any; false: start fresh; a path: that checkpoint.")
     log_every: int = Field(10, ge=1, description="Steps per metrics.jsonl step record (window means).")
     tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb if installed.")
@@ -125,11 +126,17 @@ class TrainConfig(_Section):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
 
-    @model_validator(mode="after")
-    def _check_split(self) -> "TrainConfig":
-        if len(self.split) != 3 or any(f < 0 for f in self.split) or abs(sum(self.split) - 1) > 1e-6:
-            raise ValueError("split must be 3 non-negative fractions (train, val, test) summing to 1")
-        return self
+    @field_validator("split")
+    @classmethod
+    def _check_split(cls, split: list[float]) -> list[float]:
+        """Three fractions > 0 summing to 1: an empty val or test set would report 0.0 as its loss."""
+        if len(split) != 3:
+            raise ValueError(f"expected 3 fractions (train, val, test), not {len(split)}")
+        if any(f <= 0 for f in split):
+            raise ValueError("expected every fraction > 0 (an empty val or test set measures nothing)")
+        if abs(sum(split) - 1) > 1e-6:
+            raise ValueError(f"expected fractions that sum to 1 (these sum to {sum(split):g})")
+        return split
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -200,7 +207,8 @@ def _apply_override(raw: dict[str, Any], item: str) -> None:
     for part in parents:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise InputError(f"override {item!r}: {part} is not a section")
+            raise InputError(f"override {item!r}: {part} is not a section",
+                             fix=f"set {'.'.join(key.split('.')[:-1])} as a whole, e.g. {part}={{...}}")
         node = child
     node[leaf] = value
 
@@ -246,16 +254,20 @@ def _unknown(key: str, known: list[str]) -> str:
     return f"{key}: unknown key{hint}"
 
 
+# pydantic's names for the members of a union in an error's location (not keys): `int`,
+# `literal['auto']`, `constrained-float`, `list[str]`... A key such as `interval` is kept.
+_UNION_TAG = re.compile(r"(int|float|str|bool|none|(list|dict|literal|function-\w+)\[.*\]|constrained-\w+)")
+
+
 def _render_errors(err: ValidationError) -> list[str]:
     """One line per key: the key path, what was expected, what was given."""
     by_key: dict[str, list[str]] = {}
     given: dict[str, Any] = {}
     for e in err.errors():
-        loc = [str(p) for p in e["loc"] if not str(p).startswith(("literal[", "int", "float", "str",
-                                                                   "bool", "none", "list", "dict", "constrained-"))]
+        loc = [str(p) for p in e["loc"] if not _UNION_TAG.fullmatch(str(p))]
         key = ".".join(loc) or "<top level>"
         by_key.setdefault(key, []).append(e["msg"].replace("Input should be", "expected").replace(
-            "Value error, ", ""))
+            "Value error, ", "").replace("String should have", "expected a string with"))
         given[key] = e.get("input")
     lines = []
     for key, msgs in by_key.items():

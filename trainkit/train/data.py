@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import signal
+import traceback
 from pathlib import Path
 import time
 from typing import Any, Callable
@@ -70,10 +71,14 @@ class FolderDataset(Dataset):
 
     def __getitem__(self, i: int):
         path, label = self.items[i]
-        return torch.from_numpy(np.load(path).astype(np.float32)), label
+        try:
+            return torch.from_numpy(np.load(path).astype(np.float32)), label
+        except (OSError, ValueError, EOFError) as err:  # truncated or not .npy (np.save's format)
+            raise InputError(f"data_args.path: {path} is not a readable .npy array ({err})",
+                             fix="re-stage the data (trainkit stage) or remove the file") from None
 
 
-def folder_dataset(seed: int = 0, path: str = "") -> Dataset:
+def folder_dataset(seed: int = 0, *, path: str) -> Dataset:
     """`data: folder` with `data_args: {path: DIR}`: the folder is split train/val/test by `split`.
     A relative DIR is a staged dataset's name: it is found under $TRAINKIT_DATA_ROOT, which
     `trainkit train` sets on every node (docs/data.md), else under the current folder."""
@@ -105,16 +110,57 @@ def resolve_import(spec: str, builtins: dict[str, Callable[..., Any]], key: str)
                          fix="check the module is importable (PYTHONPATH) and defines it") from None
 
 
+def call_builder(builder: Callable[..., Any], key: str, name: str, **kwargs: Any) -> Any:
+    """`builder(**kwargs)`; anything it raises becomes an InputError naming `key` (model/data), its
+    `<key>_args` and where in the user's code it was raised."""
+    try:
+        return builder(**kwargs)
+    except InputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the user's builder may raise anything
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        raise InputError(f"{key}: building {name!r} raised {type(err).__name__}: {err} "
+                         f"(at {frame.filename}:{frame.lineno})",
+                         fix=f"check {key}_args against the builder (docs/training.md)") from None
+
+
 def build_splits(cfg: TrainConfig) -> dict[str, Dataset]:
     """train/val/test datasets for `cfg` (user builder or built-in), split by `split_seed` (not the
-    training seed, so the test set is the same for every seed) if the builder returns one set."""
+    training seed, so the test set is the same for every seed) if the builder returns one set.
+    Raises InputError naming `data` or `split` for output that is not three non-empty Datasets."""
     builder = resolve_import(cfg.data, BUILTIN_DATA, "data")
-    out = builder(seed=cfg.seed, **cfg.data_args)
+    out = call_builder(builder, "data", cfg.data, seed=cfg.seed, **cfg.data_args)
+    shape = "one Dataset, a tuple (train, val, test) or a dict with keys train, val, test"
     if isinstance(out, dict):
-        return {name: out[name] for name in ("train", "val", "test")}
-    if isinstance(out, (tuple, list)):
-        return dict(zip(("train", "val", "test"), out))
-    return split_dataset(out, cfg.split, cfg.split_seed)
+        missing = [n for n in ("train", "val", "test") if n not in out]
+        if missing:
+            raise InputError(f"data: {cfg.data} returned a dict without {', '.join(missing)} "
+                             f"(its keys: {', '.join(map(str, out)) or 'none'})", fix=f"return {shape}")
+        parts = {name: out[name] for name in ("train", "val", "test")}
+    elif isinstance(out, (tuple, list)):
+        if len(out) != 3:
+            raise InputError(f"data: {cfg.data} returned {len(out)} datasets, not 3", fix=f"return {shape}")
+        parts = dict(zip(("train", "val", "test"), out))
+    elif _is_dataset(out):
+        parts = split_dataset(out, cfg.split, cfg.split_seed)
+    else:
+        raise InputError(f"data: {cfg.data} returned {type(out).__name__}, not a Dataset",
+                         fix=f"return {shape}")
+    for name, ds in parts.items():
+        if not _is_dataset(ds):
+            raise InputError(f"data: {cfg.data}'s {name} set is {type(ds).__name__}, not a map-style "
+                             "Dataset (__len__ and __getitem__)", fix=f"return {shape}")
+        if len(ds) == 0 and not isinstance(out, (dict, tuple, list)):
+            raise InputError(f"split: {cfg.split} leaves the {name} set empty ({len(out)} item(s) "
+                             f"from {cfg.data})", fix="raise that fraction or use more data")
+        if len(ds) == 0:
+            raise InputError(f"data: {cfg.data} returned an empty {name} set",
+                             fix="give every set at least one item")
+    return parts
+
+
+def _is_dataset(obj: Any) -> bool:
+    return hasattr(obj, "__len__") and hasattr(obj, "__getitem__") and not isinstance(obj, (str, bytes, dict))
 
 
 def split_dataset(ds: Dataset, fractions: list[float], seed: int) -> dict[str, Dataset]:
@@ -237,8 +283,3 @@ def load_seconds(ds: Dataset, items: int, rounds: int = 3) -> float:
         default_collate([ds[(r * items + i) % len(ds)] for i in range(items)])
         times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2]
-
-
-def input_shape(ds: Dataset) -> tuple[int, ...]:
-    """Shape of one input item (no batch axis), for ONNX export."""
-    return tuple(ds[0][0].shape)

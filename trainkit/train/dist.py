@@ -81,7 +81,9 @@ def teardown() -> None:
 
 
 class Preemption:
-    """SIGTERM sets a flag; nothing else happens in the handler (the step finishes first).
+    """SIGTERM, or a first Ctrl-C (SIGINT), sets a flag; nothing else happens in the handler (the
+    step finishes, every rank agrees, a checkpoint is written: exit 75). A second Ctrl-C aborts at
+    once (KeyboardInterrupt). SIGINT left ignored by the parent (nohup, `&`) stays ignored.
 
     torchrun forwards SIGTERM to every worker and SIGKILLs them 30 s later (pytorch PR #61602), so
     the save that follows must fit in that window.
@@ -90,12 +92,21 @@ class Preemption:
     def __init__(self) -> None:
         self.requested = False
         self._previous = signal.signal(signal.SIGTERM, self._handle)
+        self._previous_int = signal.getsignal(signal.SIGINT)
+        if self._previous_int is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, self._interrupt)
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
 
+    def _interrupt(self, signum, frame) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the second Ctrl-C aborts
+        os.write(2, b"Ctrl-C: finishing this step and saving a checkpoint (Ctrl-C again aborts)\n")
+
     def restore(self) -> None:
         signal.signal(signal.SIGTERM, self._previous)
+        signal.signal(signal.SIGINT, self._previous_int)
 
 
 class Agreement:

@@ -1,7 +1,8 @@
 """The training engine: `train(cfg)` builds a run, resumes it, runs the hot loop, finishes it.
 
-Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM
-stopped it after a checkpoint) and always leaves <run_dir>/summary.json. It works under torchrun
+Contract: `train(cfg)` returns a `Result` (exit code 0 when done, 75 = PREEMPTED when SIGTERM or
+Ctrl-C stopped it after a checkpoint, 6 = TRAIN when the loss became NaN/inf: nothing is saved after
+that step) and always leaves <run_dir>/summary.json. It works under torchrun
 (any world size; every rank calls it; DDP or FSDP2: parallel.py) and in a plain process. Per-step
 losses do not depend on the world size (rng.py, data.GlobalBatchSampler). Raises InputError for bad
 input.
@@ -9,7 +10,6 @@ input.
 
 from __future__ import annotations
 
-import json
 import math
 import logging
 import os
@@ -21,10 +21,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from trainkit.errors import OK, PREEMPTED
+from trainkit.errors import OK, PREEMPTED, TRAIN
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule
 from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 from trainkit.train.config import TrainConfig, write_config
+from trainkit.train.model import loss_fn
 from trainkit.train.run import (Result, Run, build_run, describe, make_saver, resume,
                                      summarize)
 from trainkit.train.monitor import Monitor, setup_logging
@@ -43,15 +44,19 @@ def train(cfg: TrainConfig) -> Result:
 
 def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
     t_start = time.time()
+    if cfg.export.onnx:  # a bad opset fails now, not after the last epoch
+        from trainkit.train.export import check_opset
+        check_opset(cfg.export.opset)
     run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    artifacts.make_dir(run_dir, "run_dir")
+    artifacts.make_dir(cfg.checkpoint_dir, "checkpoint.dir")
     setup_logging(run_dir, info.rank)
-    if info.is_main:
-        write_config(cfg, run_dir / "config.yaml")
     preempt = dist.Preemption()
     run = build_run(cfg, info)
     saver = make_saver(run)
     resume(run, saver)
+    if info.is_main:  # only now: a refused attempt leaves the run's config.yaml as it was
+        write_config(cfg, run_dir / "config.yaml")
     monitor = Monitor(run_dir, info.is_main, cfg.log_every, cfg.tensorboard,
                       info.local_rank if info.device.type == "cuda" else None)
     monitor.write("run", **describe(run))
@@ -66,7 +71,8 @@ def _train(cfg: TrainConfig, info: dist.DistInfo) -> Result:
 
 
 def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemption) -> str:
-    """The hot loop. Returns "completed", "max_steps" or "preempted"."""
+    """The hot loop. Returns "completed", "max_steps", "preempted" or "diverged" (the global loss
+    is NaN/inf: stop before anything is saved from these weights)."""
     cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
     policy, fault, agree = SavePolicy(cfg, info), SigtermFault.from_env(info.is_main), dist.Agreement(info)
     while run.epoch < cfg.epochs and run.step < run.total_steps:
@@ -92,6 +98,8 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             loss, stop, save = agree(loss_sum, preempt.requested, policy.due(run.step))
             monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
                          plan.global_batch)
+            if not math.isfinite(loss) and not scaler_absorbs(run):
+                return "diverged"
             if save or stop:
                 save_run(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
                 policy.saved(saver)
@@ -106,9 +114,12 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
     return "completed" if run.epoch >= cfg.epochs else "max_steps"
 
 
-def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every target: (N, C) vs (N,) or, for sequences, (N, T, C) vs (N, T)."""
-    return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten())
+def scaler_absorbs(run: Run) -> bool:
+    """fp16 + GradScaler: a non-finite loss made the scaler skip this step (weights untouched) and
+    halve its scale, which is how fp16 overflow is meant to be handled. The run has diverged only
+    when the scale has fallen below 1: 17 skips in a row from PyTorch's defaults (init_scale 2**16,
+    backoff_factor 0.5; torch.amp.GradScaler)."""
+    return run.scaler.is_enabled() and run.scaler.get_scale() >= 1.0
 
 
 def optimizer_step(run: Run) -> None:
@@ -176,16 +187,17 @@ class SigtermFault:
 
 
 def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start: float) -> Result:
-    """Final checkpoint (unless preempted: already written), test metrics, ONNX, plot, summary."""
-    preempted = reason == "preempted"
-    if not preempted and run.extra.get("saved_step") != run.step:
+    """Final checkpoint, test metrics, ONNX, plot, summary. Preempted: the checkpoint is already
+    written; diverged: these weights are NaN/inf, so no checkpoint, weights or ONNX come from them."""
+    stopped = reason in ("preempted", "diverged")
+    if not stopped and run.extra.get("saved_step") != run.step:
         save_run(run, saver, monitor, "final", block=True)
     saver.wait()
     metrics: dict[str, Any] = {"samples_per_s": monitor.throughput(),
                                "data_wait_pct": monitor.data_wait_pct(),
                                "checkpoint": str(saver.last_path) if saver.last_path else None,
                                "checkpoint_write_s": saver.last_write_s or None}
-    if not preempted:
+    if not stopped:
         val = run.extra["val"] if run.extra.get("val_step") == run.step else evaluate(run, "val")
         test = evaluate(run, "test")
         metrics.update(val_loss=val["loss"], val_acc=val["acc"], val_ppl=val["ppl"],
@@ -198,32 +210,40 @@ def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start
     metrics["verdict"] = monitor.verdict(opts["num_workers"], schedule.suggested_workers(
         os.cpu_count() or 1, run.info.local_world_size), load_s)
     run_dir = Path(run.cfg.run_dir)
-    if run.cfg.export.onnx and not preempted:
+    if run.cfg.export.onnx and not stopped:
         weights = parallel.full_state_dict(run.model)  # collective: every rank takes part
         if run.info.is_main:
             metrics.update(export_and_verify(run, weights, run_dir / "model.onnx"))
     dist.barrier(run.info)
-    code = PREEMPTED if preempted else OK
+    code = {"preempted": PREEMPTED, "diverged": TRAIN}.get(reason, OK)
+    code = TRAIN if metrics.get("onnx_error") else code
     metrics["wall_time_s"] = time.time() - t_start
     summary = summarize(run, reason, code, metrics)
     if run.info.is_main:
         if run.cfg.plot:
             artifacts.plot_curves(run_dir, summary)
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        artifacts.write_json(run_dir / "summary.json", summary)
     log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
     return Result(code, summary)
 
 
 def export_and_verify(run: Run, weights: dict[str, Any], out: Path) -> dict[str, Any]:
     """export.onnx: rebuild the plain model, load the full `weights`, write <run_dir>/model.onnx
-    and check it against PyTorch with onnxruntime."""
+    and check it against PyTorch with onnxruntime. A failure is returned as `onnx_error` (and no
+    model.onnx is left), so last.pt and summary.json are still written after it."""
+    from trainkit.errors import TrainkitError
     from trainkit.train.export import export_onnx, verify_onnx
     from trainkit.train.model import build_model
 
     model = build_model(run.cfg)
     model.load_state_dict(weights)
     shape, e = run.extra["input_shape"], run.cfg.export
-    export_onnx(model, shape, out, e.opset, artifacts.onnx_metadata(run))
-    check = verify_onnx(model, out, shape, e.rtol, e.atol)
+    try:
+        export_onnx(model, shape, out, e.opset, artifacts.onnx_metadata(run))
+        check = verify_onnx(model, out, shape, e.rtol, e.atol)
+    except TrainkitError as err:
+        out.unlink(missing_ok=True)
+        log.warning("ONNX export failed: %s", err.message)
+        return {"onnx_error": err.message.splitlines()[0]}
     log.info("exported %s (onnxruntime max abs diff %.2e)", out, check["max_abs_diff"])
     return {"onnx": str(out), "onnx_max_abs_diff": check["max_abs_diff"]}

@@ -35,9 +35,7 @@ def export_onnx(model: nn.Module, input_shape: tuple[int, ...], out: Path, opset
     the model's metadata_props. Tries the torch.export-based exporter, then the TorchScript one
     (which still writes opsets below 18). Raises InputError naming export.opset when neither
     writes the requested opset. Returns `out`."""
-    if opset < MIN_OPSET:
-        raise InputError(f"export.opset: {opset} is below {MIN_OPSET}, the lowest trainkit exports",
-                         fix=f"set export.opset between {MIN_OPSET} and {max_opset()}")
+    check_opset(opset)
     model = copy.deepcopy(model).to("cpu", torch.float32).eval()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -58,6 +56,14 @@ def export_onnx(model: nn.Module, input_shape: tuple[int, ...], out: Path, opset
     raise InputError(f"export.opset: {opset} cannot be produced by torch {torch.__version__}'s ONNX "
                      f"exporters (they wrote opset {', '.join(map(str, got)) or 'nothing'})",
                      fix=f"set export.opset between {MIN_OPSET} and {max_opset()}")
+
+
+def check_opset(opset: int) -> None:
+    """InputError naming export.opset unless MIN_OPSET <= opset <= the onnx package's newest (run
+    at start-up when export.onnx is on, so a typo fails before training, not after it)."""
+    if not MIN_OPSET <= opset <= max_opset():
+        raise InputError(f"export.opset: {opset} is outside {MIN_OPSET}..{max_opset()} (the onnx "
+                         "package's newest)", fix=f"set export.opset between {MIN_OPSET} and {max_opset()}")
 
 
 def max_opset() -> int:
@@ -126,10 +132,11 @@ def verify_onnx(model: nn.Module, onnx_path: Path, input_shape: tuple[int, ...],
         with torch.no_grad():
             expected = model(x).numpy()
         got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
-        try:
-            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
-        except AssertionError as err:
-            raise TrainkitError(f"ONNX output differs from PyTorch at batch {n}: {err}",
-                                exit_code=TRAIN) from None
+        if got.shape != expected.shape or not np.allclose(got, expected, rtol=rtol, atol=atol):
+            diff = float(np.abs(got - expected).max()) if got.shape == expected.shape else float("nan")
+            raise TrainkitError(f"ONNX output differs from PyTorch at batch {n}: shapes {got.shape} vs "
+                                f"{expected.shape}, max abs diff {diff:.3g} (rtol {rtol}, atol {atol}); "
+                                "a common cause: Python control flow on tensor values in forward(), "
+                                "which export traces as one branch", exit_code=TRAIN)
         worst = max(worst, float(np.abs(got - expected).max()))
     return {"max_abs_diff": worst, "batches": list(VERIFY_BATCHES)}

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from trainkit.errors import InputError
 from trainkit.train.config import TrainConfig
-from trainkit.train.data import resolve_import
+from trainkit.train.data import call_builder, resolve_import
 
 
 class DigitsCNN(nn.Module):
@@ -46,10 +47,48 @@ BUILTIN_MODELS: dict[str, Callable[..., Any]] = {"digits_cnn": DigitsCNN, "gpt":
 def build_model(cfg: TrainConfig) -> nn.Module:
     """The module `cfg.model` names, built with `cfg.model_args` (on CPU; the engine moves it)."""
     builder = resolve_import(cfg.model, BUILTIN_MODELS, "model")
-    model = builder(**cfg.model_args)
+    model = call_builder(builder, "model", cfg.model, **cfg.model_args)
     if not isinstance(model, nn.Module):
         raise InputError(f"model: {cfg.model} returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every target: (N, C) vs (N,) or, for sequences, (N, T, C) vs (N, T)."""
+    return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten())
+
+
+@torch.no_grad()
+def check_fits(model: nn.Module, ds, cfg: TrainConfig, device: torch.device, n: int = 2,
+               split: str = "train") -> tuple[int, ...]:
+    """Forward up to `n` training items through `model` (eval mode, nothing changes) and take the
+    loss. Raises InputError naming model and data when the model does not take the data's inputs
+    or its logits do not fit the labels (shape, dtype, a label >= the number of logits), before
+    anything is trained or written (on GPU a bad label would be a device-side assert). Returns
+    the shape of one input item (for ONNX export): items 0..n-1 are the only ones read here."""
+    from torch.utils.data import default_collate
+
+    try:
+        x, y = default_collate([ds[i] for i in range(min(n, len(ds)))])
+    except Exception as err:  # noqa: BLE001 - the user's dataset may return anything
+        raise InputError(f"data: {cfg.data}'s {split} items are not (input tensor, int label) pairs "
+                         f"({type(err).__name__}: {err})", fix="return (x, y) from __getitem__") from None
+    was_training = model.training
+    model.eval()
+    try:
+        logits = model(x.to(device))
+        classes = logits.shape[-1] if logits.ndim else 0
+        if not y.is_floating_point() and y.numel() and not 0 <= int(y.min()) <= int(y.max()) < classes:
+            raise ValueError(f"labels {int(y.min())}..{int(y.max())} but {classes} logits per item")
+        loss_fn(logits, y.to(device))
+    except Exception as err:  # noqa: BLE001 - shapes, dtypes, label range: all the user's input
+        raise InputError(f"model: {cfg.model} does not fit data {cfg.data} ({split} set): inputs {tuple(x.shape)} "
+                         f"{x.dtype}, labels {tuple(y.shape)} {y.dtype} -> {type(err).__name__}: "
+                         f"{str(err).strip().splitlines()[0]}",
+                         fix="match model_args (input size, num_classes) to the data") from None
+    finally:
+        model.train(was_training)
+    return tuple(x.shape[1:])
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, lr: float) -> torch.optim.Optimizer:

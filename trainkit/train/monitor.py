@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,28 @@ log = logging.getLogger("trainkit.train")
 DATA_BOUND_PCT = 10.0
 # ... and, on GPU, NVML utilisation stays below ~80% (NVML "util" = kernel presence, not occupancy).
 GPU_BUSY_PCT = 80.0
+
+
+def finite(obj: Any) -> Any:
+    """`obj` with every NaN/inf float replaced by None (strict JSON has no NaN: jq, browsers)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def open_jsonl(path: Path):
+    """Open a JSON-lines file for appending. A half-written last line (the previous attempt was
+    killed mid-write) is cut off first, so the next record does not run on into it."""
+    if path.exists():
+        with open(path, "rb+") as f:
+            data = f.read()
+            if data and not data.endswith(b"\n"):
+                f.truncate(data.rfind(b"\n") + 1)
+    return open(path, "a")
 
 
 def setup_logging(run_dir: Path, rank: int) -> None:
@@ -74,7 +97,7 @@ class Monitor:
     def __init__(self, run_dir: Path, is_main: bool, log_every: int, tensorboard: bool,
                  gpu_index: int | None) -> None:
         self.run_dir, self.is_main, self.log_every = run_dir, is_main, log_every
-        self.file = open(run_dir / "metrics.jsonl", "a") if is_main else None
+        self.file = open_jsonl(run_dir / "metrics.jsonl") if is_main else None
         self.tb = _tensorboard(run_dir / "tb") if (is_main and tensorboard) else None
         self.gpu = GpuStats(gpu_index) if is_main else GpuStats(None)
         self.window: list[tuple[float, float, float]] = []  # (loss, step_s, wait_s)
@@ -93,7 +116,8 @@ class Monitor:
     def write(self, kind: str, **fields: Any) -> None:
         if self.file is None:
             return
-        self.file.write(json.dumps({"kind": kind, "time": round(time.time(), 3), **fields}) + "\n")
+        rec = finite({"kind": kind, "time": round(time.time(), 3), **fields})
+        self.file.write(json.dumps(rec) + "\n")
         self.file.flush()
         if self.tb is not None and kind in ("step", "epoch"):
             for key, value in fields.items():

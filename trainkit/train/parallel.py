@@ -15,6 +15,7 @@ import os
 import torch
 from torch import nn
 
+from trainkit.errors import InputError
 from trainkit.train import rng, schedule
 from trainkit.train.config import TrainConfig
 from trainkit.train.dist import DistInfo
@@ -67,6 +68,19 @@ def block_modules(model: nn.Module, blocks: list[str] | str, min_params: int) ->
     return picked[::-1]
 
 
+def check_block_names(model: nn.Module, blocks: list[str] | str, name: str) -> None:
+    """InputError naming fsdp.blocks when a listed class is not in the model (before: nothing was
+    sharded or checkpointed one by one, silently)."""
+    if blocks == "auto":
+        return
+    classes = sorted({type(m).__name__ for m in model.modules() if m is not model})
+    missing = [b for b in blocks if b not in classes]
+    if missing:
+        raise InputError(f"fsdp.blocks: model {name} has no module of class {', '.join(missing)} "
+                         f"(its classes: {', '.join(classes)})",
+                         fix="name the repeated block class (e.g. [Block] for the gpt) or use auto")
+
+
 def checkpoint_blocks(blocks: list[nn.Module]) -> None:
     """Activation checkpointing: each block's forward is recomputed in backward (non-reentrant,
     as torchtitan's `apply_ac` does with checkpoint_wrapper)."""
@@ -94,6 +108,8 @@ def wrap(model: nn.Module, cfg: TrainConfig, info: DistInfo,
 
     strategy = resolve_strategy(model, cfg, info)
     blocks = block_modules(model, cfg.fsdp.blocks, cfg.fsdp.min_block_params)
+    if strategy == "fsdp" or cfg.activation_checkpointing:
+        check_block_names(model, cfg.fsdp.blocks, cfg.model)
     if cfg.activation_checkpointing:
         checkpoint_blocks(blocks)
     if strategy == "fsdp":

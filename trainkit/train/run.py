@@ -23,7 +23,7 @@ from trainkit.errors import InputError
 from trainkit.train import checkpoint as ckpt
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule, sharded
 from trainkit.train.config import TrainConfig
-from trainkit.train.model import build_model, build_optimizer
+from trainkit.train.model import build_model, build_optimizer, check_fits
 
 log = logging.getLogger("trainkit.train")
 
@@ -109,14 +109,17 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     loader, sampler = data.train_loader(splits["train"], plan.micro, plan.global_batch, cfg, info)
     spe = sampler.usable // plan.global_batch
     if spe < 1:
-        raise InputError(f"the train split ({len(splits['train'])} items) is smaller than one global "
-                         f"batch ({cfg.batch})", fix="lower batch")
+        raise InputError(f"batch: the train split ({len(splits['train'])} items) is smaller than one "
+                         f"global batch ({cfg.batch})", fix="lower batch (or use more data)")
     total = min(cfg.epochs * spe, cfg.max_steps or cfg.epochs * spe)
     lr = schedule.scaled_lr(cfg.lr0, cfg.batch, cfg.nbs, cfg.lr_scaling)
     warmup = schedule.warmup_steps(cfg.warmup_epochs, spe, total)
     model = build_model(cfg)
     rng.swap_dropout(model)
     model = model.to(info.device)
+    shape = check_fits(model, splits["train"], cfg, info.device, plan.micro)  # exit 2, not a crash later
+    for name in ("val", "test"):  # their first item too: a set built apart may not match
+        check_fits(model, splits[name], cfg, info.device, 1, name)
     amp_dtype = pick_amp_dtype(cfg.amp, info.device)
     wrapped, strategy = parallel.wrap(model, cfg, info, amp_dtype)
     opt = build_optimizer(model, cfg, lr)
@@ -126,7 +129,7 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     scaler = torch.amp.GradScaler(info.device.type, enabled=amp_dtype == torch.float16)
     return Run(cfg, info, plan, model, wrapped, strategy, opt, sched, scaler, amp_dtype, splits,
                loader, sampler, spe, total, lr, warmup,
-               extra={"input_shape": data.input_shape(splits["train"])})
+               extra={"input_shape": shape})
 
 
 def make_saver(run: Run) -> sharded.Checkpointer:
@@ -135,39 +138,83 @@ def make_saver(run: Run) -> sharded.Checkpointer:
 
 
 def resume(run: Run, saver: sharded.Checkpointer) -> None:
-    """Load `cfg.resume` (a path) or, if true, the newest complete checkpoint, into `run`.
+    """Load `cfg.resume` (a step-N folder, or a checkpoint root: its newest complete one) or, if
+    true, the newest complete checkpoint under checkpoint.dir, into `run`.
 
     Rank 0 finds and verifies it and tells every rank; a sharded checkpoint is then read by every
     rank (resharded to this world size and strategy), an old single-file one is read by rank 0 and
-    broadcast. Raises InputError (on every rank) if an explicit `resume` path does not verify.
+    broadcast. Raises InputError (on every rank) if an explicit `resume` path does not verify, or
+    the checkpoint does not fit this run's model or optimizer.
     """
     cfg, info = run.cfg, run.info
-    found: Any = None
-    if info.is_main and cfg.resume:
-        if isinstance(cfg.resume, str):
-            try:
-                sharded.verify(Path(cfg.resume))
-                found = str(Path(cfg.resume))
-            except (ckpt.CheckpointError, OSError) as err:
-                found = InputError(f"resume={cfg.resume}: {err}")
-        else:
-            hit = saver.newest_valid()
-            found = str(hit) if hit else None
-    found = dist.broadcast_object(info, found)
+    found = dist.broadcast_object(info, find_resume(cfg, saver) if info.is_main else None)
     if isinstance(found, InputError):
         raise found
     if found is None:
         return
     folder = Path(found)
-    if sharded.is_sharded(folder):
-        sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
-        apply_meta(run, sharded.load_meta(folder))
-    else:
-        state = dist.broadcast_object(info, ckpt.load(folder) if info.is_main else None)
-        load_full(run, state)
-        apply_meta(run, state)
+    is_dcp = sharded.is_sharded(folder)
+    state = sharded.load_meta(folder) if is_dcp else dist.broadcast_object(
+        info, ckpt.load(folder) if info.is_main else None)
+    try:
+        if is_dcp:
+            sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
+        else:
+            load_full(run, state)
+    except sharded.dcp_errors() as err:  # DCP raises its CheckpointException on every rank
+        changed = config_changes(state.get("config") or {}, cfg)
+        raise InputError(f"resume: {folder} does not fit this run's model or optimizer "
+                         f"({sharded.cause(err)})" + (f"; it was written with {', '.join(changed)}"
+                                                      if changed else ""),
+                         fix="set those keys back, or start fresh in a new run_dir (or "
+                             "checkpoint.dir), which keeps these checkpoints") from None
+    apply_meta(run, state)
     log.info("resumed from %s (step %d, epoch %d, step %d of the epoch)", folder, run.step, run.epoch,
              run.step_in_epoch)
+
+
+def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | InputError | None:
+    """Rank 0: the checkpoint folder to resume from, None for a fresh start, or the InputError an
+    explicit `resume` deserves (it is broadcast, then raised on every rank): a path that is not a
+    checkpoint, or a checkpoint.dir holding steps past where this run starts (its saves would
+    replace them and keep-N would prune its own, leaving another run's newest for the next resume)."""
+    if cfg.resume is True:
+        hit = saver.newest_valid()
+        return str(hit) if hit else None
+    found = None if cfg.resume is False else _explicit_resume(Path(cfg.resume))
+    if isinstance(found, InputError):
+        return found
+    start = ckpt._step_of(Path(found)) if found else 0
+    newer = [s for s in saver.complete_steps() if s > start]
+    if newer:
+        what = "resume=false starts at step 0" if found is None else f"resume={found} starts at step {start}"
+        return InputError(f"resume: checkpoint.dir {saver.root} already holds checkpoints up to step "
+                          f"{newer[-1]} and {what}: this run's saves would replace and prune them",
+                          fix="give this run its own checkpoint.dir (or run_dir), or resume=true to "
+                              "continue from the newest")
+    return found
+
+
+def _explicit_resume(path: Path) -> str | InputError:
+    """`resume: PATH`: a step-N folder, or a folder of them (its newest complete one)."""
+    fix = "name a step-N folder (or a folder of them); resume=true takes the newest in checkpoint.dir"
+    if not path.is_dir():
+        return InputError(f"resume: {path} is not a folder", fix=fix)
+    if not sharded.is_sharded(path) and not (path / ckpt.MARKER).exists():
+        hit = sharded.Checkpointer(path, keep=2).newest_valid()  # a checkpoint root
+        return str(hit) if hit else InputError(f"resume: no complete checkpoint in {path}", fix=fix)
+    try:
+        sharded.verify(path)
+        return str(path)
+    except (ckpt.CheckpointError, OSError) as err:
+        return InputError(f"resume: {path}: {err}", fix=fix)
+
+
+def config_changes(saved: dict[str, Any], cfg: TrainConfig) -> list[str]:
+    """'key=saved (now new)' for each key that shapes the model or optimizer state and differs."""
+    now = cfg.to_dict()
+    return [f"{k}={saved[k]!r} (now {now[k]!r})" for k in ("model", "model_args", "optimizer")
+            if k in saved and saved[k] != now[k]]
 
 
 def load_full(run: Run, state: dict[str, Any]) -> None:
@@ -219,13 +266,15 @@ def summarize(run: Run, reason: str, exit_code: int, metrics: dict[str, Any]) ->
     keys = ("train_loss", "val_loss", "val_acc", "val_ppl", "test_loss", "test_acc", "test_ppl",
             "samples_per_s",
             "data_wait_pct", "verdict", "checkpoint", "checkpoint_write_s", "onnx",
-            "onnx_max_abs_diff", "wall_time_s")
-    return {"status": "preempted" if reason == "preempted" else "completed", "exit_reason": reason,
+            "onnx_max_abs_diff", "onnx_error", "wall_time_s")
+    status = {"preempted": "preempted", "diverged": "failed"}.get(reason, "completed")
+    return {"status": status, "exit_reason": reason,
             "exit_code": exit_code, "steps": run.step, "total_steps": run.total_steps,
             "epochs_completed": run.epoch, "resumed_from_step": run.resumed_from,
             "world_size": run.info.world_size, "num_nodes": run.info.num_nodes,
             "strategy": run.strategy, "global_batch": run.plan.global_batch, "micro_batch": run.plan.micro,
             "grad_accum": run.plan.accum, "lr": run.lr, "device": str(run.info.device),
-            **{k: metrics.get(k) for k in keys}, **artifacts.finish(run, describe(run)),
+            **{k: metrics.get(k) for k in keys},
+            **artifacts.finish(run, describe(run), write_last=reason != "diverged"),
             "config_hash": run.cfg.hash(),
             "torch_version": torch.__version__, "trainkit_version": trainkit.__version__}

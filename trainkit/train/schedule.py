@@ -47,8 +47,11 @@ def plan_batch(global_batch: int, world_size: int, micro_batch: int | None = Non
     else:
         accum = int(grad_accum)
         if accum < 1 or per_rank % accum:
+            divisors = [d for d in range(1, per_rank + 1) if per_rank % d == 0][:8]
             raise InputError(f"grad_accum={accum} does not divide the per-rank batch {per_rank} "
-                             f"(batch {global_batch} / world {world_size})")
+                             f"(batch {global_batch} / world {world_size})",
+                             fix=f"use one of {', '.join(map(str, divisors))}"
+                                 f"{' ...' if per_rank > divisors[-1] else ''} or grad_accum=auto")
         if micro_batch and per_rank // accum > micro_batch:
             raise InputError(f"micro-batch {per_rank // accum} exceeds micro_batch={micro_batch}",
                              fix="raise grad_accum or set grad_accum=auto")

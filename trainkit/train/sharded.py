@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 import trainkit
-
+from trainkit.errors import TRAIN, TrainkitError
 from trainkit.train import checkpoint as ckpt
 from trainkit.train import dist, schedule
 from trainkit.train.config import TrainConfig
@@ -93,12 +93,20 @@ class Checkpointer:
         self._staging = None  # Future of the staging copy in flight
         self._stager = None
         self._error: BaseException | None = None
+        self._folder: Path | None = None  # the save in flight
         self.last_path: Path | None = None
         self.last_write_s = 0.0  # rank 0: save start -> marker written (C for Young/Daly)
         self.blocked_s = 0.0  # total seconds training waited for staging outside save()
 
     def save(self, model: nn.Module, opt, meta: dict[str, Any], step: int, block: bool) -> float:
-        """Save as step `step`. Returns the seconds the caller was blocked (plan + staging copy)."""
+        """Save as step `step`. Returns the seconds the caller was blocked (plan + staging copy).
+        Raises TrainkitError (exit 6, naming checkpoint.dir) when this or the previous save fails."""
+        try:
+            return self._save(model, opt, meta, step, block)
+        except dcp_errors() as err:
+            raise self._failed(err, step_dir(self.root, step)) from None
+
+    def _save(self, model: nn.Module, opt, meta: dict[str, Any], step: int, block: bool) -> float:
         import torch.distributed.checkpoint as dcp
 
         t0 = time.perf_counter()
@@ -115,6 +123,7 @@ class Checkpointer:
                               async_stager=self.stager())
         self._staging = resp.staging_completion
         self.fault.arm(step)
+        self._folder = folder
         self._thread = threading.Thread(target=self._finish, args=(resp.upload_completion, folder,
                                                                   step, t0), daemon=True)
         self._thread.start()
@@ -165,9 +174,27 @@ class Checkpointer:
             self._error = err
 
     def wait(self) -> None:
-        """Block until the save in flight is committed; re-raise its error."""
-        self.wait_staged()
-        ckpt.join_background(self)
+        """Block until the save in flight is committed; raise its error as `_failed` says."""
+        folder = self._folder
+        try:
+            self.wait_staged()
+            ckpt.join_background(self)
+        except dcp_errors() as err:
+            raise self._failed(err, folder) from None
+
+    def _failed(self, err: BaseException, folder: Path | None) -> BaseException:
+        """A failed write (full disk, no permission, a gone NAS) as one clear error. The folder it
+        left has no marker, so it is removed (freeing space); complete checkpoints stay."""
+        if isinstance(err, TrainkitError):
+            return err
+        if self.rank == 0 and folder is not None and not (folder / MARKER).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        where = next((p for p in (self.root, *self.root.parents) if p.exists()), Path("."))
+        free = shutil.disk_usage(where).free
+        return TrainkitError(f"checkpoint.dir: writing {folder or self.root} failed ({cause(err)}); "
+                             f"{free / 2**20:.1f} MiB free there", exit_code=TRAIN,
+                             fix="free space there or point checkpoint.dir at a folder with room, then "
+                                 "run the same command: it resumes from the newest complete checkpoint")
 
     def _prune(self) -> None:
         ckpt.prune(self.root, self.keep)
@@ -234,6 +261,24 @@ def verify(folder: Path) -> None:
     for name, digest in marker.get("sha256", {}).items():
         if _sha256(folder / name) != digest:
             raise CheckpointError(f"{name}: sha256 does not match the completion marker (corrupt)")
+
+
+def dcp_errors() -> tuple[type[BaseException], ...]:
+    """What a DCP load or save raises: its CheckpointException is a BaseException, not an Exception."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)
+
+
+def cause(err: BaseException) -> str:
+    """The first line of the real error inside DCP's CheckpointException (which carries every
+    rank's traceback in its text), or of `err` itself."""
+    failures = getattr(err, "failures", None)
+    if failures:
+        inner = next(iter(failures.values()))  # (exception, frames) or a WrappedException
+        err = inner[0] if isinstance(inner, tuple) else getattr(inner, "exception", inner)
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 def load_meta(folder: Path) -> dict[str, Any]:
