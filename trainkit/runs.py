@@ -198,11 +198,13 @@ def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, An
             summary = json.loads((run_dir / "summary.json").read_text())
         except ValueError:
             pass
+    summary = summary if isinstance(summary, dict) else {}
     live = live or {}
     status = live.get("status") or record.get("status") or "unknown"
     started, ended = record.get("created_at"), record.get("ended_at") or live.get("ended_at")
     wall = ((ended or time.time()) - started) if started else None
-    best = {k: summary[k] for k in ("best_val_acc", "val_acc", "best_metric") if summary.get(k) is not None}
+    best = {k: summary[k] for k in ("best_val_acc", "val_acc")  # best_metric is a metric's *name*
+            if isinstance(summary.get(k), (int, float)) and not isinstance(summary.get(k), bool)}
     return {"run_id": run_dir.name, "name": record.get("name"), "status": status,
             "step": live.get("step", summary.get("steps")), "best": best,
             "wall_s": round(wall, 1) if wall is not None else None,
