@@ -133,11 +133,24 @@ def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
     return run_id
 
 
-def read_record(run_dir: Path) -> dict[str, Any]:
+def read_record(run_dir: Path, strict: bool = True) -> dict[str, Any]:
+    """run.json as a dict ({} when there is none). A run.json that is not a JSON object (edited
+    by hand, a full disk) raises InputError naming it, so nothing acts on a half-known run;
+    `strict=False` returns {} instead (listing and sorting runs)."""
+    path = run_dir / "run.json"
     try:
-        return json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as err:
+        record = err
+    if isinstance(record, dict):
+        return record
+    if not strict:
+        return {}
+    raise InputError(f"{path} is not a run record (not a JSON object: {record}); trainkit will not act "
+                     "on a run it cannot read", fix=f"restore {path} (e.g. from a backup), or move the run "
+                     f"folder {run_dir} aside; its files are untouched")
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
@@ -163,10 +176,16 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def created_at(run_dir: Path) -> float:
+    """The run's start time for sorting (0 when run.json is unreadable)."""
+    value = read_record(run_dir, strict=False).get("created_at", 0)
+    return value if isinstance(value, (int, float)) else 0
+
+
 def resolve_run(runs_dir: Path, run: str | None) -> Path:
     """The folder of run `run` (an id, or a unique prefix); None = the newest run."""
     found = sorted((p for p in runs_dir.glob("*") if (p / "run.json").is_file()),
-                   key=lambda p: read_record(p).get("created_at", 0)) if runs_dir.is_dir() else []
+                   key=created_at) if runs_dir.is_dir() else []
     if run is None:
         if not found:
             raise InputError(f"no runs in {runs_dir}", fix="start one with `trainkit train`")
@@ -191,7 +210,7 @@ def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
 def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, Any]:
     """One row of `trainkit runs`: id, status, step, best metric, wall time (from the record,
     the fetched summary.json and, while running, the `live` node states)."""
-    record = read_record(run_dir)
+    record = read_record(run_dir, strict=False)
     summary = {}
     if (run_dir / "summary.json").is_file():
         try:
@@ -200,7 +219,8 @@ def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, An
             pass
     summary = summary if isinstance(summary, dict) else {}
     live = live or {}
-    status = live.get("status") or record.get("status") or "unknown"
+    status = live.get("status") or record.get("status") or (
+        "unknown" if record or not (run_dir / "run.json").exists() else "unreadable")
     started, ended = record.get("created_at"), record.get("ended_at") or live.get("ended_at")
     wall = ((ended or time.time()) - started) if started else None
     best = {k: summary[k] for k in ("best_val_acc", "val_acc")  # best_metric is a metric's *name*

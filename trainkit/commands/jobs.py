@@ -164,8 +164,8 @@ def runs_(spec, workdir, fmt):
       trainkit runs examples/clusters/local.yaml --json
     """
     cluster, ws = _load(spec, workdir)
-    rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=lambda p: runs.read_record(p).get(
-        "created_at", 0)) if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
+    rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=runs.created_at)
+            if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
     if fmt == "json":
         click.echo(dump_json(rows))
         return
@@ -178,7 +178,7 @@ def runs_(spec, workdir, fmt):
 
 
 def _row(ws, run_dir: Path) -> dict:
-    record = runs.read_record(run_dir)
+    record = runs.read_record(run_dir, strict=False)
     if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
         return runs.summarize(run_dir)
     nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
