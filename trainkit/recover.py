@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import launch, runs
-from trainkit.errors import BAD_INPUT, TrainkitError, PREEMPTED, TRAIN
+from trainkit.errors import BAD_INPUT, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -88,16 +88,65 @@ def notice_url(cluster: Cluster, configured: str | None) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------ runs as the nodes have them
+
+def live_status(cluster: Cluster, ws: Workspace, run_dir: Path) -> str:
+    """The run's status now: its record's once closed (results fetched); else what the nodes'
+    supervisors say for its newest attempt (`runs.combined_status`); "starting" when no attempt
+    was launched. InputError when run.json cannot be read."""
+    record = runs.read_record(run_dir)
+    status = record.get("status") or "unknown"
+    attempt = len(record.get("attempts") or [])
+    if status not in runs.OPEN or not ws.inventory_yml.exists():
+        return status
+    if not attempt:
+        return "starting"
+    nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
+    states = launch.node_states(nodes, launch.layout_for(group, run_dir.name), attempt)
+    return runs.combined_status([s.status for s in states])
+
+
+def open_runs(ws: Workspace) -> list[Path]:
+    """Runs whose record is not closed (their results are still on the nodes), oldest first."""
+    if not ws.runs_dir.is_dir():
+        return []
+    found = sorted((p for p in ws.runs_dir.iterdir() if (p / "run.json").is_file()), key=runs.created_at)
+    return [p for p in found if runs.read_record(p, strict=False).get("status") in runs.OPEN]
+
+
+def active_runs(cluster: Cluster, ws: Workspace) -> list[Path]:
+    """Runs whose jobs are running on the nodes now."""
+    return [p for p in open_runs(ws) if runs.read_record(p, strict=False).get("attempts")
+            and live_status(cluster, ws, p) == "running"]
+
+
 # ------------------------------------------------------------------ start / attach
 
 def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *,
           resume: str | None = None, force: bool = False) -> tuple[runs.Job, Path]:
-    """A new run (or `resume`'s) with its record written; InputError on a changed config."""
+    """A new run (or `resume`'s) with its record written. InputError on a changed config or a
+    completed run to resume; LockedError while a run is still running on the cluster (two jobs
+    would share its GPUs, rendezvous port and, on resume, checkpoints)."""
     job = runs.load_job(config, overrides)
     _nodes(cluster, ws)
+    busy = active_runs(cluster, ws)
     if resume:
         run_dir = runs.resolve_run(ws.runs_dir, resume)
-        runs.check_resume(runs.read_record(run_dir), job, force)
+        record = runs.read_record(run_dir)
+        status = live_status(cluster, ws, run_dir)
+        if run_dir in busy:
+            raise LockedError(f"run {run_dir.name} is still running: a second attempt would write the same "
+                              "checkpoints", fix=f"follow it: trainkit train {cluster.source} --attach {run_dir.name}")
+        if status == "completed":
+            raise InputError(f"run {run_dir.name} completed: there is nothing to resume",
+                             fix="start a new run (drop --resume); its results are in " + str(run_dir))
+        runs.check_resume(record, job, force)
+    if busy:
+        names = ", ".join(p.name for p in busy)
+        raise LockedError(f"cluster {cluster.name} is busy: run {names} is still running on it",
+                          fix=f"wait for it (trainkit train {cluster.source} --attach {busy[-1].name}) or stop "
+                              f"it (trainkit cancel {cluster.source} {busy[-1].name}), then train again")
+    if resume:
         return job, run_dir
     run_id = runs.new_run_id(job.name, ws.runs_dir)
     run_dir = ws.runs_dir / run_id

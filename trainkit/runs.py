@@ -199,11 +199,30 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
     return matches[0]
 
 
+OPEN = ("starting", "running")  # a record not closed yet: its results are still on the nodes
+
+
+def combined_status(statuses: list[str]) -> str:
+    """One run status from its nodes' (`launch.NodeState.status`): running while any node runs
+    (or its supervisor has not written its state yet), completed when all did, preempted when a
+    node was reclaimed, lost or cannot be reached, else cancelled or failed."""
+    found = set(statuses)
+    if found & {"running", "starting", "missing"}:
+        return "running"
+    if found == {"completed"}:
+        return "completed"
+    if found & {"preempted", "unreachable", "lost"}:
+        return "preempted"
+    return "cancelled" if "cancelled" in found else "failed"
+
+
 def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
     """InputError when resuming `record` with a config whose fingerprint changed (unless force)."""
     if record.get("config_hash") not in (None, job.fingerprint()) and not force:
-        raise InputError(f"run {record.get('run_id')} was started with a different config "
-                         f"({record.get('config')}); resuming it with {job.source} would mix two jobs",
+        was = f"{record.get('config')} {' '.join(record.get('overrides') or [])}".strip()
+        now = f"{job.source} {' '.join(job.overrides)}".strip()
+        raise InputError(f"run {record.get('run_id')} was started with a different config or overrides "
+                         f"({was}); resuming it with {now} would mix two jobs",
                          fix="start a new run (drop --resume), or pass --force to resume anyway")
 
 

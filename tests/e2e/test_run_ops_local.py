@@ -77,6 +77,67 @@ def no_traceback(proc: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
 
 
+def test_a_second_train_or_a_resume_of_a_running_run_is_refused_while_one_runs(cluster):
+    tk, ws = cluster
+    going = started(tk, "slow.yaml")
+    for args in (("--config", "quick.yaml"), ("--resume", going)):
+        second = tk("train", *args, "--detach")
+        no_traceback(second)
+        assert second.returncode == 8 and going in second.stderr and "fix:" in second.stderr, second.stderr
+    assert [p.name for p in (ws / "runs").iterdir()] == [going]  # no run folder was made
+
+    cancel = tk("cancel", going)
+    assert cancel.returncode == 0 and "cancelled" in cancel.stdout, cancel.stderr
+    again = tk("cancel", going)  # twice: says so, changes nothing
+    assert again.returncode == 0 and "already cancelled" in again.stdout
+    events = (ws / "runs" / going / "events.jsonl").read_text().count('"cancelled"')
+    assert events == 1
+
+    resumed = tk("train", "--resume", going, "--detach")  # its own config (slow.yaml), no --config
+    assert resumed.returncode == 0 and resumed.stdout.strip() == going, resumed.stderr
+    wait_status(tk, going, "running")
+    assert tk("cancel", going).returncode == 0
+
+
+def test_cancel_and_resume_of_a_completed_run_keep_it_completed(cluster):
+    tk, ws = cluster
+    done = started(tk, "quick.yaml")
+    wait_status(tk, done, "completed")
+    cancel = tk("cancel", done)
+    assert cancel.returncode == 0 and f"run {done} already completed" in cancel.stdout, cancel.stdout
+    record = json.loads((ws / "runs" / done / "run.json").read_text())
+    assert record["status"] == "completed"  # not rewritten as cancelled; the results were fetched
+    assert (ws / "runs" / done / "weights" / "best.pt").is_file()
+    resume = tk("train", "--resume", done)
+    no_traceback(resume)
+    assert resume.returncode == 2 and "nothing to resume" in resume.stderr
+    attach = tk("train", "--attach", done)
+    assert attach.returncode == 2 and "nothing to attach" in attach.stderr
+
+
+def test_ctrl_c_while_attached_leaves_the_run_going_and_says_how_to_come_back(cluster, tmp_path):
+    tk, ws = cluster
+    proc = subprocess.Popen([str(TRAINKIT), "train", "spec.yaml", "--workdir", str(ws), "--config", "slow.yaml"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        for _ in range(120):
+            run_ids = [p.name for p in (ws / "runs").glob("*")] if (ws / "runs").is_dir() else []
+            if run_ids and json.loads(tk("runs", "--json").stdout)[0]["status"] == "running":
+                break
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    (run_id,) = run_ids
+    assert proc.returncode == 130 and "keeps running" in err and f"--attach {run_id}" in err, err
+    assert "Traceback" not in err
+    wait_status(tk, run_id, "running")  # still going, detached
+    assert tk("cancel", run_id).returncode == 0
+
+
 def test_a_run_json_broken_by_hand_is_named_and_nothing_acts_on_the_run(cluster):
     tk, ws = cluster
     done = started(tk, "quick.yaml")

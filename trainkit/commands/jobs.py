@@ -14,7 +14,7 @@ import click
 from trainkit import clouds, launch, recover, resources, runs
 from trainkit.commands.options import (dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
-from trainkit.errors import InputError
+from trainkit.errors import InputError, TrainkitError
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -53,6 +53,8 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
     """
     cluster, ws = _load(spec, workdir)
+    if resume and config is None and not overrides:  # the run's own config, as it was started
+        config, overrides = _resumed_config(ws, resume)
     config_path = None if attach else resources.train_config(config)
     if config_path is not None and runs.load_job(config_path, list(overrides)).command is None:
         from trainkit.validate import check_train_config, world_size
@@ -67,25 +69,45 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     if attach:
         run_dir = runs.resolve_run(ws.runs_dir, attach)
         record = runs.read_record(run_dir)
+        if record.get("status") not in runs.OPEN or not record.get("attempts"):
+            raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
+                             fix=f"its results are in {run_dir}; see `trainkit runs {spec}`")
         job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
-        result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo,
-                               attach_attempt=len(record.get("attempts") or []) or None)
-        return _done(result)
+        return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
     with ws.lock("train"):
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             from trainkit import lifecycle
 
             lifecycle.sync(cluster, ws, need_ssh=True)
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
-        if detach:
-            recover.launch_attempt(cluster, ws, job, run_dir, opts)
+        attempt = recover.launch_attempt(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:
         click.echo(run_dir.name)
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
                    err=True)
         return
     click.echo(f"run {run_dir.name} starting", err=True)
-    _done(recover.drive(cluster, ws, job, run_dir, opts, echo=_echo))
+    _drive(spec, cluster, ws, job, run_dir, opts, attempt)
+
+
+def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
+    """Follow the run to its end; Ctrl-C leaves it running on the nodes and says how to get back."""
+    try:
+        result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo, attach_attempt=attempt)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        raise TrainkitError(f"interrupted: run {run_dir.name} keeps running on the nodes (it is detached); "
+                            "its results are fetched when you attach again", exit_code=130,
+                            fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
+                                f"trainkit cancel {spec} {run_dir.name}") from None
+    _done(result)
+
+
+def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:
+    """(config path, overrides) the run `resume` was started with (`--resume` without --config)."""
+    record = runs.read_record(runs.resolve_run(ws.runs_dir, resume))
+    if not record.get("config"):
+        raise InputError(f"run {resume}: its run.json names no config", fix="pass --config TRAIN")
+    return record["config"], tuple(record.get("overrides") or ())
 
 
 def _echo(line: str) -> None:
@@ -185,10 +207,7 @@ def _row(ws, run_dir: Path) -> dict:
     lay = launch.layout_for(group, run_dir.name)
     states = launch.node_states(nodes, lay, len(record.get("attempts") or []))
     statuses = [s.status for s in states]
-    status = ("running" if any(s in ("running", "starting") for s in statuses)
-              else "completed" if set(statuses) == {"completed"}
-              else "preempted" if "preempted" in statuses or "unreachable" in statuses or "lost" in statuses
-              else "cancelled" if "cancelled" in statuses else "failed")
+    status = runs.combined_status(statuses)
     follower = recover.Follower(nodes[0], lay, runs.load_job(Path(record["config"]), record.get("overrides") or [])
                                 if Path(record.get("config", "")).is_file() else _engine(), None)
     follower.poll()
@@ -219,6 +238,12 @@ def cancel(spec, run, workdir, wait_s):
     nodes, group = launch.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     attempt = len(record.get("attempts") or [])
+    status = recover.live_status(cluster, ws, run_dir)
+    if status not in runs.OPEN:  # ended already: keep its true status (fetch it if not yet)
+        if record.get("status") in runs.OPEN:
+            recover.finish(cluster, ws, run_dir, status)
+        click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {run_dir}")
+        return
     recover.stop_survivors(nodes, lay, attempt, [], wait_s=wait_s)
     runs.event(run_dir, "cancelled", attempt=attempt)
     result = recover.finish(cluster, ws, run_dir, "cancelled")
