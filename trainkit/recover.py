@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import launch, runs
-from trainkit.errors import BAD_INPUT, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
+from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -118,6 +118,34 @@ def active_runs(cluster: Cluster, ws: Workspace) -> list[Path]:
     """Runs whose jobs are running on the nodes now."""
     return [p for p in open_runs(ws) if runs.read_record(p, strict=False).get("attempts")
             and live_status(cluster, ws, p) == "running"]
+
+
+def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120) -> list[tuple[str, str]]:
+    """Before the nodes go (destroy): stop each run still running (SIGTERM: it checkpoints), then
+    fetch every open run into runs/<id>/ and close its record. Returns [(run id, status)].
+    TrainkitError(DESTROY) when a run's head node cannot be reached: its results would be lost."""
+    done = []
+    for run_dir in open_runs(ws):
+        record = runs.read_record(run_dir)
+        attempt = len(record.get("attempts") or [])
+        if not attempt:
+            finish(cluster, ws, run_dir, "cancelled")
+            continue
+        nodes, group = _nodes(cluster, ws)
+        lay = launch.layout_for(group, run_dir.name)
+        if nodes[0].sh("true", timeout=15).returncode != 0:
+            raise TrainkitError(f"run {run_dir.name}: its results are on {nodes[0].name}, which cannot be "
+                                "reached, so nothing was destroyed", exit_code=DESTROY,
+                                fix=f"make the node reachable and destroy again, or give the results up with "
+                                    f"`trainkit cancel {cluster.source} {run_dir.name}` first")
+        status = live_status(cluster, ws, run_dir)
+        if status == "running":
+            stop_survivors(nodes, lay, attempt, [], wait_s=wait_s)
+            runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
+            status = "cancelled"
+        finish(cluster, ws, run_dir, status)
+        done.append((run_dir.name, status))
+    return done
 
 
 # ------------------------------------------------------------------ start / attach

@@ -77,6 +77,24 @@ def no_traceback(proc: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
 
 
+def test_destroy_fetches_detached_runs_and_stops_a_running_one_keeping_its_weights(cluster):
+    tk, ws = cluster
+    done = started(tk, "quick.yaml")
+    wait_status(tk, done, "completed")
+    going = started(tk, "slow.yaml")
+    wait_status(tk, going, "running")
+
+    destroy = tk("destroy", "--yes")
+    assert destroy.returncode == 0, destroy.stderr
+    assert f"run {going} is still running" in destroy.stderr  # warned before anything went
+    assert not (ws / "node").exists()  # the cluster's files are gone ...
+    for run_id, status in ((done, "completed"), (going, "cancelled")):  # ... the results are not
+        assert (ws / "runs" / run_id / "weights" / "best.pt").read_text() == "w\n"
+        assert json.loads((ws / "runs" / run_id / "run.json").read_text())["status"] == status
+    events = [json.loads(x) for x in (ws / "runs" / going / "events.jsonl").read_text().splitlines()]
+    assert {"event": "cancelled", "by": "destroy"}.items() <= events[-1].items()
+
+
 def test_a_second_train_or_a_resume_of_a_running_run_is_refused_while_one_runs(cluster):
     tk, ws = cluster
     going = started(tk, "slow.yaml")

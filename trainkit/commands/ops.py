@@ -116,7 +116,12 @@ def destroy(spec, workdir, yes, sweep):
     """
     from trainkit.teardown import destroy as teardown
 
+    from trainkit import recover
+
     cluster, ws = _load(spec, workdir)
+    for run_dir in recover.active_runs(cluster, ws) if ws.inventory_yml.exists() else []:
+        progress.info(f"warning: run {run_dir.name} is still running on the cluster: destroy stops it "
+                      f"(SIGTERM: it saves a checkpoint) and fetches its results into {run_dir} first")
     if not yes:
         typed = click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True)
         if typed != cluster.name:
@@ -129,6 +134,9 @@ def destroy(spec, workdir, yes, sweep):
         return yes or click.confirm(f"Delete these {len(found)} resource(s)?", default=False, err=True)
 
     with ws.lock("destroy"):
+        if ws.inventory_yml.exists():  # the runs' results live on the nodes until fetched
+            for run_id, run_status in recover.close_runs(cluster, ws):
+                click.echo(f"run {run_id} ({run_status}): results fetched into {ws.runs_dir / run_id}", err=True)
         result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)
     if result.get("note"):
         click.echo(f"cluster {cluster.name}: {result['note']}")
