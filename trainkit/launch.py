@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from trainkit.errors import TrainkitError, TRAIN
+from trainkit.errors import InputError, TrainkitError, TRAIN
 from trainkit.runs import Job
 
 SUPERVISOR = Path(__file__).parent / "node" / "supervise.py"
@@ -90,11 +90,30 @@ class Layout:
         return f"{self.node_dir(rank)}/attempt-{attempt}.json"
 
 
-def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
-    """Nodes in rank order and the group vars, from workspace/inventory.yml."""
+def read_inventory(inventory_yml: Path) -> dict[str, Any]:
+    """workspace/inventory.yml as written by `trainkit apply`; InputError (exit 2) naming the file
+    when it was edited into something else (it is a cache: apply writes it again)."""
     from trainkit.inventory import inventory_hosts
 
-    inv = yaml.safe_load(inventory_yml.read_text())
+    try:
+        inv = yaml.safe_load(inventory_yml.read_text())
+        hosts = inventory_hosts(inv)
+        if not isinstance(inv["all"].get("vars") or {}, dict) or not hosts or \
+                not all(isinstance(v, dict) for v in hosts.values()):
+            raise ValueError("no hosts with variables")
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as err:
+        what = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"{inventory_yml} is not an inventory trainkit wrote ({what})",
+                         fix="it is a cache of the cluster: run `trainkit apply SPEC` again to rewrite it "
+                             "(put your own host settings in the spec or group_vars/all.yml)") from None
+    return inv
+
+
+def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
+    """Nodes in rank order and the group vars, from workspace/inventory.yml (InputError if broken)."""
+    from trainkit.inventory import inventory_hosts
+
+    inv = read_inventory(inventory_yml)
     group = dict(inv["all"].get("vars") or {})
     # Ansible reads group_vars/all.yml next to the inventory over the inventory's group vars.
     for extra in (inventory_yml.parent / "group_vars" / "all.yml", inventory_yml.parent / "group_vars" / "all.yaml"):

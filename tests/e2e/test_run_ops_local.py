@@ -170,3 +170,18 @@ def test_a_run_json_broken_by_hand_is_named_and_nothing_acts_on_the_run(cluster)
         no_traceback(proc)
         assert proc.returncode == 2 and str(record) in proc.stderr, (args, proc.stderr)
     assert record.read_text() == '{"run_id": '  # left as it was, for the user to restore
+
+
+@pytest.mark.parametrize("text", ["all: [\n", "all: {children: {head: {hosts: {}}}}\n"])
+def test_an_inventory_edited_into_something_else_is_named_and_apply_rewrites_it(cluster, text):
+    tk, ws = cluster
+    going = started(tk, "slow.yaml")
+    (ws / "inventory.yml").write_text(text)
+    for args in (("runs",), ("logs", going), ("cancel", going), ("train", "--config", "quick.yaml"),
+                 ("destroy", "--yes"), ("top", "--once")):
+        proc = tk(*args)
+        no_traceback(proc)
+        assert proc.returncode == 2 and "inventory.yml is not an inventory" in proc.stderr, (args, proc.stderr)
+        assert "trainkit apply" in proc.stderr
+    assert tk("apply", "--yes", "--no-provision").returncode == 0
+    assert tk("cancel", going).returncode == 0  # the run was never lost track of

@@ -204,9 +204,8 @@ def ssh(spec, workdir, node):
     Example:
       trainkit ssh examples/clusters/aws.yaml node-1
     """
-    import yaml
-
     from trainkit.inventory import inventory_hosts
+    from trainkit.launch import read_inventory
 
     cluster, ws = _load(spec, workdir)
     if cluster.spec.cloud == "local":
@@ -216,7 +215,7 @@ def ssh(spec, workdir, node):
         with ws.lock("ssh"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
     require_applied(cluster, ws)
-    hosts = inventory_hosts(yaml.safe_load(ws.inventory_yml.read_text()))
+    hosts = inventory_hosts(read_inventory(ws.inventory_yml))
     name = node or next(iter(hosts))
     if name not in hosts:
         raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(hosts)}")

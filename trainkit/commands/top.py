@@ -27,15 +27,15 @@ def top(spec, workdir, once, fmt, interval):
       trainkit top examples/clusters/hosts.yaml
       trainkit top examples/clusters/local.yaml --once --json
     """
-    import yaml
 
+    from trainkit.launch import read_inventory
     from trainkit.top import collect, nodes_from_inventory, table
 
     as_json = fmt == "json"
     cluster, ws = load(spec, workdir)
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
-    nodes = nodes_from_inventory(yaml.safe_load(ws.inventory_yml.read_text()))
+    nodes = nodes_from_inventory(read_inventory(ws.inventory_yml))
     if once:
         rows = collect(nodes)
         if as_json:
