@@ -185,3 +185,26 @@ def test_an_inventory_edited_into_something_else_is_named_and_apply_rewrites_it(
         assert "trainkit apply" in proc.stderr
     assert tk("apply", "--yes", "--no-provision").returncode == 0
     assert tk("cancel", going).returncode == 0  # the run was never lost track of
+
+
+def test_a_job_whose_supervisor_was_killed_still_counts_as_running_and_cancel_stops_it(cluster):
+    tk, ws = cluster
+    going = started(tk, "slow.yaml")
+    wait_status(tk, going, "running")
+    (state_file,) = ws.glob(f"node/work/runs/{going}/nodes/node-0/attempt-1.json")
+    state = json.loads(state_file.read_text())
+    os.kill(state["supervisor_pid"], signal.SIGKILL)  # the OOM killer, a careless kill
+    time.sleep(0.5)
+    os.killpg(state["pid"], 0)  # its job goes on, holding the node
+    wait_status(tk, going, "running")
+    assert tk("train", "--config", "quick.yaml", "--detach").returncode == 8  # not a free cluster
+    cancel = tk("cancel", going, "--wait", "20")
+    assert cancel.returncode == 0 and "cancelled" in cancel.stdout, cancel.stdout + cancel.stderr
+    for _ in range(40):  # the job's group got the SIGTERM
+        try:
+            os.killpg(state["pid"], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.25)
+    else:
+        raise AssertionError("the job outlived cancel")
