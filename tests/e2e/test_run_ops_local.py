@@ -208,3 +208,23 @@ def test_a_job_whose_supervisor_was_killed_still_counts_as_running_and_cancel_st
         time.sleep(0.25)
     else:
         raise AssertionError("the job outlived cancel")
+
+
+def test_ctrl_c_during_ansible_says_interrupted_not_failed(tmp_path):
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    proc = subprocess.Popen([str(TRAINKIT), "apply", "spec.yaml", "--workdir", str(tmp_path / "ws"), "--yes"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        seen = ""
+        while "Gathering Facts" not in seen:  # ansible-playbook is running its first task
+            line = proc.stderr.readline()
+            assert line, seen
+            seen += line
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, seen + err
+    assert "site.yml was interrupted" in err and "run the command again" in err and "Traceback" not in err
