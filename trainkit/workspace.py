@@ -140,8 +140,12 @@ class Workspace:
         self.applied_json.write_text(json.dumps({"applied_at": when}))
 
     def applied_at(self) -> float | None:
-        """When this workspace last applied the cluster, or None."""
-        return json.loads(self.applied_json.read_text())["applied_at"] if self.applied_json.exists() else None
+        """When this workspace last applied the cluster, or None. InputError if edited into junk."""
+        if not self.applied_json.exists():
+            return None
+        when = self._cache(self.applied_json, "`trainkit apply` writes it again (or delete it: only "
+                           "status's TTL and cost so far use it)").get("applied_at")
+        return when if isinstance(when, (int, float)) else None
 
     def write_inventory(self, inventory: dict) -> Path:
         """Write an inventory built by `trainkit.inventory.inventory_for` to inventory.yml."""
@@ -165,8 +169,20 @@ class Workspace:
 
     def read_outputs(self) -> dict[str, Any]:
         """outputs.json as `{name: value}` (terraform's `{name: {value: ...}}` unwrapped)."""
-        raw = json.loads(self.outputs_json.read_text())
+        raw = self._cache(self.outputs_json, "it caches the state backend's outputs: `trainkit status` "
+                          "or `trainkit apply` writes it again")
         return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
+
+    @staticmethod
+    def _cache(path: Path, fix: str) -> dict[str, Any]:
+        """A JSON object trainkit wrote into the workspace; InputError naming it when it is not one."""
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            data = err
+        if not isinstance(data, dict):
+            raise InputError(f"{path} is not the JSON object trainkit wrote ({data})", fix=fix)
+        return data
 
     @contextlib.contextmanager
     def lock(self, command: str) -> Iterator[None]:

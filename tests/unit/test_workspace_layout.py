@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
+import pytest
+
 from trainkit.workspace import Workspace
 
 
@@ -93,3 +95,16 @@ def test_the_stack_fingerprint_follows_rendered_files_not_state(tmp_path):
     assert ws.stack_fingerprint() == first
     (ws.terraform_dir / "main.tf").write_text("b")
     assert ws.stack_fingerprint() != first
+
+
+@pytest.mark.parametrize("text", ['{"nodes": [', "[1]", ""])
+def test_workspace_caches_edited_into_junk_are_named_not_a_crash(tmp_path, text):
+    from trainkit.errors import InputError
+    from trainkit.workspace import Workspace
+
+    ws = Workspace(tmp_path).ensure()
+    for path, read in ((ws.outputs_json, ws.read_outputs), (ws.applied_json, ws.applied_at)):
+        path.write_text(text)
+        with pytest.raises(InputError) as err:
+            read()
+        assert str(path) in err.value.message and "trainkit" in err.value.fix and err.value.exit_code == 2
