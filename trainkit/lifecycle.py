@@ -60,7 +60,9 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
             if err.exit_code == 130:  # Ctrl-C: keep terraform's own message
                 raise
             raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
-                                f"read, so nothing was changed: {err.message}", fix=err.fix,
+                                f"read, so nothing was changed: {err.message}",
+                                fix=f"check `backend:` in {cluster.source} (the bucket must exist and your "
+                                    f"credentials must reach it), then run the command again; {err.fix}",
                                 exit_code=phase) from None
         outputs = {k: v["value"] for k, v in runner.outputs(phase=phase).items()}
     state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
