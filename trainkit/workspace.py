@@ -117,8 +117,8 @@ class Workspace:
 
     def save_plan(self, plan_data: dict, fingerprint: str) -> None:
         """plan.json (terraform show -json of plan.bin) and the fingerprint of the files it is for."""
-        self.plan_json.write_text(json.dumps(plan_data, indent=1, sort_keys=True))
-        self.plan_fingerprint.write_text(fingerprint)
+        _replace(self.plan_json, json.dumps(plan_data, indent=1, sort_keys=True))
+        _replace(self.plan_fingerprint, fingerprint)
 
     def saved_plan(self) -> tuple[str, dict] | None:
         """(fingerprint, plan.json data) of the plan `trainkit plan` saved, or None if incomplete."""
@@ -133,11 +133,11 @@ class Workspace:
 
     def write_outputs(self, outputs: dict[str, Any]) -> None:
         """Cache the state backend's outputs (`{name: value}`) in outputs.json."""
-        self.outputs_json.write_text(json.dumps(outputs, indent=2, sort_keys=True))
+        _replace(self.outputs_json, json.dumps(outputs, indent=2, sort_keys=True))
 
     def mark_applied(self, when: float) -> None:
         """Record the time of the last successful apply (the TTL and cost-so-far start there)."""
-        self.applied_json.write_text(json.dumps({"applied_at": when}))
+        _replace(self.applied_json, json.dumps({"applied_at": when}))
 
     def applied_at(self) -> float | None:
         """When this workspace last applied the cluster, or None. InputError if edited into junk."""
@@ -153,7 +153,7 @@ class Workspace:
 
         self.ensure()
         header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"
-        self.inventory_yml.write_text(header + yaml.safe_dump(inventory, sort_keys=False))
+        _replace(self.inventory_yml, header + yaml.safe_dump(inventory, sort_keys=False))
         return self.inventory_yml
 
     def new_run_dir(self) -> Path:
@@ -196,16 +196,32 @@ class Workspace:
                 holder = fh.read().strip() or "another trainkit command"
                 raise LockedError(f"workspace {self.root} is in use by {holder}",
                                   fix="wait for it to finish; the lock is released when it exits") from None
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"`trainkit {command}` (pid {os.getpid()})\n")
-            fh.flush()
+            try:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(f"`trainkit {command}` (pid {os.getpid()})\n")
+                fh.flush()
+            except OSError as err:  # a full disk: say which file
+                raise OSError(err.errno, err.strerror, str(self.lock_path)) from None
             try:
                 yield
             finally:
                 fh.seek(0)
                 fh.truncate()
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (a temp file renamed over it): a full disk or a Ctrl-C
+    leaves the previous version, never half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as err:  # ENOSPC from a write names no file: name it
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_public_key(path: str | Path, field: str = "ssh.public_key") -> str:

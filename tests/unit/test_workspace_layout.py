@@ -108,3 +108,20 @@ def test_workspace_caches_edited_into_junk_are_named_not_a_crash(tmp_path, text)
         with pytest.raises(InputError) as err:
             read()
         assert str(path) in err.value.message and "trainkit" in err.value.fix and err.value.exit_code == 2
+
+
+def test_a_full_disk_is_named_not_an_internal_error_and_leaves_the_caches_whole(tmp_path, capsys):
+    from trainkit.cli import main
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: local-demo\ncloud: local\nstorage: {data_disk: {enabled: false}}\n")
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.write_inventory({"all": {"vars": {"before": 1}}})
+    before = ws.inventory_yml.read_text()
+    (ws.root / "inventory.yml.tmp").symlink_to("/dev/full")  # every write to it: ENOSPC
+    with pytest.raises(SystemExit) as done:
+        main(["apply", str(spec), "--workdir", str(ws.root), "--yes", "--no-provision"])
+    err = capsys.readouterr().err
+    assert done.value.code == 1 and "internal error" not in err, err
+    assert f"No space left on device: {ws.inventory_yml}" in err and "free space" in err
+    assert ws.inventory_yml.read_text() == before  # the previous version, whole
