@@ -228,3 +228,11 @@ def test_ctrl_c_during_ansible_says_interrupted_not_failed(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, seen + err
     assert "site.yml was interrupted" in err and "run the command again" in err and "Traceback" not in err
+
+
+def test_destroy_twice_says_the_second_time_there_was_nothing_to_destroy(cluster):
+    tk, ws = cluster
+    first = tk("destroy", "--yes")
+    assert first.returncode == 0 and "destroyed" in first.stdout, first.stderr
+    again = tk("destroy", "--yes")
+    assert again.returncode == 0 and "nothing to destroy" in again.stdout and "destroyed" not in again.stdout
