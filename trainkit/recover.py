@@ -120,32 +120,45 @@ def active_runs(cluster: Cluster, ws: Workspace) -> list[Path]:
             and live_status(cluster, ws, p) == "running"]
 
 
-def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120) -> list[tuple[str, str]]:
+def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120,
+               unreachable_ok: bool = False) -> list[tuple[str, str]]:
     """Before the nodes go (destroy): stop each run still running (SIGTERM: it checkpoints), then
     fetch every open run into runs/<id>/ and close its record. Returns [(run id, status)].
-    TrainkitError(DESTROY) when a run's head node cannot be reached: its results would be lost."""
+    A run whose head node cannot be reached: TrainkitError(DESTROY) (its results would be lost),
+    or with `unreachable_ok` (destroy --yes: a cluster must not keep billing) a warning, and the
+    run is closed as "unreachable"."""
     done = []
     for run_dir in open_runs(ws):
-        record = runs.read_record(run_dir)
-        attempt = len(record.get("attempts") or [])
-        if not attempt:
-            finish(cluster, ws, run_dir, "cancelled")
-            continue
-        nodes, group = _nodes(cluster, ws)
-        lay = launch.layout_for(group, run_dir.name)
-        if nodes[0].sh("true", timeout=15).returncode != 0:
-            raise TrainkitError(f"run {run_dir.name}: its results are on {nodes[0].name}, which cannot be "
-                                "reached, so nothing was destroyed", exit_code=DESTROY,
-                                fix=f"make the node reachable and destroy again, or give the results up with "
-                                    f"`trainkit cancel {cluster.source} {run_dir.name}` first")
-        status = live_status(cluster, ws, run_dir)
-        if status == "running":
-            stop_survivors(nodes, lay, attempt, [], wait_s=wait_s)
-            runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
-            status = "cancelled"
+        attempt = len(runs.read_record(run_dir).get("attempts") or [])
+        status = "cancelled" if not attempt else _stop_for_good(cluster, ws, run_dir, attempt, wait_s,
+                                                                 unreachable_ok)
         finish(cluster, ws, run_dir, status)
         done.append((run_dir.name, status))
     return done
+
+
+def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int, wait_s: float,
+                   unreachable_ok: bool) -> str:
+    """Stop `run_dir`'s attempt if it still runs; its final status (see close_runs)."""
+    nodes, group = _nodes(cluster, ws)
+    if nodes[0].sh("true", timeout=15).returncode != 0:
+        if not unreachable_ok:
+            raise TrainkitError(f"run {run_dir.name}: its results are on {nodes[0].name}, which cannot be "
+                                "reached, so nothing was destroyed", exit_code=DESTROY,
+                                fix=f"make the node reachable and destroy again, or give the results up: "
+                                    f"`trainkit destroy {cluster.source} --yes`")
+        from trainkit import progress
+
+        progress.info(f"warning: run {run_dir.name}: {nodes[0].name} cannot be reached; the results it "
+                      "holds go with the cluster")
+        runs.event(run_dir, "unreachable", attempt=attempt, by="destroy")
+        return "unreachable"
+    status = live_status(cluster, ws, run_dir)
+    if status == "running":
+        stop_survivors(nodes, launch.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
+        runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
+        status = "cancelled"
+    return status
 
 
 # ------------------------------------------------------------------ start / attach

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 TRAINKIT = Path(sys.executable).parent / "trainkit"
 REPO = Path(__file__).resolve().parents[2]
@@ -236,3 +237,21 @@ def test_destroy_twice_says_the_second_time_there_was_nothing_to_destroy(cluster
     assert first.returncode == 0 and "destroyed" in first.stdout, first.stderr
     again = tk("destroy", "--yes")
     assert again.returncode == 0 and "nothing to destroy" in again.stdout and "destroyed" not in again.stdout
+
+
+def test_destroy_with_a_run_on_an_unreachable_node_stops_unless_yes_says_go(cluster):
+    tk, ws = cluster
+    going = started(tk, "slow.yaml")
+    inventory = yaml.safe_load((ws / "inventory.yml").read_text())
+    (name, host), = inventory["all"]["children"]["head"]["hosts"].items()
+    host.update(ansible_connection="ssh", ansible_host="127.0.0.1", ansible_port=1, ansible_user="nobody")
+    (ws / "inventory.yml").write_text(yaml.safe_dump(inventory))  # the head node is gone (port 1: refused)
+
+    asked = subprocess.run([str(TRAINKIT), "destroy", "spec.yaml", "--workdir", str(ws)], input="ops-local\n",
+                           cwd=ws.parent, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert asked.returncode == 7 and "cannot be reached, so nothing was destroyed" in asked.stderr, asked.stderr
+    assert (ws / "node").is_dir() and json.loads((ws / "runs" / going / "run.json").read_text())["status"] == "running"
+
+    ci = tk("destroy", "--yes")  # CI: the cluster must not keep billing; say what is lost
+    assert ci.returncode == 0 and f"run {going}: {name} cannot be reached" in ci.stderr, ci.stderr
+    assert json.loads((ws / "runs" / going / "run.json").read_text())["status"] == "unreachable"

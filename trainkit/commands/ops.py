@@ -135,7 +135,7 @@ def destroy(spec, workdir, yes, sweep):
 
     with ws.lock("destroy"):
         if ws.inventory_yml.exists():  # the runs' results live on the nodes until fetched
-            for run_id, run_status in recover.close_runs(cluster, ws):
+            for run_id, run_status in recover.close_runs(cluster, ws, unreachable_ok=yes):
                 click.echo(f"run {run_id} ({run_status}): results fetched into {ws.runs_dir / run_id}", err=True)
         result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)
     if result.get("note"):
