@@ -255,3 +255,25 @@ def test_destroy_with_a_run_on_an_unreachable_node_stops_unless_yes_says_go(clus
     ci = tk("destroy", "--yes")  # CI: the cluster must not keep billing; say what is lost
     assert ci.returncode == 0 and f"run {going}: {name} cannot be reached" in ci.stderr, ci.stderr
     assert json.loads((ws / "runs" / going / "run.json").read_text())["status"] == "unreachable"
+
+
+def test_logs_of_an_ended_run_come_from_its_fetched_folder_and_follow_ends_when_the_nodes_lose_it(cluster):
+    tk, ws = cluster
+    done = started(tk, "quick.yaml")
+    wait_status(tk, done, "completed")
+    assert tk("cancel", done).returncode == 0  # fetches it (already completed)
+    assert tk("destroy", "--yes").returncode == 0
+    fetched = tk("logs", done)  # the cluster is gone; the logs are not
+    assert fetched.returncode == 0 and "node 0 attempt 1 starting" in fetched.stdout, fetched.stderr
+    missing = tk("logs", done, "--node", "3")
+    assert missing.returncode == 2 and "node-0.log" in missing.stderr
+
+    assert tk("apply", "--yes", "--no-provision").returncode == 0
+    going = started(tk, "slow.yaml")
+    wait_status(tk, going, "running")
+    (state_file,) = ws.glob(f"node/work/runs/{going}/nodes/node-0/attempt-1.json")
+    state = json.loads(state_file.read_text())
+    os.killpg(state["pid"], signal.SIGKILL)  # the node rebooted: supervisor and job gone, no word
+    os.kill(state["supervisor_pid"], signal.SIGKILL)
+    follow = tk("logs", going, "--follow", timeout=60)  # ends instead of waiting forever
+    assert follow.returncode == 0 and "node 0 attempt 1 starting" in follow.stdout

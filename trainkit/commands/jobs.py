@@ -140,17 +140,19 @@ def logs(spec, run, workdir, rank, node_index, follow):
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
     record = runs.read_record(run_dir)
+    name = f"node-{node_index}.log" if node_index is not None else \
+        f"rank-{rank or 0}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
+    if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
+        return _fetched_log(run_dir, name)
     nodes, group = launch.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     if node_index is not None:
         if node_index >= len(nodes):
             raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
-        node, name = nodes[node_index], f"node-{node_index}.log"
+        node = nodes[node_index]
     else:
-        r = rank or 0
         per = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
-        node = nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]
-        name = f"rank-{r}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
+        node = nodes[0] if record.get("shared") else nodes[min((rank or 0) // per, len(nodes) - 1)]
     path, offset = f"{lay.run_dir}/logs/{name}", 0
     attempt = len(record.get("attempts") or [])
     while True:
@@ -160,11 +162,21 @@ def logs(spec, run, workdir, rank, node_index, follow):
         if not follow:
             return
         states = launch.node_states(nodes, lay, attempt)
-        if all(s.status in recover.FINAL for s in states):
+        if runs.combined_status([s.status for s in states]) != "running":  # ended, or its nodes are gone
             data, _ = launch.read_from(node, path, offset)
             click.echo(data.decode(errors="replace"), nl=False)
             return
         time.sleep(1)
+
+
+def _fetched_log(run_dir: Path, name: str) -> None:
+    """Print runs/<id>/logs/<name> (fetched when the run ended); InputError listing the logs there."""
+    path = run_dir / "logs" / name
+    if not path.is_file():
+        found = ", ".join(sorted(p.name for p in (run_dir / "logs").glob("*.log"))) or "none"
+        raise InputError(f"run {run_dir.name} has no {name} in {run_dir / 'logs'}",
+                         fix=f"logs fetched when it ended: {found} (--rank N / --node I)")
+    click.echo(path.read_bytes().decode(errors="replace"), nl=False)
 
 
 def _inventory(ws):
