@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import launch, runs
+from trainkit import launch, run_status, runs
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace
@@ -88,37 +88,7 @@ def notice_url(cluster: Cluster, configured: str | None) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ runs as the nodes have them
-
-def live_status(cluster: Cluster, ws: Workspace, run_dir: Path) -> str:
-    """The run's status now: its record's once closed (results fetched); else what the nodes'
-    supervisors say for its newest attempt (`runs.combined_status`); "starting" when no attempt
-    was launched. InputError when run.json cannot be read."""
-    record = runs.read_record(run_dir)
-    status = record.get("status") or "unknown"
-    attempt = len(record.get("attempts") or [])
-    if status not in runs.OPEN or not ws.inventory_yml.exists():
-        return status
-    if not attempt:
-        return "starting"
-    nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
-    states = launch.node_states(nodes, launch.layout_for(group, run_dir.name), attempt)
-    return runs.combined_status([s.status for s in states])
-
-
-def open_runs(ws: Workspace) -> list[Path]:
-    """Runs whose record is not closed (their results are still on the nodes), oldest first."""
-    if not ws.runs_dir.is_dir():
-        return []
-    found = sorted((p for p in ws.runs_dir.iterdir() if (p / "run.json").is_file()), key=runs.created_at)
-    return [p for p in found if runs.read_record(p, strict=False).get("status") in runs.OPEN]
-
-
-def active_runs(cluster: Cluster, ws: Workspace) -> list[Path]:
-    """Runs whose jobs are running on the nodes now."""
-    return [p for p in open_runs(ws) if runs.read_record(p, strict=False).get("attempts")
-            and live_status(cluster, ws, p) == "running"]
-
+# ------------------------------------------------------------------ closing runs (destroy)
 
 def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120,
                unreachable_ok: bool = False) -> list[tuple[str, str]]:
@@ -128,7 +98,7 @@ def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120,
     or with `unreachable_ok` (destroy --yes: a cluster must not keep billing) a warning, and the
     run is closed as "unreachable"."""
     done = []
-    for run_dir in open_runs(ws):
+    for run_dir in run_status.open_runs(ws):
         attempt = len(runs.read_record(run_dir).get("attempts") or [])
         status = "cancelled" if not attempt else _stop_for_good(cluster, ws, run_dir, attempt, wait_s,
                                                                  unreachable_ok)
@@ -153,7 +123,7 @@ def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int,
                       "holds go with the cluster")
         runs.event(run_dir, "unreachable", attempt=attempt, by="destroy")
         return "unreachable"
-    status = live_status(cluster, ws, run_dir)
+    status = run_status.live_status(cluster, ws, run_dir)
     if status == "running":
         stop_survivors(nodes, launch.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
         runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
@@ -170,11 +140,11 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
     would share its GPUs, rendezvous port and, on resume, checkpoints)."""
     job = runs.load_job(config, overrides)
     _nodes(cluster, ws)
-    busy = active_runs(cluster, ws)
+    busy = run_status.active_runs(cluster, ws)
     if resume:
         run_dir = runs.resolve_run(ws.runs_dir, resume)
         record = runs.read_record(run_dir)
-        status = live_status(cluster, ws, run_dir)
+        status = run_status.live_status(cluster, ws, run_dir)
         if run_dir in busy:
             raise LockedError(f"run {run_dir.name} is still running: a second attempt would write the same "
                               "checkpoints", fix=f"follow it: trainkit train {cluster.source} --attach {run_dir.name}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds, launch, recover, resources, runs
+from trainkit import clouds, launch, recover, resources, run_status, runs
 from trainkit.commands.options import (dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
 from trainkit.errors import InputError, TrainkitError
@@ -250,7 +250,7 @@ def cancel(spec, run, workdir, wait_s):
     nodes, group = launch.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     attempt = len(record.get("attempts") or [])
-    status = recover.live_status(cluster, ws, run_dir)
+    status = run_status.live_status(cluster, ws, run_dir)
     if status not in runs.OPEN:  # ended already: keep its true status (fetch it if not yet)
         if record.get("status") in runs.OPEN:
             recover.finish(cluster, ws, run_dir, status)

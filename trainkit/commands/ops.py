@@ -116,10 +116,10 @@ def destroy(spec, workdir, yes, sweep):
     """
     from trainkit.teardown import destroy as teardown
 
-    from trainkit import recover
+    from trainkit import recover, run_status
 
     cluster, ws = _load(spec, workdir)
-    for run_dir in recover.active_runs(cluster, ws) if ws.inventory_yml.exists() else []:
+    for run_dir in run_status.active_runs(cluster, ws) if ws.inventory_yml.exists() else []:
         progress.info(f"warning: run {run_dir.name} is still running on the cluster: destroy stops it "
                       f"(SIGTERM: it saves a checkpoint) and fetches its results into {run_dir} first")
     if not yes:
@@ -135,8 +135,10 @@ def destroy(spec, workdir, yes, sweep):
 
     with ws.lock("destroy"):
         if ws.inventory_yml.exists():  # the runs' results live on the nodes until fetched
-            for run_id, run_status in recover.close_runs(cluster, ws, unreachable_ok=yes):
-                click.echo(f"run {run_id} ({run_status}): results fetched into {ws.runs_dir / run_id}", err=True)
+            for run_id, closed_as in recover.close_runs(cluster, ws, unreachable_ok=yes):
+                if closed_as != "unreachable":  # that one was warned about
+                    click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}",
+                               err=True)
         result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)
     if result.get("note"):
         click.echo(f"cluster {cluster.name}: {result['note']}")
