@@ -177,8 +177,15 @@ def status(spec, workdir, fmt):
     if fmt == "json":
         click.echo(dump_json(out))
         return
-    click.echo(f"{out['cluster']} ({out['cloud']}): {'up' if out['exists'] else 'not created'}"
-               + (f"; state: {out['backend']}" if out.get("backend") else ""))
+    state = "part-way (may still bill)" if out.get("held") and not out["nodes"] else \
+        "up" if out["exists"] else "not created"
+    click.echo(f"{out['cluster']} ({out['cloud']}): {state}" + (f"; state: {out['backend']}" if out.get("backend") else ""))
+    if out.get("held") and not out["nodes"]:
+        click.echo(f"  the state holds {len(out['held'])} resource(s) but no nodes: a destroy or apply stopped "
+                   f"part-way, and they may still bill; finish it with `trainkit destroy {spec}` "
+                   f"(or `trainkit apply {spec}`)")
+        for address in out["held"]:
+            click.echo(f"    {address}")
     for address in out.get("drift") or []:
         click.echo(f"  gone from the cloud (still in the state): {address}; `trainkit apply` replaces it")
     for node in out["nodes"]:
