@@ -52,7 +52,7 @@ destroy: venv
 	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
 
 test: venv-dev checkov
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu" $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu" --durations=20 $(PYTEST_ARGS)
 
 # Only on a machine with an NVIDIA GPU: AMP, NCCL, NVML utilisation.
 test-gpu: venv-dev

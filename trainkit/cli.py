@@ -11,10 +11,14 @@ import importlib
 import os
 import sys
 
-import click
+try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, not a traceback
+    import click
 
-from trainkit import __version__
-from trainkit.errors import TrainkitError, UNEXPECTED
+    from trainkit import __version__
+    from trainkit.errors import TrainkitError, UNEXPECTED
+except KeyboardInterrupt:
+    sys.stderr.write("interrupted\n")
+    sys.exit(130)
 
 # command name -> "module:attribute"; the module is imported on first use.
 COMMANDS: dict[str, str] = {
@@ -69,6 +73,16 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """As click's, but an unknown command names the closest ones (`valdate` -> validate)."""
+        if args and args[0] not in COMMANDS and not args[0].startswith("-") and not ctx.resilient_parsing:
+            import difflib
+
+            close = difflib.get_close_matches(args[0], list(COMMANDS), n=2)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {args[0]!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)

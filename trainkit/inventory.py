@@ -193,6 +193,8 @@ def _local_vars(ws: Workspace) -> dict:
             # checkpoints beside the fetched run (runs/<run-id>/checkpoints): destroy keeps runs/
             "trainkit_checkpoint_root": str(Path(ws.runs_dir).resolve()),
             "trainkit_data_root": str(root / "work" / "datasets"),
+            "trainkit_data_roots": {"disk": str(root / "work" / "datasets"),
+                                    "nas": str(root / "work" / "datasets")},
             "trainkit_python": sys.executable,
             "trainkit_node_python": sys.executable}
 
@@ -273,20 +275,30 @@ def _check_mount_options(value: str) -> str:
         raise ValueError(f"{value!r} is not a comma-separated list of mount options")
     return value
 def _data_vars(cluster: Cluster, work: str) -> dict:
-    """The spec's `data:` section and where it lands: the NAS (staged once, by the head node) or
-    each node's data disk (else its work folder)."""
+    """The spec's `data:` section and where each target lands: the NAS (staged once, by the head
+    node) or each node's data disk (else its work folder). `trainkit_data_roots` serves a job's
+    own `stage:` section (stage_vars)."""
     section = cluster.spec.data
-    if section.target == "nas" and cluster.nas.get("enabled"):
-        root = f"{cluster.nas['mount_point'].rstrip('/')}/{cluster.name}/datasets"
-    elif cluster.data_disk.get("enabled"):
-        root = f"{cluster.data_disk['mount_point'].rstrip('/')}/datasets"
-    else:
-        root = f"{work}/datasets"
+    disk = (f"{cluster.data_disk['mount_point'].rstrip('/')}/datasets"
+            if cluster.data_disk.get("enabled") else f"{work}/datasets")
+    shared = bool(cluster.nas.get("enabled"))
+    roots = {"disk": disk, "nas": f"{cluster.nas['mount_point'].rstrip('/')}/{cluster.name}/datasets"
+             if shared else disk}
     from trainkit.stage_io import env_names
 
     return {"trainkit_data": section.model_dump(mode="json") if section.sources else {},
-            "trainkit_data_env_names": env_names(),
-            "trainkit_data_root": root, "trainkit_data_once": section.target == "nas"}
+            "trainkit_data_env_names": env_names(), "trainkit_data_roots": roots,
+            "trainkit_data_root": roots[section.target],
+            "trainkit_data_once": section.target == "nas" and shared}
+
+
+def stage_vars(section: Any, group: dict[str, Any]) -> dict:
+    """Extra vars that make ansible/stage.yml stage `section` (a job's `stage:`, a DataSection)
+    instead of the spec's `data:`, into the root the inventory's group vars give its target."""
+    roots = group.get("trainkit_data_roots") or {}
+    root = roots.get(section.target) or group.get("trainkit_data_root")
+    return {"trainkit_data": section.model_dump(mode="json"), "trainkit_data_root": root,
+            "trainkit_data_once": section.target == "nas" and bool(group.get("trainkit_shared_work_dir"))}
 
 
 def _training_vars(cluster: Cluster, ws: Workspace) -> dict:

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from trainkit import yamlload
 from trainkit.errors import InputError, TrainkitError, TRAIN
 from trainkit.runs import Job
 
@@ -38,6 +39,9 @@ SSH_TIMEOUT_S = 60
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
 DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".trainkit", "runs", ".mypy_cache",
                     ".pytest_cache", "*.egg-info")
+# The workdir tar is built in memory and copied to every node: code, not data (data goes through
+# the `data:`/`stage:` sections). Past this, `workdir: .` has picked up a dataset or a home folder.
+MAX_WORKDIR_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -90,35 +94,21 @@ class Layout:
         return f"{self.node_dir(rank)}/attempt-{attempt}.json"
 
 
-def read_inventory(inventory_yml: Path) -> dict[str, Any]:
-    """workspace/inventory.yml as written by `trainkit apply`; InputError (exit 2) naming the file
-    when it was edited into something else (it is a cache: apply writes it again)."""
-    from trainkit.inventory import inventory_hosts
-
-    try:
-        inv = yaml.safe_load(inventory_yml.read_text())
-        hosts = inventory_hosts(inv)
-        if not isinstance(inv["all"].get("vars") or {}, dict) or not hosts or \
-                not all(isinstance(v, dict) for v in hosts.values()):
-            raise ValueError("no hosts with variables")
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as err:
-        what = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"{inventory_yml} is not an inventory trainkit wrote ({what})",
-                         fix="it is a cache of the cluster: run `trainkit apply SPEC` again to rewrite it "
-                             "(put your own host settings in the spec or group_vars/all.yml)") from None
-    return inv
-
-
 def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
     """Nodes in rank order and the group vars, from workspace/inventory.yml (InputError if broken)."""
     from trainkit.inventory import inventory_hosts
+    from trainkit.workspace import load_inventory
 
-    inv = read_inventory(inventory_yml)
+    inv = load_inventory(inventory_yml)
     group = dict(inv["all"].get("vars") or {})
     # Ansible reads group_vars/all.yml next to the inventory over the inventory's group vars.
     for extra in (inventory_yml.parent / "group_vars" / "all.yml", inventory_yml.parent / "group_vars" / "all.yaml"):
         if extra.is_file():
-            group.update(yaml.safe_load(extra.read_text()) or {})
+            more = yamlload.load_file(extra, "group vars file") or {}
+            if not isinstance(more, dict):
+                raise InputError(f"{extra}: group vars must be a mapping (key: value lines)",
+                                 fix="fix the file; Ansible reads it too")
+            group.update(more)
     hosts = inventory_hosts(inv)
     nodes = [Node(name, int(v.get("trainkit_node_rank", i)), {**group, **v}) for i, (name, v) in
              enumerate(hosts.items())]
@@ -148,12 +138,21 @@ def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) 
            "TRAINKIT_RUN_DIR": lay.run_dir, "TRAINKIT_STATUS_FILE": f"{lay.node_dir(node.rank)}/status",
            "TRAINKIT_PRIVATE_IP": str(node.vars.get("trainkit_private_ip", "127.0.0.1")),
            "TRAINKIT_PYTHON": str(node.vars.get("trainkit_node_python", "python3")),
+           "TRAINKIT_DATA_ROOT": data_root(job, node.vars),
            "MASTER_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")), "MASTER_PORT": port,
            "NNODES": str(len(nodes)), "NODE_RANK": str(node.rank), "NPROC_PER_NODE": str(nproc),
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     if job.workdir:
         env["TRAINKIT_CODE_DIR"] = lay.code_dir
     return {**env, **job.env}
+
+
+def data_root(job: Job, node_vars: dict[str, Any]) -> str:
+    """Where the job's staged datasets are: its own `stage:` target's root, else the spec's."""
+    roots = node_vars.get("trainkit_data_roots") or {}
+    if job.stage and roots.get(job.stage.target):
+        return str(roots[job.stage.target])
+    return str(node_vars.get("trainkit_data_root") or f"{node_vars.get('trainkit_work_dir', '/opt/trainkit/work')}/datasets")
 
 
 def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
@@ -226,26 +225,47 @@ def tar_bytes(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
-    """The workdir as a tar stream, without DEFAULT_EXCLUDES, .gitignore patterns and extras
-    (fnmatch on each path part and on the relative path; `!` negations are not supported)."""
+def workdir_files(folder: Path, extra_excludes: tuple[str, ...] = ()) -> list[Path]:
+    """What a workdir sync ships: everything but DEFAULT_EXCLUDES, .gitignore patterns and extras
+    (fnmatch on each path part and on the relative path; `!` negations are not supported).
+    InputError past MAX_WORKDIR_BYTES, naming the largest files."""
     patterns = list(DEFAULT_EXCLUDES) + list(extra_excludes)
     ignore = folder / ".gitignore"
     if ignore.is_file():
-        patterns += [ln.strip().strip("/") for ln in ignore.read_text().splitlines()
+        patterns += [ln.strip().strip("/") for ln in ignore.read_text(errors="replace").splitlines()
                      if ln.strip() and not ln.startswith(("#", "!"))]
 
     def skip(rel: Path) -> bool:
         return any(fnmatch(part, p) for part in rel.parts for p in patterns) or \
             any(fnmatch(str(rel), p) for p in patterns)
 
+    files, sizes = [], {}
+    for p in folder.rglob("*"):  # stops at the bound, before a whole disk is walked
+        if skip(p.relative_to(folder)) or p.is_symlink() or not (p.is_file() or p.is_dir()):
+            continue
+        files.append(p)
+        sizes[p] = p.stat().st_size if p.is_file() else 0
+        if sum(sizes.values()) > MAX_WORKDIR_BYTES:
+            _too_big(folder, sizes)
+    return sorted(files)
+
+
+def workdir_tar(folder: Path, extra_excludes: tuple[str, ...] = ()) -> bytes:
+    """The workdir as a tar stream of `workdir_files`."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder)
-            if not skip(rel) and (path.is_file() or path.is_dir()) and not path.is_symlink():
-                tar.add(path, arcname=str(rel), recursive=False)
+        for path in workdir_files(folder, extra_excludes):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
     return buf.getvalue()
+
+
+def _too_big(folder: Path, sizes: dict[Path, int]) -> None:
+    biggest = sorted(sizes, key=sizes.get, reverse=True)[:3]
+    raise InputError(f"workdir {folder}: more than {MAX_WORKDIR_BYTES // 2**20} MiB to copy to every "
+                     "node; largest: " + ", ".join(f"{p.relative_to(folder)} ({sizes[p] / 2**20:,.1f} MiB)"
+                                                  for p in biggest),
+                     fix="add data and outputs to `excludes:` or .gitignore, and stage data with a "
+                         "`stage:`/`data:` section (docs/data.md)")
 
 
 def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float,

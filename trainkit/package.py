@@ -1,6 +1,6 @@
 """The trainkit wheel an installed trainkit ships to the nodes (no source tree needed).
 
-A source checkout builds its wheel with pip (trainkit.provision.build_wheel). An installed
+A source checkout builds its wheel with pip (`node_wheel`). An installed
 trainkit has no pyproject.toml to build from, but its site-packages files ARE an unpacked wheel
 (PEP 427: the package plus its .dist-info with METADATA, WHEEL and entry points): `repack_installed`
 zips them again with a fresh RECORD. Same installed files -> same wheel path (cached by digest).
@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
+
+from trainkit import resources
+from trainkit.errors import PROVISION, TrainkitError
 
 # Written by the installer, not part of the wheel (PEP 376 / PEP 610 / PEP 627).
 INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
@@ -62,3 +69,42 @@ def repack_installed(out_root: Path, name: str = "trainkit") -> Path:
         zf.writestr(f"{dist_info}/RECORD", "\n".join(records) + "\n")
     tmp.replace(wheel)
     return wheel
+
+
+def node_wheel(out_root: Path, source: Path | None = None) -> Path:
+    """The trainkit wheel for the nodes under `out_root/<hash>/`: built with pip from a clean copy
+    of the source tree (no stale build/ leftovers), or, for an installed trainkit with no source
+    tree, its installed files repacked (repack_installed). Reused while the sources are unchanged."""
+    source = source or resources.source_tree()
+    if source is None:
+        return repack_installed(out_root)
+    digest = _source_digest(source)
+    out = out_root / digest
+    found = sorted(out.glob("trainkit-*.whl")) if out.is_dir() else []
+    if found:
+        return found[0]
+    with tempfile.TemporaryDirectory(prefix="trainkit-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        shutil.copytree(source / "trainkit", src / "trainkit",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for name in ("pyproject.toml", "README.md"):
+            if (source / name).is_file():
+                shutil.copy2(source / name, src / name)
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                               "--no-index", "-q", "-w", str(Path(tmp) / "dist"), str(src)],
+                              capture_output=True, text=True)
+        wheels = sorted((Path(tmp) / "dist").glob("trainkit-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            raise TrainkitError(f"building the trainkit wheel failed: {proc.stderr.strip()[-800:]}",
+                                fix="pip install setuptools wheel into this Python", exit_code=PROVISION)
+        out.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy2(wheels[0], out / wheels[0].name))
+
+
+def _source_digest(source: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in (source / "trainkit").rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    for p in files + [source / "pyproject.toml"]:
+        h.update(str(p.relative_to(source)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]

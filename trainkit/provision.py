@@ -14,18 +14,16 @@ ansible-playbook or ansible-runner is not installed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import resources
+from trainkit.package import node_wheel
 from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for
 from trainkit.progress import ProgressDisplay  # the playbook display; re-exported for callers
@@ -33,8 +31,6 @@ from trainkit.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace
 
-# train.yml's task whose result carries each node's torchrun exit code (roles/train/tasks).
-TRAIN_TASK = "Run the training on this node"
 KEEP_ARTIFACTS = 10  # ansible-runner artifact folders kept in workspace/ansible/artifacts
 
 
@@ -48,6 +44,7 @@ class PlaybookResult:
     hosts: dict[str, dict[str, int]] = field(default_factory=dict)   # host -> {ok, changed, ...}
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (host, task, message)
     results: dict[str, dict[str, dict]] = field(default_factory=dict)  # task -> host -> module result
+    stats: dict[str, Any] = field(default_factory=dict)  # what the roles reported (set_stats, aggregated)
     error: str = ""                     # ansible-playbook's own error when no task ran or failed
 
     @property
@@ -93,46 +90,6 @@ def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
     return workspace.write_inventory(inventory_for(cluster, outputs, workspace))
 
 
-def build_wheel(workspace: Workspace, source: Path | None = None) -> Path:
-    """The trainkit wheel for the nodes, built from a clean copy of the package (no stale build/
-    leftovers) and reused while the sources are unchanged: workspace/ansible/wheels/<hash>/.
-    An installed trainkit (no source tree) repacks its installed files (trainkit.package)."""
-    source = source or resources.source_tree()
-    if source is None:
-        from trainkit.package import repack_installed
-        return repack_installed(workspace.ansible_dir / "wheels")
-    digest = _source_digest(source)
-    out = workspace.ansible_dir / "wheels" / digest
-    found = sorted(out.glob("trainkit-*.whl")) if out.is_dir() else []
-    if found:
-        return found[0]
-    with tempfile.TemporaryDirectory(prefix="trainkit-wheel-") as tmp:
-        src = Path(tmp) / "src"
-        shutil.copytree(source / "trainkit", src / "trainkit",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        for name in ("pyproject.toml", "README.md"):
-            if (source / name).is_file():
-                shutil.copy2(source / name, src / name)
-        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                               "--no-index", "-q", "-w", str(Path(tmp) / "dist"), str(src)],
-                              capture_output=True, text=True)
-        wheels = sorted((Path(tmp) / "dist").glob("trainkit-*.whl"))
-        if proc.returncode != 0 or not wheels:
-            raise TrainkitError(f"building the trainkit wheel failed: {proc.stderr.strip()[-800:]}",
-                                fix="pip install setuptools wheel into this Python", exit_code=PROVISION)
-        out.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copy2(wheels[0], out / wheels[0].name))
-
-
-def _source_digest(source: Path) -> str:
-    h = hashlib.sha256()
-    files = sorted(p for p in (source / "trainkit").rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
-    for p in files + [source / "pyproject.toml"]:
-        h.update(str(p.relative_to(source)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
 def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravars: dict | None = None,
                  *, exit_code: int = PROVISION, display: Callable[[dict], bool] | None = None,
                  cmdline: str | None = None, raise_on_failure: bool = True) -> PlaybookResult:
@@ -176,6 +133,8 @@ def _collect(playbook: str, runner: Any) -> PlaybookResult:
         kind = ev.get("event")
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and "res" in data:
             result.results.setdefault(data.get("task", ""), {})[data.get("host", "")] = data["res"]
+        if kind == "playbook_on_stats":
+            result.stats = dict(data.get("artifact_data") or {})
         if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             result.failures.append((data.get("host", "?"), data.get("task", "?"),
                                     _message(data.get("res") or {})))
@@ -227,7 +186,7 @@ def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path |
     if job_config:
         extra["trainkit_job_config"] = str(Path(job_config).resolve())
     if _venv_mode(cluster, workspace, extra) != "reuse" and "trainkit_wheel" not in extra:
-        extra["trainkit_wheel"] = str(build_wheel(workspace).resolve())
+        extra["trainkit_wheel"] = str(node_wheel(workspace.ansible_dir / "wheels").resolve())
     return run_playbook("site.yml", cluster, workspace, extra, exit_code=PROVISION, display=display,
                         cmdline=f"--limit {','.join(limit)}" if limit else None)
 
@@ -268,7 +227,8 @@ def run_train(cluster: Cluster, workspace: Workspace, config_path: str | Path,
              **(extravars or {})}
     result = run_playbook("train.yml", cluster, workspace, extra, exit_code=TRAIN, display=display,
                           raise_on_failure=False)
-    codes = {host: int(res.get("rc", -1)) for host, res in result.results.get(TRAIN_TASK, {}).items()}
+    # each node's torchrun exit code, reported by the train role as data (set_stats)
+    codes = {str(host): int(rc) for host, rc in (result.stats.get("train_exit_codes") or {}).items()}
     files = sorted(p for p in run_dir.rglob("*") if p.is_file())
     train = TrainResult(run_dir, codes, files, result)
     preempted = [h for h, rc in codes.items() if rc == PREEMPTED]

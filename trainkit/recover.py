@@ -23,7 +23,7 @@ from typing import Any, Callable
 from trainkit import launch, run_status, runs
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
-from trainkit.workspace import Workspace
+from trainkit.workspace import Workspace, read_json
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 
@@ -62,7 +62,9 @@ def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
     path = ws.root / "hosts.json"
     if cluster.spec.cloud != "hosts" or not path.is_file():
         return cluster
-    active = json.loads(path.read_text()).get("active") or []
+    record = read_json(path, "trainkit writes it when a spare replaces a host; delete it to use the "
+                             "hosts as the spec lists them")
+    active = (record.get("active") if isinstance(record, dict) else None) or []
     by_name = {h.name: h for h in cluster.spec.hosts}
     if not all(n in by_name for n in active):
         return cluster                   # the spec changed since: it wins
@@ -139,6 +141,7 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
     completed run to resume; LockedError while a run is still running on the cluster (two jobs
     would share its GPUs, rendezvous port and, on resume, checkpoints)."""
     job = runs.load_job(config, overrides)
+    check_job(cluster, job)
     _nodes(cluster, ws)
     busy = run_status.active_runs(cluster, ws)
     if resume:
@@ -171,10 +174,7 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
 def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
     """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl)."""
     nodes, group = _nodes(cluster, ws)
-    if cluster.spec.data.sources:  # the spec's data: section, staged before every attempt (cheap
-        from trainkit.provision import run_playbook  # when present and verified)
-
-        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
+    stage_data(cluster, ws, job, group)
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
     lay = launch.layout_for(group, run_dir.name)
@@ -188,6 +188,27 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     runs.event(run_dir, "launched", attempt=attempt, nodes=[n.name for n in nodes],
                supervisor=sorted(set(how.values())))
     return attempt
+
+
+def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> None:
+    """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
+    attempt (cheap when the files are present and verified: trainkit/stage.py)."""
+    if not (cluster.spec.data.sources or job.stage):
+        return
+    from trainkit.inventory import stage_vars
+    from trainkit.provision import run_playbook
+
+    if cluster.spec.data.sources:
+        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
+    if job.stage:
+        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group), exit_code=TRAIN)
+
+
+def check_job(cluster: Cluster, job: runs.Job) -> None:
+    """What a job asks of the cluster it runs on; InputError (exit 2) before any node is touched."""
+    if job.stage and job.stage.target == "nas" and not cluster.nas.get("enabled"):
+        raise InputError(f"{job.source}: stage.target: nas, but cluster {cluster.name} has no NAS",
+                         fix="use stage.target: disk, or enable storage.nas in the cluster spec")
 
 
 # ------------------------------------------------------------------ watch one attempt

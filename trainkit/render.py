@@ -27,6 +27,7 @@ import jinja2
 from trainkit import clouds, resources
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster, module_variables
+from trainkit.workspace import write_atomic
 
 # The root stack's minimum Terraform: the s3 backend's `use_lockfile` (S3-native state locking)
 # arrived in Terraform 1.10 (Terraform docs, "Backend Type: s3", use_lockfile). `trainkit check`
@@ -205,9 +206,9 @@ def write_files(files: dict[str, str], terraform_dir: str | Path) -> list[Path]:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != content:
-            path.write_text(content)
+            write_atomic(path, content)
         written.append(path)
-    manifest.write_text("".join(f"{rel}\n" for rel in files))
+    write_atomic(manifest, "".join(f"{rel}\n" for rel in files))
     return written
 
 

@@ -33,10 +33,10 @@ def open_runs(ws: Workspace) -> list[Path]:
     if not ws.runs_dir.is_dir():
         return []
     found = sorted((p for p in ws.runs_dir.iterdir() if (p / "run.json").is_file()), key=runs.created_at)
-    return [p for p in found if runs.read_record(p, strict=False).get("status") in runs.OPEN]
+    return [p for p in found if runs.read_record(p).get("status") in runs.OPEN]
 
 
 def active_runs(cluster: Cluster, ws: Workspace) -> list[Path]:
     """Runs whose jobs are running on the nodes now."""
-    return [p for p in open_runs(ws) if runs.read_record(p, strict=False).get("attempts")
+    return [p for p in open_runs(ws) if runs.read_record(p).get("attempts")
             and live_status(cluster, ws, p) == "running"]

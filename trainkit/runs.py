@@ -46,6 +46,7 @@ class Job:
     setup: str | None = None               # once per node, before the first command
     env: dict[str, str] = field(default_factory=dict)
     excludes: tuple[str, ...] = ()         # extra rsync-style exclude patterns for workdir
+    stage: Any = None                      # the job's own data (trainkit.stage.DataSection) or None
 
     @property
     def mode(self) -> str:
@@ -54,7 +55,8 @@ class Job:
     def fingerprint(self) -> str:
         """Hash of everything that decides what the run computes (config, overrides, command)."""
         blob = json.dumps({"engine": self.engine_config, "overrides": list(self.overrides),
-                           "command": self.command, "setup": self.setup, "env": self.env},
+                           "command": self.command, "setup": self.setup, "env": self.env,
+                           "stage": self.stage.model_dump(mode="json") if self.stage else None},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -62,7 +64,7 @@ class Job:
 def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     """Read a train config; InputError (exit 2) naming the file and field for bad launch keys."""
     if not path.is_file():
-        raise InputError(f"{path}: training config not found", fix="check the --config path")
+        raise InputError(f"{path}: training config {yamlload.not_a_file(path)}", fix="check the --config path")
     data = yamlload.load_file(path, "train config") or {}  # bounded aliases, duplicate keys refused
     if not isinstance(data, dict):
         raise InputError(f"{path}: a train config is a mapping of keys to values")
@@ -82,7 +84,18 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
                          fix=f"edit {path} (or pass arguments inside `command:`)")
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
                workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
-               excludes=tuple(str(x) for x in (launch.get("excludes") or ())))
+               excludes=tuple(str(x) for x in (launch.get("excludes") or ())),
+               stage=_stage(path, launch.get("stage")))
+
+
+def _stage(path: Path, value: Any) -> Any:
+    """The job's `stage:` section (the fields of the spec's `data:`), or None when absent/empty."""
+    if value is None:
+        return None
+    from trainkit.stage import load_section
+
+    section = load_section(value, f"{path}: stage")
+    return section if section.sources else None
 
 
 def _text(path: Path, launch: dict, key: str) -> str | None:
@@ -133,24 +146,25 @@ def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
     return run_id
 
 
-def read_record(run_dir: Path, strict: bool = True) -> dict[str, Any]:
-    """run.json as a dict ({} when there is none). A run.json that is not a JSON object (edited
-    by hand, a full disk) raises InputError naming it, so nothing acts on a half-known run;
-    `strict=False` returns {} instead (listing and sorting runs)."""
-    path = run_dir / "run.json"
+def read_record(run_dir: Path) -> dict[str, Any]:
+    """run.json as a dict; {} when it is missing or unreadable (listings show such a run as unknown)."""
     try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
+        record = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
         return {}
-    except (OSError, ValueError) as err:
-        record = err
-    if isinstance(record, dict):
-        return record
-    if not strict:
-        return {}
-    raise InputError(f"{path} is not a run record (not a JSON object: {record}); trainkit will not act "
-                     "on a run it cannot read", fix=f"restore {path} (e.g. from a backup), or move the run "
-                     f"folder {run_dir} aside; its files are untouched")
+    return record if isinstance(record, dict) else {}
+
+
+def check_record(run_dir: Path) -> None:
+    """InputError naming run.json when a run that is about to be attached, resumed, read or
+    cancelled has a record trainkit cannot use (truncated or edited): acting on it would start
+    the attempts over and overwrite the record."""
+    record = read_record(run_dir)
+    if not isinstance(record.get("config"), str) or not isinstance(record.get("attempts", []), list):
+        raise InputError(f"{run_dir / 'run.json'}: the run's record is unreadable or incomplete "
+                         "(truncated or edited by hand)",
+                         fix=f"restore run.json from a backup, or start a new run with `trainkit train`; "
+                             f"this run's logs and results stay in {run_dir}")
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
@@ -173,12 +187,20 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:  # a line cut short (the controller killed mid-append) is skipped, not fatal
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and "event" in entry:
+            out.append(entry)
+    return out
 
 
 def created_at(run_dir: Path) -> float:
     """The run's start time for sorting (0 when run.json is unreadable)."""
-    value = read_record(run_dir, strict=False).get("created_at", 0)
+    value = read_record(run_dir).get("created_at", 0)
     return value if isinstance(value, (int, float)) else 0
 
 
@@ -189,6 +211,7 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
     if run is None:
         if not found:
             raise InputError(f"no runs in {runs_dir}", fix="start one with `trainkit train`")
+        check_record(found[-1])
         return found[-1]
     exact = [p for p in found if p.name == run]
     matches = exact or [p for p in found if p.name.startswith(run)]
@@ -196,6 +219,7 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
         known = ", ".join(p.name for p in found[-5:]) or "none"
         raise InputError(f"run {run!r} {'is ambiguous' if matches else 'not found'} in {runs_dir}",
                          fix=f"recent runs: {known} (see `trainkit runs`)")
+    check_record(matches[0])
     return matches[0]
 
 
@@ -229,7 +253,7 @@ def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
 def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, Any]:
     """One row of `trainkit runs`: id, status, step, best metric, wall time (from the record,
     the fetched summary.json and, while running, the `live` node states)."""
-    record = read_record(run_dir, strict=False)
+    record = read_record(run_dir)
     summary = {}
     if (run_dir / "summary.json").is_file():
         try:

@@ -15,6 +15,9 @@ from trainkit import clouds
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
 _UNIT_MINUTES = {"m": 1, "h": 60, "d": 1440}
+# Any ttl/idle longer than ten years is a typo, not a safety net; the bound also keeps the
+# deadline a date that status can print (Python's time functions stop at year 9999).
+MAX_MINUTES = 3650 * 1440
 
 
 def parse_minutes(text: str) -> float:
@@ -22,7 +25,11 @@ def parse_minutes(text: str) -> float:
     m = _DURATION.match(str(text))
     if not m or float(m.group(1)) <= 0:
         raise ValueError(f"{text!r} is not a duration; write it like 90m, 12h or 2d")
-    return float(m.group(1)) * _UNIT_MINUTES[m.group(2)]
+    minutes = float(m.group(1)) * _UNIT_MINUTES[m.group(2)]
+    if minutes > MAX_MINUTES:
+        raise ValueError(f"{text!r} is more than {MAX_MINUTES // 1440}d; write the time you mean, "
+                         "like 12h or 7d")
+    return minutes
 
 
 def ttl_hours(spec) -> float | None:
@@ -42,6 +49,10 @@ def check_ttl(spec) -> None:
     if spec.ttl is not None and parse_minutes(spec.ttl) < least:
         raise InputError(f"ttl: {room.title} releases an instance no sooner than {least} minutes "
                          f"after it is created, got {spec.ttl}", fix=f"set ttl: {least}m or more")
+    most = (room.limits.get("ttl_max_minutes") if room else None) or MAX_MINUTES
+    if spec.ttl is not None and parse_minutes(spec.ttl) > most:
+        raise InputError(f"ttl: {room.title} releases an instance at most {most // 1440} days after "
+                         f"it is created, got {spec.ttl}", fix=f"set ttl: {most // 1440}d or less")
 
 
 def describe(cluster) -> list[str]:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainkit import clouds, grammar, spec_checks, sshkeys, yamlload
+from trainkit.spec_errors import pydantic_problems
 from trainkit.errors import SpecError
 from trainkit.stage import DataSection
 
@@ -24,7 +26,26 @@ RESERVED_TAG = "trainkit-cluster"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys, .inf/.nan and true/false for a number are errors (pydantic's lax mode would
+    read `nodes: true` as 1 and pass `max_price: .inf` on to Terraform, which has no literal for it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            bad = [f"{name}: expected a number, got {str(data[name]).lower()}"
+                   for name, info in cls.model_fields.items()
+                   if isinstance(data.get(name), bool) and _is_number(info.annotation)]
+            if bad:
+                raise ValueError("\n".join(bad))
+        return data
+
+
+def _is_number(annotation: Any) -> bool:
+    """int, float or an Optional of one (bool is an int subclass, so it is excluded by name)."""
+    return annotation in (int, float) or any(a in (int, float) for a in typing.get_args(annotation))
 
 
 class InstanceSpec(_Model):
@@ -172,7 +193,8 @@ class BackendSpec(_Model):
 class HostSpec(_Model):
     """A machine you already have (target `hosts`), reached over SSH."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+                      description="1-63 letters, digits, '.', '_' and '-', starting with a letter or digit")
     address: str = Field(description="Where SSH connects (IP or DNS name)")
     private_ip: str | None = Field(None, description="Address other nodes use; default = address")
     port: int = Field(22, ge=1, le=65535)
@@ -223,7 +245,8 @@ class BudgetSpec(_Model):
 
 class ClusterSpec(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{1,28}[a-z0-9]$",
-                      description="Lowercase letters, digits and dashes, 3-30 characters")
+                      description="3-30 lowercase letters, digits and '-', starting with a letter "
+                                  "and ending with a letter or digit, e.g. llm-a100")
     cloud: str = Field(description="A target: a cloud with a room (trainkit.clouds) or hosts/local")
     region: str | None = None
     zone: str | None = None
@@ -260,7 +283,7 @@ class ClusterSpec(_Model):
     def _known_target(cls, v: str) -> str:
         known = clouds.targets()
         if v not in known:
-            close = difflib.get_close_matches(v, known, n=1)
+            close = difflib.get_close_matches(str(v).lower(), known, n=1)
             raise ValueError(f"{v!r} is not one of {', '.join(known)}"
                              + (f"; did you mean {close[0]!r}?" if close else ""))
         return v
@@ -323,6 +346,9 @@ def _target_problems(s: ClusterSpec) -> list[str]:
     if s.cloud == "local" and s.storage.nas.enabled:
         out.append("storage.nas.enabled: the local target mounts no shared filesystem and keeps runs "
                    "in its workspace; set storage.nas.enabled: false")
+    if s.data.target == "nas" and not s.storage.nas.enabled:
+        out.append("data.target: nas stages once onto the shared filesystem, but storage.nas is "
+                   "not enabled; enable it or use target: disk")
     if RESERVED_TAG in s.tags:
         out.append(f"tags.{RESERVED_TAG}: reserved, trainkit sets it to the cluster name")
     return out
@@ -355,76 +381,15 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """Parse a YAML file that must hold a mapping (trainkit.yamlload: size, encoding, duplicate
     keys and alias expansion bounded); SpecError for a missing file, InputError for bad YAML."""
     if not path.is_file():
-        raise SpecError(str(path), [("", "file not found", "check the path")])
+        what = yamlload.not_a_file(path)
+        raise SpecError(str(path), [("", "file not found" if what == "not found" else what, "check the path")])
     data = yamlload.load_file(path, "cluster spec")
+    if data is None:
+        raise SpecError(str(path), [("", "the file is empty (or only comments)",
+                                     "start from an example: `trainkit examples`")])
     if not isinstance(data, dict):
         raise SpecError(str(path), [("", "must be a YAML mapping (key: value lines)", None)])
     return data
-
-
-def pydantic_problems(err: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, str | None]]:
-    """Turn pydantic errors into (field path, message, fix) with close-match suggestions."""
-    problems = []
-    for e in err.errors():
-        loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        field = _dotted(loc)
-        msg, fix = e["msg"].removeprefix("Value error, "), None
-        if e["type"] == "extra_forbidden":
-            known = _fields_at(model, loc[:-1])
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            msg = "unknown field"
-            fix = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(known)}"
-        elif e["type"] == "literal_error":
-            expected = e.get("ctx", {}).get("expected", "")
-            options = re.findall(r"'([^']+)'", expected)
-            close = difflib.get_close_matches(str(e.get("input")), options, n=1)
-            msg = f"{e.get('input')!r} is not one of {', '.join(options)}"
-            fix = f"did you mean {close[0]!r}?" if close else None
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "value_error" and (not loc or "\n" in msg or ": " in msg):
-            known = _fields_at(model, loc)
-            for part in msg.split("\n"):
-                head, _, rest = part.partition(": ")
-                if not loc:
-                    problems.append((head, rest or part, None))
-                elif rest and head.split(".")[0].split("[")[0] in known:
-                    problems.append((f"{field}.{head}", rest, None))
-                else:
-                    problems.append((field, part, None))
-            continue
-        problems.append((field, msg, fix))
-    return problems
-
-
-def _dotted(loc: list) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _fields_at(model: type[BaseModel], loc: list) -> list[str]:
-    """The field names of the sub-model at `loc` (for suggestions); [] when unknown."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        info = getattr(current, "model_fields", {}).get(part)
-        if info is None:
-            return []
-        current = _model_in(info.annotation)
-    return list(getattr(current, "model_fields", {}))
-
-
-def _model_in(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
 
 
 def _parse_cidr(value: str) -> str:

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainkit.yamlload import not_a_file
+
 if TYPE_CHECKING:
     from trainkit.workspace import Workspace
 
@@ -44,9 +46,11 @@ def key_problems(ssh: Any, installs_key: bool) -> list[tuple[str, str, str | Non
     pub, priv = key_files(ssh)
     out: list[tuple[str, str, str | None]] = []
     if ssh.private_key and not priv.is_file():
-        out.append(("ssh.private_key", f"{priv} not found", "give the path of an existing key file"))
+        out.append(("ssh.private_key", f"{priv} {not_a_file(priv)}", "give the path of an existing key file"))
+    elif ssh.private_key:
+        out += _private_key_problems(priv)
     if ssh.public_key and not pub.is_file():
-        out.append(("ssh.public_key", f"{pub} not found", "give the path of an existing .pub file, or "
+        out.append(("ssh.public_key", f"{pub} {not_a_file(pub)}", "give the path of an existing .pub file, or "
                     "remove ssh.public_key to have trainkit generate a key pair per cluster"))
     elif ssh.public_key or installs_key:
         out += _public_key_problems(pub, "ssh.public_key" if ssh.public_key else "ssh.private_key",
@@ -55,6 +59,18 @@ def key_problems(ssh: Any, installs_key: bool) -> list[tuple[str, str, str | Non
         out.append(("ssh.private_key", f"not given, and no private key beside {pub}",
                     "set ssh.private_key to the key that matches ssh.public_key"))
     return out
+
+
+def _private_key_problems(priv: Path) -> list[tuple[str, str, str | None]]:
+    """An empty file, or a public key where the private one belongs (ssh fails on both only at
+    apply time, after the cluster is paid for)."""
+    if priv.stat().st_size == 0:
+        return [("ssh.private_key", f"{priv} is empty", "give the path of the private key file")]
+    head = priv.read_bytes()[:MAX_KEY_BYTES].decode("utf-8", "replace").strip()
+    if _PUBLIC_KEY.fullmatch(head):
+        return [("ssh.private_key", f"{priv} is a public key",
+                 "private_key is the file without .pub (ssh.public_key takes the .pub file)")]
+    return []
 
 
 def _public_key_problems(pub: Path, field: str, must_exist: bool) -> list[tuple[str, str, str | None]]:

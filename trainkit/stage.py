@@ -29,7 +29,7 @@ import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -54,6 +54,13 @@ class Source(BaseModel):
     endpoint: str | None = Field(None, description="Override the store's endpoint URL (emulators).")
     region: str | None = Field(None, description="Region for the cloud's endpoint (else from env).")
 
+    @field_validator("name")
+    @classmethod
+    def _not_dots(cls, name: str | None) -> str | None:
+        if name in (".", ".."):
+            raise ValueError(f"{name!r} is the data root or its parent; name a folder under it")
+        return name
+
     @field_validator("url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
@@ -63,11 +70,13 @@ class Source(BaseModel):
         known = [*sorted(schemes()), "https", "http"]
         if "://" not in url or scheme not in known:
             raise ValueError(f"{url!r}: use one of " + ", ".join(f"{k}://" for k in known))
+        if not url.partition("://")[2].split("/", 1)[0]:
+            raise ValueError(f"{url!r} names no bucket or host; write it like {scheme}://bucket/prefix/")
         return url
 
 
 class DataSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # chunk_mb: .inf
     target: Literal["disk", "nas"] = "disk"
     connections: int = Field(10, ge=1, le=64)
     # 8-16 MB byte ranges: Amazon S3 "Best practices design patterns: optimizing performance".
@@ -80,7 +89,7 @@ def load_section(raw: Any, where: str = "data") -> DataSection:
     try:
         return DataSection.model_validate(raw or {})
     except ValidationError as err:
-        lines = [f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
+        lines = [f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()]
         raise InputError("\n  ".join(lines), fix="see docs/data.md for the data: section") from None
 
 
@@ -93,6 +102,18 @@ def plan_ranges(size: int, chunk: int) -> list[tuple[int, int]]:
 
 def folder_name(src: Source) -> str:
     return src.name or src.url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or "data"
+
+
+def destination(root: Path, src: Source, obj: Remote) -> Path:
+    """root/<folder>/<rel>: where `obj` lands. StageError when a name from the store (an object
+    key with '..' or a leading '/') or from the URL would put it outside that folder."""
+    folder, rel = folder_name(src), PurePosixPath(obj.rel)
+    if folder in (".", "..") or str(rel) in ("", ".") or rel.is_absolute() or ".." in rel.parts:
+        raise StageError(f"{src.url}: object {obj.key!r} would be written outside {root / folder}; "
+                         "nothing was downloaded",
+                         fix="rename the object (no '..' or leading '/' in keys) or give the data "
+                             "item a `name:`")
+    return root / folder / rel
 
 
 def is_archive(rel: str) -> bool:
@@ -142,8 +163,8 @@ def stage(section: DataSection, root: Path, store_factory: Callable = open_store
                              fix="give sha256 only for a single object")
         jobs += [(src, store, obj) for obj in objects]
     rows, todo = [], []
-    for src, store, obj in jobs:
-        dest = root / folder_name(src) / obj.rel
+    dests = [destination(root, src, obj) for src, _, obj in jobs]  # all checked before any download
+    for (src, store, obj), dest in zip(jobs, dests):
         if _present(dest, obj, src.sha256):
             rows.append({"path": str(dest), "size": obj.size, "status": "present"})
         else:

@@ -71,7 +71,7 @@ class S3Store:
         except ImportError:
             raise TrainkitError("boto3 is not installed", fix="pip install 'trainkit[train]'") from None
         parts = urllib.parse.urlsplit(url)
-        self.url, self.bucket, self.prefix = url, parts.netloc, parts.path.lstrip("/")
+        self.url, self.bucket, self.prefix, self.room = url, parts.netloc, parts.path.lstrip("/"), room
         region = region or _env(room.region_variables)
         kwargs: dict = {}
         if room.credentials and room.credentials[0].variables and len(room.credentials[0].variables) == 2:
@@ -88,7 +88,19 @@ class S3Store:
                                    **kwargs)
 
     def list(self) -> list[Remote]:
-        """The object named by the URL, or every object under it as a prefix."""
+        """The object named by the URL, or every object under it as a prefix; InputError naming
+        the variables to set when the environment holds no credentials."""
+        from botocore.exceptions import NoCredentialsError
+
+        try:
+            return self._list()
+        except NoCredentialsError:
+            names = [" / ".join(v) for cs in self.room.credentials[:1] for v in cs.variables]
+            raise InputError(f"data source {self.url}: no {self.room.title} credentials in the "
+                             "environment", fix=f"set {' and '.join(names) or 'the access keys'} "
+                                                "(credentials come only from the environment)") from None
+
+    def _list(self) -> list[Remote]:
         from botocore.exceptions import ClientError
 
         if self.prefix and not self.prefix.endswith("/"):

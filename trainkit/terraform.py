@@ -44,9 +44,12 @@ class Result:
 
 def terraform_path() -> str:
     """The terraform binary; MissingToolError with install instructions when there is none."""
-    path = os.environ.get("TRAINKIT_TERRAFORM") or shutil.which("terraform")
-    if not path or not os.access(path, os.X_OK):
-        raise MissingToolError("terraform is not installed (needed for cloud targets)", fix=INSTALL_HINT)
+    given = os.environ.get("TRAINKIT_TERRAFORM")
+    path = given or shutil.which("terraform")
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        what = (f"TRAINKIT_TERRAFORM={given} is not an executable file" if given
+                else "terraform is not installed (needed for cloud targets)")
+        raise MissingToolError(what, fix=INSTALL_HINT)
     return path
 
 

@@ -3,8 +3,9 @@
 Layout (docs/design.md): terraform/, plan.bin, plan.json, plan.fingerprint, review.md,
 outputs.json, applied.json, inventory.yml, ssh/ (per-cluster key pair, 0600), ansible/, node/
 (the `local` target's files), runs/<run-id>/, terraform.log (+ the previous few commands' logs),
-lock. This class is the only place that names them. Outputs and inventory are caches of the
-state backend, the one truth about what exists. Credentials are never written here.
+lock, .trainkit-workspace (marks the folder as trainkit's and names its cluster). This class is
+the only place that names them. Outputs and inventory are caches of the state backend, the one
+truth about what exists. Credentials are never written here.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ LOGS_KEPT = 3  # terraform.log of this command plus the two before it
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+    cluster: str = ""  # the cluster it belongs to ("" = not checked); the marker records it
 
     @classmethod
     def for_cluster(cls, name: str, workdir: str | Path | None = None) -> "Workspace":
-        """`workdir` if given, else `.trainkit/<name>` under the current directory."""
-        return cls((Path(workdir) if workdir else DEFAULT_BASE / name).absolute())
+        """`workdir` if given (a quoted `~` expanded, as the spec's key paths are; a literal `~`
+        folder invites `rm -rf ~`), else `.trainkit/<name>` under the current directory."""
+        return cls((Path(workdir).expanduser() if workdir else DEFAULT_BASE / name).absolute(), name)
 
     terraform_dir = property(lambda self: self.root / "terraform")
     plan_bin = property(lambda self: self.root / "plan.bin")
@@ -58,8 +61,51 @@ class Workspace:
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
                      "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform")
 
+    marker = property(lambda self: self.root / ".trainkit-workspace")
+
+    def foreign_files(self) -> list[str]:
+        """The names of CLUSTER_FILES here that trainkit did not write ([] when an earlier command
+        marked the folder: the marker, its lock or a rendered stack). render overwrites and
+        destroy deletes those names, so a folder with any of them is not used."""
+        if (self.marker.exists() or self.lock_path.exists()
+                or (self.terraform_dir / ".trainkit-rendered").exists()):
+            return []
+        return [name for name in self.CLUSTER_FILES if (self.root / name).exists()]
+
+    def owner(self) -> str:
+        """The cluster named in the marker ("" when unmarked or marked by an older trainkit)."""
+        try:
+            return self.marker.read_text().strip()
+        except OSError:
+            return ""
+
+    def check_ours(self) -> None:
+        """InputError naming the folder and the files trainkit would overwrite or delete there, or
+        the other cluster the folder belongs to (its stack, state and keys would be replaced)."""
+        owner = self.owner()
+        if self.cluster and owner and owner != self.cluster:
+            raise InputError(f"workspace {self.root} belongs to cluster {owner!r}, not {self.cluster!r}; "
+                             f"using it would replace {owner}'s Terraform stack, state and keys",
+                             fix=f"give {self.cluster} its own --workdir (or drop --workdir for "
+                                 f".trainkit/{self.cluster})")
+        foreign = self.foreign_files()
+        if foreign:
+            raise InputError(f"workspace {self.root}: {', '.join(foreign)} here were not written by "
+                             "trainkit; render would overwrite them and destroy would delete them",
+                             fix="use a new or empty folder for --workdir (or drop --workdir for "
+                                 ".trainkit/<cluster name>)")
+
     def ensure(self) -> "Workspace":
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Create the folder (and its marker); InputError when it is not trainkit's or cannot be made."""
+        self.check_ours()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not self.owner():
+                self.marker.write_text(f"{self.cluster}\n" if self.cluster else "")
+        except OSError as err:
+            raise InputError(f"workspace {self.root}: cannot create it ({err.strerror}: {err.filename})",
+                             fix="give --workdir a folder you can write, whose parents are folders, "
+                                 "not files") from None
         return self
 
     def ensure_ssh_key(self, comment: str = "trainkit") -> str:
@@ -68,7 +114,7 @@ class Workspace:
             if not shutil.which("ssh-keygen"):
                 raise MissingToolError("ssh-keygen is not installed",
                                        fix="install OpenSSH (Debian/Ubuntu: apt-get install openssh-client)")
-            self.ssh_dir.mkdir(parents=True, exist_ok=True)
+            self.ensure().ssh_dir.mkdir(exist_ok=True)
             os.chmod(self.ssh_dir, 0o700)
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
                             "-f", str(self.ssh_private_key)], check=True)
@@ -95,7 +141,9 @@ class Workspace:
             path.unlink()
 
     def remove_cluster_files(self) -> None:
-        """Remove CLUSTER_FILES and the terraform logs (after destroy); runs/ and review.md stay."""
+        """Remove CLUSTER_FILES and the terraform logs (after destroy); runs/ and review.md stay.
+        InputError, deleting nothing, in a folder trainkit did not write (check_ours)."""
+        self.check_ours()
         for name in self.CLUSTER_FILES:
             path = self.root / name
             if path.is_dir():
@@ -117,14 +165,14 @@ class Workspace:
 
     def save_plan(self, plan_data: dict, fingerprint: str) -> None:
         """plan.json (terraform show -json of plan.bin) and the fingerprint of the files it is for."""
-        _replace(self.plan_json, json.dumps(plan_data, indent=1, sort_keys=True))
-        _replace(self.plan_fingerprint, fingerprint)
+        write_atomic(self.plan_json, json.dumps(plan_data, indent=1, sort_keys=True))
+        write_atomic(self.plan_fingerprint, fingerprint)
 
     def saved_plan(self) -> tuple[str, dict] | None:
         """(fingerprint, plan.json data) of the plan `trainkit plan` saved, or None if incomplete."""
         if not (self.plan_bin.exists() and self.plan_json.exists() and self.plan_fingerprint.exists()):
             return None
-        return self.plan_fingerprint.read_text(), json.loads(self.plan_json.read_text())
+        return self.plan_fingerprint.read_text(), read_json(self.plan_json, REPLAN)
 
     def drop_saved_plan(self) -> None:
         """Forget plan.bin (a saved plan applies once) so the next apply plans again."""
@@ -133,19 +181,20 @@ class Workspace:
 
     def write_outputs(self, outputs: dict[str, Any]) -> None:
         """Cache the state backend's outputs (`{name: value}`) in outputs.json."""
-        _replace(self.outputs_json, json.dumps(outputs, indent=2, sort_keys=True))
+        write_atomic(self.outputs_json, json.dumps(outputs, indent=2, sort_keys=True))
 
     def mark_applied(self, when: float) -> None:
         """Record the time of the last successful apply (the TTL and cost-so-far start there)."""
-        _replace(self.applied_json, json.dumps({"applied_at": when}))
+        write_atomic(self.applied_json, json.dumps({"applied_at": when}))
 
     def applied_at(self) -> float | None:
-        """When this workspace last applied the cluster, or None. InputError if edited into junk."""
+        """When this workspace last applied the cluster, or None."""
         if not self.applied_json.exists():
             return None
-        when = self._cache(self.applied_json, "`trainkit apply` writes it again (or delete it: only "
-                           "status's TTL and cost so far use it)").get("applied_at")
-        return when if isinstance(when, (int, float)) else None
+        when = read_json(self.applied_json, REAPPLY)
+        if not isinstance(when, dict) or not isinstance(when.get("applied_at"), (int, float)):
+            raise InputError(f"{self.applied_json}: no applied_at time in it (edited by hand?)", fix=REAPPLY)
+        return when["applied_at"]
 
     def write_inventory(self, inventory: dict) -> Path:
         """Write an inventory built by `trainkit.inventory.inventory_for` to inventory.yml."""
@@ -153,7 +202,7 @@ class Workspace:
 
         self.ensure()
         header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"
-        _replace(self.inventory_yml, header + yaml.safe_dump(inventory, sort_keys=False))
+        write_atomic(self.inventory_yml, header + yaml.safe_dump(inventory, sort_keys=False))
         return self.inventory_yml
 
     def new_run_dir(self) -> Path:
@@ -169,26 +218,22 @@ class Workspace:
 
     def read_outputs(self) -> dict[str, Any]:
         """outputs.json as `{name: value}` (terraform's `{name: {value: ...}}` unwrapped)."""
-        raw = self._cache(self.outputs_json, "it caches the state backend's outputs: `trainkit status` "
-                          "or `trainkit apply` writes it again")
+        raw = read_json(self.outputs_json, REAPPLY)
+        if not isinstance(raw, dict):
+            raise InputError(f"{self.outputs_json}: not the outputs mapping trainkit writes", fix=REAPPLY)
         return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
-
-    @staticmethod
-    def _cache(path: Path, fix: str) -> dict[str, Any]:
-        """A JSON object trainkit wrote into the workspace; InputError naming it when it is not one."""
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            data = err
-        if not isinstance(data, dict):
-            raise InputError(f"{path} is not the JSON object trainkit wrote ({data})", fix=fix)
-        return data
 
     @contextlib.contextmanager
     def lock(self, command: str) -> Iterator[None]:
         """Hold the workspace lock for one command; LockedError if another holds it."""
         self.ensure()
-        with open(self.lock_path, "a+") as fh:
+        try:
+            fh = open(self.lock_path, "a+")
+        except OSError as err:
+            raise InputError(f"{self.lock_path}: cannot open the workspace lock ({err.strerror})",
+                             fix="remove it: trainkit's lock is a plain file, and no command holds "
+                                 "a folder or an unreadable file") from None
+        with fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -211,17 +256,46 @@ class Workspace:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write `path` whole or not at all (a temp file renamed over it): a full disk or a Ctrl-C
-    leaves the previous version, never half a file."""
-    tmp = path.with_name(path.name + ".tmp")
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file renamed over it: an interrupt (Ctrl-C, a full
+    disk) leaves the old file or the new one under the final name, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         tmp.write_text(text)
-        tmp.replace(path)
+        os.replace(tmp, path)
     except OSError as err:  # ENOSPC from a write names no file: name it
         raise OSError(err.errno, err.strerror, str(path)) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+REAPPLY = ("trainkit writes this file from the cluster's state: delete it and run `trainkit apply SPEC` "
+           "again, which rewrites it without changing the cluster")
+REPLAN = "delete plan.bin, plan.json and plan.fingerprint and run `trainkit plan SPEC` again"
+
+
+def read_json(path: Path, fix: str) -> Any:
+    """A workspace JSON file parsed; InputError naming the file (truncated, edited, not UTF-8)."""
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, OSError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise InputError(f"{path}: unreadable or truncated ({err})", fix=fix) from None
+
+
+def load_inventory(path: Path) -> dict[str, Any]:
+    """inventory.yml parsed, in the shape trainkit.inventory writes; InputError naming the file."""
+    import yaml
+
+    from trainkit.inventory import inventory_hosts
+
+    try:
+        inventory = yaml.safe_load(path.read_text())
+        inventory_hosts(inventory)
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
+        detail = f"no {err} in it" if isinstance(err, KeyError) else str(err).splitlines()[0]
+        raise InputError(f"{path}: not an inventory as trainkit writes it ({detail}; edited by hand?)",
+                         fix=REAPPLY) from None
+    return inventory
 
 
 def read_public_key(path: str | Path, field: str = "ssh.public_key") -> str:

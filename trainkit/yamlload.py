@@ -62,7 +62,7 @@ class _Loader(yaml.SafeLoader):
 def read_text(path: Path, what: str) -> str:
     """The file's text; InputError for a missing, huge, binary or non-UTF-8 file."""
     if not path.is_file():
-        raise InputError(f"{path}: {what} not found", fix="check the path")
+        raise InputError(f"{path}: {what} {not_a_file(path)}", fix="check the path")
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise InputError(f"{path}: {what} is {size:,} bytes; at most {MAX_BYTES:,} are read",
@@ -80,6 +80,17 @@ def read_text(path: Path, what: str) -> str:
         line = data[:err.start].count(b"\n") + 1
         raise InputError(f"{path}: line {line}: byte {data[err.start]:#04x} is not UTF-8; trainkit "
                          f"reads {what}s as UTF-8", fix="save the file as UTF-8") from None
+
+
+def not_a_file(path: Path) -> str:
+    """Why `path` is not a readable file, in words: 'not found', a folder, a FIFO, a link loop."""
+    if path.is_symlink() and not path.exists():
+        return "is a symbolic link to nothing (dangling, or a loop of links)"
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.exists():
+        return "is not a regular file (a FIFO, socket or device)"
+    return "not found"
 
 
 def load_file(path: str | Path, what: str = "YAML file") -> Any:
@@ -123,10 +134,14 @@ def _check_expansion(root: Node) -> None:
         if done:
             active.discard(key)
             sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
-            if sizes[key] > MAX_NODES:
+            # Without aliases a subtree holds at most the distinct nodes seen so far.
+            if sizes[key] > MAX_NODES and sizes[key] > len(sizes):
                 raise _Refused(node.start_mark.line + 1,
                                f"aliases (*name) expand to more than {MAX_NODES:,} values",
                                "write the values out, or use fewer nested aliases")
+            if sizes[key] > MAX_NODES:
+                raise _Refused(None, f"more than {MAX_NODES:,} values; a cluster spec or train "
+                               "config has hundreds", "is this the right file?")
             continue
         if key in sizes:
             continue

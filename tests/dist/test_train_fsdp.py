@@ -91,7 +91,7 @@ def test_fsdp_ddp_and_one_process_give_the_same_losses_with_dropout_on(fsdp_run,
 
 
 def test_sigterm_at_random_steps_under_fsdp_then_resume_is_bitwise(fsdp_run, tmp_path):
-    stops = sorted(random.Random(15).sample(range(2, STEPS - 1), 3))
+    stops = sorted(random.Random(15).sample(range(2, STEPS - 1), 5))
     for stop in stops:
         proc = launch(2, tmp_path, TRAINKIT_FAULT_SIGTERM_AT_STEP=",".join(map(str, stops)),
                       TRAINKIT_FAULT_SIGTERM_TARGET="parent")
@@ -122,7 +122,7 @@ def test_resume_on_another_world_size_continues_the_same_run(fsdp_run, tmp_path,
 
 def test_kill_9_during_sharded_async_writes_never_leaves_a_bad_newest_checkpoint(fsdp_run, tmp_path):
     rnd = random.Random(9)
-    kills = sorted(rnd.sample(range(4, STEPS - 2, 2), 5))
+    kills = sorted(rnd.sample(range(4, STEPS - 2, 2), 10))
     every = "checkpoint.every_n_steps=2"
     root = tmp_path / "checkpoints"
     for step in kills:

@@ -182,7 +182,7 @@ def test_an_inventory_edited_into_something_else_is_named_and_apply_rewrites_it(
                  ("destroy", "--yes"), ("top", "--once")):
         proc = tk(*args)
         no_traceback(proc)
-        assert proc.returncode == 2 and "inventory.yml is not an inventory" in proc.stderr, (args, proc.stderr)
+        assert proc.returncode == 2 and "inventory.yml: not an inventory" in proc.stderr, (args, proc.stderr)
         assert "trainkit apply" in proc.stderr
     assert tk("apply", "--yes", "--no-provision").returncode == 0
     assert tk("cancel", going).returncode == 0  # the run was never lost track of

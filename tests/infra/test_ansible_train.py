@@ -69,24 +69,8 @@ def test_train_playbook_runs_torchrun_on_the_local_node_and_fetches_the_run(tmp_
 def test_the_spec_data_section_is_staged_on_the_node_and_feeds_the_split(tmp_path, range_http):
     """data: (https, an archive of <class>/<item>.npy) staged by the train role before torchrun;
     the run trains on the staged folder (data: folder) split 7:2:1."""
-    import io
-    import tarfile
-
-    import numpy as np
-
     www, url = range_http
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        rng = np.random.default_rng(0)
-        for label in ("cat", "dog"):
-            for i in range(40):
-                item = io.BytesIO()
-                np.save(item, rng.random((1, 8, 8), dtype=np.float32) * 0.1 + 3 * (label == "dog"))
-                info = tarfile.TarInfo(f"{label}/{i}.npy")
-                info.size = item.tell()
-                item.seek(0)
-                tar.addfile(info, item)
-    (www / "pets.tar.gz").write_bytes(buf.getvalue())
+    write_pets_archive(www / "pets.tar.gz")
     spec = tmp_path / "cluster.yaml"
     spec.write_text("name: local-data\ncloud: local\nstorage:\n  data_disk: {enabled: false}\n"
                     f"data:\n  sources:\n    - {{url: '{url}/pets.tar.gz', name: pets}}\n")
@@ -103,6 +87,55 @@ def test_the_spec_data_section_is_staged_on_the_node_and_feeds_the_split(tmp_pat
     # on-disk items: `workers: auto` measured the loader instead of assuming
     assert "workers: auto -> " in (result.run_dir / "logs" / "rank-0.log").read_text()
     assert "(measured" in (result.run_dir / "logs" / "rank-0.log").read_text()
+
+
+def test_a_jobs_own_stage_section_is_staged_before_it_and_found_by_name(tmp_path, range_http):
+    """`trainkit train` (the CLI, detached launcher) with a train config carrying `stage:`: the
+    archive is staged under the node's data root before the job starts, and `data_args.path: pets`
+    (relative) is found there through $TRAINKIT_DATA_ROOT."""
+    import subprocess
+    import sys
+
+    from trainkit.provision import prepare_inventory
+
+    www, url = range_http
+    write_pets_archive(www / "pets.tar.gz")
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text("name: local-stage\ncloud: local\nstorage:\n  data_disk: {enabled: false}\n")
+    config = tmp_path / "pets.yaml"
+    config.write_text(f"stage:\n  sources:\n    - {{url: '{url}/pets.tar.gz', name: pets}}\n"
+                      "data: folder\ndata_args: {path: pets}\nmodel_args: {num_classes: 2}\n"
+                      "epochs: 4\nbatch: 16\nexport: {onnx: false}\nplot: false\n")
+    cluster, ws = load_cluster(spec), Workspace(tmp_path / "ws")
+    prepare_inventory(cluster, ws)
+    proc = subprocess.run([sys.executable, "-m", "trainkit", "train", str(spec), "--config", str(config),
+                           "--workdir", str(ws.root)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (ws.root.resolve() / "node" / "work" / "datasets" / "pets" / "cat" / "0.npy").is_file()
+    (run,) = [p for p in ws.runs_dir.iterdir() if p.name.startswith("pets-")]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["val_acc"] > 0.9
+
+
+def write_pets_archive(path: Path) -> None:
+    """A .tar.gz of <class>/<item>.npy: 40 'cat' and 40 'dog' 1x8x8 arrays, easy to tell apart."""
+    import io
+    import tarfile
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        rng = np.random.default_rng(0)
+        for label in ("cat", "dog"):
+            for i in range(40):
+                item = io.BytesIO()
+                np.save(item, rng.random((1, 8, 8), dtype=np.float32) * 0.1 + 3 * (label == "dog"))
+                info = tarfile.TarInfo(f"{label}/{i}.npy")
+                info.size = item.tell()
+                item.seek(0)
+                tar.addfile(info, item)
+    path.write_bytes(buf.getvalue())
 
 
 def assert_two_ranks_trained_one_epoch(summary: dict, records: list[dict]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tarfile
 
 import pytest
@@ -124,3 +125,24 @@ def test_bad_sections_name_the_field():
         load_section({"sources": [{"url": "ftp://host/file"}]})
     with pytest.raises(InputError, match="unknown scheme 'ftp'"):
         open_store("ftp://host/file")
+
+
+def test_object_keys_that_would_leave_the_data_folder_are_refused_before_any_download(s3_data, tmp_path):
+    client, _ = s3_data
+    for key in ("evil//abs.txt", "evil/a/../../../x.txt"):  # keys are the store owner's text, not paths
+        client.put_object(Bucket="data", Key=key, Body=b"x")
+        client.put_object(Bucket="data", Key="evil/ok.txt", Body=b"ok")
+        root = tmp_path / key.replace("/", "_") / "root"
+        with pytest.raises(StageError, match=r"would be written outside .*root/evil"):
+            stage(section({"url": "s3://data/evil/"}), root)
+        assert not root.exists() or not [p for p in root.rglob("*") if p.is_file()]
+        client.delete_object(Bucket="data", Key=key)
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_a_data_name_or_url_of_dots_and_a_url_without_a_bucket_are_bad_input():
+    for src, expected in [({"url": "s3://data/set/", "name": ".."}, "data.sources.0.name: '..' is the data root"),
+                          ({"url": "s3://"}, "data.sources.0.url: 's3://' names no bucket")]:
+        with pytest.raises(InputError, match=re.escape(expected)):
+            load_section({"sources": [src]})
+

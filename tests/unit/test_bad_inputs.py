@@ -69,6 +69,7 @@ SPECS = [
     ("nas-size-on-hosts", merged(HOSTS, "storage.nas", {"enabled": True, "size_gb": 100}),
      "storage.nas.size_gb"),
     ("nas-on-local", merged(LOCAL, "storage.nas.enabled", True), "storage.nas.enabled"),
+    ("data-on-a-missing-nas", merged(LOCAL, "data.target", "nas"), "data.target: nas"),
     ("python-relative", merged(LOCAL, "launch.python", "python3"), "launch.python"),
     ("python-semicolon", merged(LOCAL, "launch.python", "/usr/bin/python3; rm -rf /"), "launch.python"),
     ("python-subshell", merged(LOCAL, "launch.python", "/usr/bin/$(id)"), "launch.python"),
@@ -104,6 +105,31 @@ SPECS = [
     ("junk-keys", "name: demo\ncloud: local\n" + "".join(f"junk{i}: {i}\n" for i in range(500)),
      "junk0: unknown field"),
     ("not-a-mapping", "- name: demo\n", "must be a YAML mapping"),
+    ("nodes-true", "name: local-demo\ncloud: local\nnodes: true\n", "nodes: expected a number, got true"),
+    ("host-port-true", host("port", True), "hosts[0].port: expected a number, got true"),
+    ("disk-size-false", merged(ALI, "storage.data_disk.size_gb", False),
+     "storage.data_disk.size_gb: expected a number, got false"),
+    ("max-price-inf", merged(ALI, "spot", {"enabled": True, "max_price": float("inf")}),
+     "spot.max_price: Input should be a finite number"),
+    ("budget-nan", merged(ALI, "budget.max_per_hour", float("nan")), "budget.max_per_hour: Input should be a finite"),
+    ("data-chunk-inf", merged(LOCAL, "data.chunk_mb", float("inf")), "data.chunk_mb: Input should be a finite"),
+    *((f"name-{case}", merged(LOCAL, "name", name), f"name: {name!r} is not a valid name (3-30 lowercase")
+      for case, name in [("emoji", "gpu-🚀"), ("uppercase", "MyCluster"), ("dotdot", "../x"), ("dot", "."),
+                         ("leading-digit", "1abc"), ("underscore", "a_bc"), ("too-short", "ab"),
+                         ("too-long", "a" * 31), ("trailing-dash", "abc-"), ("nul", "ab\x00c")]),
+    ("ttl-overflow", merged(ALI, "ttl", "9" * 320 + "h"), "is more than 3650d; write the time you mean"),
+    ("idle-eleven-years", merged(ALI, "idle", "4100d"), "idle: '4100d' is more than 3650d"),
+    ("ttl-past-alibaba-max", merged(ALI, "ttl", "1100d"), "ttl: Alibaba Cloud releases an instance at most 1095 days"),
+    ("host-name-path", host("name", "../../etc"), "hosts[0].name: '../../etc' is not a valid name (1-63"),
+    ("storage-null", "name: local-demo\ncloud: local\nstorage: null\n",
+     "storage: expected a mapping (key: value lines), got nothing (null)"),
+    ("admin-cidrs-a-string", merged(ALI, "network.admin_cidrs", "203.0.113.0/24"),
+     "network.admin_cidrs: expected a list ([a, b], or one '- item' per line), got '203.0.113.0/24'"),
+    ("cloud-a-list", merged(LOCAL, "cloud", ["local"]), "cloud: expected text, got a list"),
+    ("cloud-uppercase", merged(LOCAL, "cloud", "AWS"), "cloud: 'AWS' is not one of alicloud, tencentcloud, "
+     "huaweicloud, aws, hosts, local; did you mean 'aws'?"),
+    ("backend-region-unknown", merged(ALI, "backend", {"type": "oss", "bucket": "b", "region": "cn-hangzou"}),
+     "backend.region: 'cn-hangzou' is not a region of Alibaba Cloud (did you mean cn-hangzhou"),
     ("tab-indent", "name: demo\ncloud: local\nlaunch:\n\troot: /opt/x\n", "not valid YAML"),
 ]
 
@@ -138,6 +164,7 @@ def keys(tmp_path):
     (d / "lonely.pub").write_text((d / "id.pub").read_text())
     (d / "priv-as-pub").write_text(PRIVATE_KEY)
     (d / "garbage.pub").write_text("hello world\n")
+    (d / "empty").write_text("")
     return d
 
 
@@ -150,6 +177,11 @@ KEY_CASES = [
     ("public-key-garbage", lambda d: merged(ALI, "ssh", {"public_key": str(d / "garbage.pub"),
                                                         "private_key": str(d / "id")}),
      "is not one OpenSSH public key line"),
+    ("private-key-empty", lambda d: merged(HOSTS, "ssh.private_key", str(d / "empty")),
+     "ssh.private_key: {d}/empty is empty"),
+    ("private-key-is-public", lambda d: merged(HOSTS, "ssh.private_key", str(d / "id.pub")),
+     "ssh.private_key: {d}/id.pub is a public key"),
+    ("private-key-folder", lambda d: merged(HOSTS, "ssh.private_key", str(d)), "ssh.private_key: {d} is a folder"),
     ("public-key-without-private", lambda d: merged(ALI, "ssh.public_key", str(d / "lonely.pub")),
      "ssh.private_key: not given"),
 ]
@@ -192,7 +224,13 @@ TRAIN = [
     ("train-binary", b"\x7fELF\x02\x01\x01\x00" + bytes(64), "binary file"),
     ("train-utf16", "epochs: 3\n".encode("utf-16"), "UTF-16"),
     ("train-junk", "".join(f"junk{i}: {i}\n" for i in range(300)), "... and 250 more problem(s) not shown"),
+    ("lr0-inf", "lr0: .inf\n", "lr0: expected a finite number (got inf)"),
+    ("mtbf-nan", "checkpoint: {mtbf_hours: .nan}\n", "checkpoint.mtbf_hours: expected a finite number"),
     ("train-not-mapping", "[1, 2]\n", "a train config is a mapping"),
+    ("stage-scheme", "stage:\n  sources:\n    - {url: 'ftp://x/y'}\n", "stage.sources.0.url"),
+    ("stage-connections", "stage: {connections: 0, sources: [{url: 'https://x/y'}]}\n", "stage.connections"),
+    ("env-reserved", "command: python t.py\nenv: {TRAINKIT_RUN_ID: x}\n", "env.TRAINKIT_RUN_ID"),
+    ("run-name", "name: 'my run'\n", "name: 'my run' is not a run name"),
 ]
 
 
@@ -220,3 +258,28 @@ def _validate(capsys, *args: str) -> tuple[int, str]:
     _, err = capsys.readouterr()
     assert "Traceback" not in err and "internal error" not in err, err
     return exc.value.code, err
+
+
+def test_a_spec_that_is_not_a_regular_file_says_what_it_is(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "fifo.yaml")  # a FIFO would block a reader forever; it is refused unread
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    for name, expected in [("fifo.yaml", "is not a regular file (a FIFO, socket or device)"),
+                           ("a.yaml", "is a symbolic link to nothing (dangling, or a loop of links)"),
+                           ("empty.yaml", "the file is empty (or only comments)")]:
+        for args in ([str(tmp_path / name)], ["--config", str(tmp_path / name)])[:1 if "empty" in name else 2]:
+            code, err = _validate(capsys, *args)  # (an empty train config is all defaults: valid)
+            assert code == 2, err
+            assert str(tmp_path / name) in err and expected in err, err
+
+
+def test_validate_config_takes_a_built_in_name_as_train_does(capsys):
+    code, err = _validate(capsys, "--config", "digts")
+    assert code == 2 and "--config digts: no such file and no built-in training config" in err
+    assert "digits" in err  # the fix lists the built-in names
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--config", "digits"])
+    assert exc.value.code == 0

@@ -63,7 +63,7 @@ def test_resume_with_a_changed_config_is_refused_unless_forced(tmp_path):
 
 def test_resolve_run_by_prefix_and_newest(tmp_path):
     for i, name in enumerate(["a-1", "a-2", "b-1"]):
-        runs.write_record(tmp_path / name, {"run_id": name, "created_at": i})
+        runs.write_record(tmp_path / name, {"run_id": name, "config": "c.yaml", "created_at": i})
     assert runs.resolve_run(tmp_path, None).name == "b-1"
     assert runs.resolve_run(tmp_path, "b").name == "b-1"
     with pytest.raises(InputError, match="ambiguous"):
@@ -148,3 +148,44 @@ def test_runs_lists_a_finished_engine_run_whose_summary_names_its_best_metric(tm
     out = capsys.readouterr()
     assert done.value.code == 0, out.err
     assert "best_val_acc=0.990" in out.out and "completed" in out.out and "60s" in out.out
+
+
+def test_a_jobs_stage_section_is_a_launch_key_checked_and_part_of_the_fingerprint(tmp_path):
+    job = runs.load_job(write(tmp_path, "epochs: 3\nstage:\n  sources:\n"
+                                        "    - {url: 'https://example.org/pets.tar.gz', name: pets}\n"))
+    assert job.engine_config == {"epochs": 3} and job.stage.sources[0].name == "pets"
+    plain = runs.load_job(write(tmp_path, "epochs: 3\n", "plain.yaml"))
+    assert plain.stage is None and plain.fingerprint() != job.fingerprint()  # other data, other run
+    with pytest.raises(InputError) as err:
+        runs.load_job(write(tmp_path, "stage:\n  sources:\n    - {url: 'ftp://x/y'}\n", "bad.yaml"))
+    assert "bad.yaml: stage.sources.0.url" in err.value.message and err.value.exit_code == 2
+
+
+def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_where():
+    from trainkit.inventory import stage_vars
+    from trainkit.stage import load_section
+
+    group = {"trainkit_data_root": "/mnt/shared/c/datasets", "trainkit_shared_work_dir": True,
+             "trainkit_data_roots": {"disk": "/data/datasets", "nas": "/mnt/shared/c/datasets"}}
+    disk = load_section({"sources": [{"url": "https://example.org/a.tar"}]})
+    nas = load_section({"target": "nas", "sources": [{"url": "https://example.org/a.tar"}]})
+    assert stage_vars(disk, group)["trainkit_data_root"] == "/data/datasets"
+    assert not stage_vars(disk, group)["trainkit_data_once"]
+    assert (stage_vars(nas, group)["trainkit_data_root"], stage_vars(nas, group)["trainkit_data_once"]) == (
+        "/mnt/shared/c/datasets", True)
+    job = runs.Job(name="j", source=Path("j.yaml"), engine_config={}, stage=disk)
+    assert launch.data_root(job, group) == "/data/datasets"
+    assert launch.data_root(runs.Job(name="j", source=Path("j.yaml"), engine_config={}), group) == \
+        "/mnt/shared/c/datasets"  # no stage: of its own -> the spec's data root
+    lay = launch.Layout("/w", "/r", "j-1")
+    assert "export TRAINKIT_DATA_ROOT=/data/datasets" in launch.launch_script(job, _node(**group), [_node(**group)], lay, 1)
+
+
+def test_a_workdir_too_big_to_ship_names_its_largest_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "MAX_WORKDIR_BYTES", 2**20)  # the real bound is 256 MiB; same path
+    (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "dataset.bin").write_bytes(bytes(3 * 2**20))  # `workdir: .` next to the data
+    with pytest.raises(InputError, match=r"workdir .*: more than 1 MiB to copy to every node; "
+                                         r"largest: dataset.bin \(3.0 MiB\)") as err:
+        launch.workdir_tar(tmp_path)
+    assert "excludes:" in err.value.fix

@@ -15,7 +15,7 @@ from trainkit.workspace import Workspace
 
 
 def test_a_second_command_on_the_same_cluster_is_refused_with_exit_8(tmp_path, repo):
-    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    ws = Workspace.for_cluster("local-demo", tmp_path / "ws")
     with ws.lock("apply"):
         with pytest.raises(LockedError, match="in use by `trainkit apply`"):
             with ws.lock("destroy"):
@@ -137,7 +137,7 @@ def test_the_key_pair_of_a_state_applied_before_the_key_output_is_found():
 def test_status_while_another_command_holds_the_workspace_shows_the_cache_and_says_so(tmp_path, repo):
     import json
 
-    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    ws = Workspace.for_cluster("aws-demo", tmp_path / "ws")
     ws.ensure()
     node = {"name": "aws-demo-node-0", "id": "i-1", "private_ip": "10.0.0.5", "public_ip": "203.0.113.5"}
     ws.outputs_json.write_text(json.dumps({"nodes": [node]}))

@@ -4,6 +4,7 @@ time, the inventory write; nothing else in trainkit builds those paths, and inve
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 import pytest
@@ -24,7 +25,7 @@ def test_remove_cluster_files_keeps_runs_and_the_review(tmp_path):
     ws.review_md.write_text("# review")
     run = ws.new_run_dir()
     ws.remove_cluster_files()
-    assert sorted(p.name for p in ws.root.iterdir()) == ["review.md", "runs"]
+    assert sorted(p.name for p in ws.root.iterdir()) == [".trainkit-workspace", "review.md", "runs"]
     assert run.is_dir()
 
 
@@ -118,7 +119,7 @@ def test_a_full_disk_is_named_not_an_internal_error_and_leaves_the_caches_whole(
     ws = Workspace(tmp_path / "ws").ensure()
     ws.write_inventory({"all": {"vars": {"before": 1}}})
     before = ws.inventory_yml.read_text()
-    (ws.root / "inventory.yml.tmp").symlink_to("/dev/full")  # every write to it: ENOSPC
+    (ws.root / f".inventory.yml.tmp{os.getpid()}").symlink_to("/dev/full")  # every write to it: ENOSPC
     with pytest.raises(SystemExit) as done:
         main(["apply", str(spec), "--workdir", str(ws.root), "--yes", "--no-provision"])
     err = capsys.readouterr().err

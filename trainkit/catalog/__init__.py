@@ -10,6 +10,7 @@ sort after every known price; they are never estimated.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from trainkit import clouds
+from trainkit import clouds, yamlload
 from trainkit.errors import InputError
 
 CATALOG_DIR = Path(__file__).parent
@@ -104,9 +105,9 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
     Types not in the file keep their shipped prices. InputError names the file and the key.
     """
     path = Path(price_file)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
+    try:  # bounded, UTF-8, duplicate keys refused; a FIFO or folder is refused unread (it hung)
+        data = yamlload.load_file(path, "price file")
+    except OSError as err:
         raise InputError(f"{path}: cannot read price file ({err})") from None
     if not isinstance(data, dict) or not isinstance(data.get("prices"), dict):
         raise InputError(f"{path}: expected a mapping with a `prices:` mapping of TYPE -> "
@@ -115,14 +116,15 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
     updated = []
     for type_name, row in data["prices"].items():
         if type_name not in known:
-            close = difflib.get_close_matches(type_name, sorted(known), n=1)
+            close = difflib.get_close_matches(str(type_name), sorted(known), n=1)
             raise InputError(f"{path}: prices.{type_name}: not a {catalog.cloud} type in the catalog",
                              fix=f"did you mean {close[0]!r}?" if close else None)
         if not isinstance(row, dict) or set(row) - set(PRICE_KEYS):
             raise InputError(f"{path}: prices.{type_name}: give {', '.join(PRICE_KEYS)} numbers")
         for key, value in row.items():
-            if value is not None and (not isinstance(value, (int, float)) or value < 0):
-                raise InputError(f"{path}: prices.{type_name}.{key}: must be a number >= 0")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
+                raise InputError(f"{path}: prices.{type_name}.{key}: must be a number >= 0, got {value!r}")
     for inst in catalog.instances:
         row = data["prices"].get(inst.type)
         updated.append(replace(inst, **row) if row else inst)

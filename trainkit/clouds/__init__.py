@@ -27,6 +27,7 @@ import yaml
 
 from trainkit import resources
 from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
+from trainkit.errors import InputError
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -97,8 +98,15 @@ def _external(name: str, folder: str) -> Cloud:
     spec = importlib.util.spec_from_file_location(f"trainkit_cloud_{name}", root / "cloud.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    cloud = module.CLOUD
+    try:  # the user's code: any failure is named with its file, not an internal error
+        spec.loader.exec_module(module)
+        cloud = module.CLOUD
+        if not isinstance(cloud, Cloud):
+            raise TypeError(f"CLOUD is a {type(cloud).__name__}, not a trainkit.clouds.Cloud")
+    except Exception as err:
+        raise InputError(f"{root / 'cloud.py'} (a room on {PATH_VARIABLE}) cannot be loaded: "
+                         f"{type(err).__name__}: {err}",
+                         fix=f"fix the file, or take its folder off {PATH_VARIABLE}") from None
     if cloud.name != name:
         raise KeyError(f"{root / 'cloud.py'} defines cloud {cloud.name!r}, expected {name!r}")
     return _with_files(cloud, regions=root / "regions.yaml", catalog=root / "catalog.yaml",

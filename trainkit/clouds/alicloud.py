@@ -99,8 +99,10 @@ CLOUD = Cloud(
     ),
     price_adapter="trainkit.clouds.prices_alicloud",
     tag_sweeper="trainkit.clouds.alicloud_sweep",
-    # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time".
-    limits={"ttl_min_minutes": 30},
+    # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time";
+    # ModifyInstanceAutoReleaseTime (help.aliyun.com/document_detail/47576.html): at most three
+    # years after the current time.
+    limits={"ttl_min_minutes": 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
     # OSS docs, "Use Amazon S3 SDKs to access OSS": endpoint s3.oss-<region>.aliyuncs.com.
     object_store=("oss", "https://s3.oss-{region}.aliyuncs.com"),
 )

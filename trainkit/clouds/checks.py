@@ -29,6 +29,20 @@ def problems(cloud: Cloud, spec: Any, resolved: dict[str, Any]) -> list[Problem]
 
 
 def _location(cloud: Cloud, spec: Any) -> list[Problem]:
+    out = _backend_region(cloud, spec.backend.region)
+    return out + _region_zone(cloud, spec)
+
+
+def _backend_region(cloud: Cloud, region: str | None) -> list[Problem]:
+    """The state bucket's region, when given, is one of the cloud's (terraform init says so only later)."""
+    if not region or not cloud.regions or region in cloud.regions:
+        return []
+    close = difflib.get_close_matches(region, list(cloud.regions), n=3, cutoff=0.6)
+    return [("backend.region", f"{region!r} is not a region of {cloud.title}",
+             f"did you mean {', '.join(close)}?" if close else "use the region of the state bucket")]
+
+
+def _region_zone(cloud: Cloud, spec: Any) -> list[Problem]:
     region, zone = spec.region, spec.zone
     if not region or not zone:
         return []

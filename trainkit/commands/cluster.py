@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
-from trainkit.commands.options import (dump_json, format_option, load, prices_option, spec_argument,
-                                       workdir_option)
+from trainkit.commands.options import (check_region, dump_json, format_option, load, prices_option,
+                                       spec_argument, workdir_option)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command()
 @click.argument("spec", type=click.Path(dir_okay=False), required=False)
 @click.option("--config", "config", type=click.Path(dir_okay=False),
-              help="Also (or only) check this training config, as `trainkit train` will.")
+              help="Also (or only) check this training config (a YAML file or a built-in name), "
+                   "as `trainkit train` will.")
 @click.argument("overrides", nargs=-1)
 @prices_option
 @format_option(help_text="json prints the resolved cluster.")
@@ -39,6 +42,9 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
 
     if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
         spec, overrides = None, (spec, *overrides)
+    if spec and config and not Path(spec).exists() and not spec.endswith((".yaml", ".yml")):
+        raise click.UsageError(f"{spec!r} is neither a spec file nor an override; an override is "
+                               f"key=value, e.g. {spec}=3")
     if not spec and not config:
         raise click.UsageError("give a cluster SPEC, a --config TRAIN, or both")
     if overrides and not config:
@@ -60,7 +66,10 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
             out = {"name": cluster.name, "cloud": cluster.spec.cloud, "nodes": cluster.nodes,
                    "instance_type": inst.type if inst else None, "gpus_per_node": cluster.gpus_per_node,
                    "image": cluster.image, "warnings": list(cluster.warnings)}
-        if checked is not None:
+        if checked is not None and getattr(checked, "command", None) is not None:
+            out["train_config"] = {"path": config, "name": checked.name, "command": checked.command,
+                                   "workdir": str(checked.workdir) if checked.workdir else None}
+        elif checked is not None:
             out["train_config"] = {"path": config, "hash": checked.config.hash(), "notes": checked.notes}
         click.echo(dump_json(out))
         return
@@ -71,7 +80,10 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
         click.echo(f"{spec}: ok - {cluster.name} on {cluster.spec.cloud}, {what}")
         for warning in cluster.warnings:
             click.echo(f"warning: {warning}", err=True)
-    if checked is not None:
+    if checked is not None and getattr(checked, "command", None) is not None:
+        click.echo(f"{config}: ok - custom job {checked.name}: its `command:` runs on every node"
+                   + (f" from {checked.workdir}" if checked.workdir else ""))
+    elif checked is not None:
         cfg = checked.config
         click.echo(f"{config}: ok - model {cfg.model}, data {cfg.data}, {cfg.epochs} epoch(s), "
                    f"global batch {cfg.batch}")
@@ -81,8 +93,19 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
+    from trainkit import runs
+    from trainkit.resources import train_config
     from trainkit.validate import check_train_config, world_size
 
+    if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
+        config = str(train_config(config))
+    job = runs.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
+    if job.command is not None:  # a custom job: the engine's keys do not apply; its workdir ships
+        if job.workdir:
+            from trainkit.launch import workdir_files
+
+            workdir_files(job.workdir, job.excludes)
+        return job
     return check_train_config(config, list(overrides), world_size(cluster) if cluster else None)
 
 
@@ -104,6 +127,8 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
     """
     if price_file and not cloud:
         raise click.UsageError("--prices needs --cloud (a price file belongs to one cloud)")
+    if region and cloud:
+        check_region(cloud, region)
     rows = []
     for name in [cloud] if cloud else catalog_clouds():
         cat = load_catalog(name)
@@ -162,8 +187,9 @@ def render(spec: str, workdir: str | None) -> None:
 
     cluster, ws = load(spec, workdir, warn=True)
     require_terraform(cluster)
-    key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
-    written = write_stack(cluster, key, ws.terraform_dir)
+    with ws.lock("render"):  # refuses someone else's --workdir; never rewrites a stack mid-apply
+        key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
+        written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
     click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")
     click.echo(f"  review: {folder}/main.tf (module inputs), versions.tf (state backend), "

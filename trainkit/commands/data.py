@@ -25,14 +25,11 @@ def stage(file: str, root: str, fmt: str) -> None:
     Example:
       trainkit stage examples/clusters/local.yaml --root /data/datasets
     """
-    import yaml
-
+    from trainkit import yamlload
     from trainkit.stage import load_section, stage as run_stage
 
-    try:
-        raw = yaml.safe_load(Path(file).read_text()) or {}
-    except yaml.YAMLError as err:
-        raise InputError(f"{file}: not YAML/JSON: {err}") from None
+    # One loader for every user YAML: bounded size and aliases, UTF-8, no FIFO read (it hung).
+    raw = yamlload.load_file(file, "data file") or {}
     section = raw.get("data") if isinstance(raw, dict) else None
     if not isinstance(section, dict):
         raise InputError(f"{file}: no `data:` mapping to stage",

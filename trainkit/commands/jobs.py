@@ -12,12 +12,12 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, launch, recover, resources, run_status, runs
-from trainkit.commands.options import (dump_json, format_option, load as _load, require_applied,
+from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
 from trainkit.errors import InputError, TrainkitError
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command()
 @spec_argument
 @workdir_option
 @click.option("--config", "config", default=None,
@@ -32,13 +32,13 @@ from trainkit.errors import InputError, TrainkitError
 @click.option("--max-recoveries", type=click.IntRange(0), default=3, show_default=True)
 @click.option("--max-restarts-on-errors", type=click.IntRange(0), default=0, show_default=True,
               help="Relaunches after a failure of the job itself (not a reclaim).")
-@click.option("--backoff", "backoff_s", type=click.FloatRange(0), default=60.0, show_default=True,
+@click.option("--backoff", "backoff_s", type=Finite(0, 86400), default=60.0, show_default=True,
               help="Seconds before the first relaunch; doubles each time (max 900).")
-@click.option("--poll", "poll_s", type=click.FloatRange(0.2), default=2.0, show_default=True,
+@click.option("--poll", "poll_s", type=Finite(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between looks at the nodes.")
 @click.option("--notice-url", help="Spot-termination metadata URL the nodes poll (default: the "
               "cloud's, when spot is on).")
-@click.option("--notice-poll", "notice_poll_s", type=click.FloatRange(0.2), default=5.0, show_default=True)
+@click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
@@ -56,10 +56,13 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     if resume and config is None and not overrides:  # the run's own config, as it was started
         config, overrides = _resumed_config(ws, resume)
     config_path = None if attach else resources.train_config(config)
-    if config_path is not None and runs.load_job(config_path, list(overrides)).command is None:
+    job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
+    if job is not None and job.command is None:
         from trainkit.validate import check_train_config, world_size
 
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
+    if job is not None and job.workdir:
+        launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
     require_applied(cluster, ws)
     cluster = recover.effective_cluster(cluster, ws)
     opts = recover.Options(detach=detach, recover=recover_, **tuning)
@@ -152,7 +155,11 @@ def logs(spec, run, workdir, rank, node_index, follow):
         node = nodes[node_index]
     else:
         per = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
-        node = nodes[0] if record.get("shared") else nodes[min((rank or 0) // per, len(nodes) - 1)]
+        r = rank or 0
+        if r >= per * len(nodes):
+            raise InputError(f"--rank {r}: the cluster runs {per * len(nodes)} rank(s) "
+                             f"({len(nodes)} node(s) x {per})", fix=f"give --rank 0 to {per * len(nodes) - 1}")
+        node = nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]
     path, offset = f"{lay.run_dir}/logs/{name}", 0
     attempt = len(record.get("attempts") or [])
     while True:
@@ -212,7 +219,7 @@ def runs_(spec, workdir, fmt):
 
 
 def _row(ws, run_dir: Path) -> dict:
-    record = runs.read_record(run_dir, strict=False)
+    record = runs.read_record(run_dir)
     if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
         return runs.summarize(run_dir)
     nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
@@ -234,7 +241,7 @@ def _engine() -> runs.Job:
 @spec_argument
 @click.argument("run")
 @workdir_option
-@click.option("--wait", "wait_s", type=click.FloatRange(0), default=120.0, show_default=True,
+@click.option("--wait", "wait_s", type=Finite(0, 86400), default=120.0, show_default=True,
               help="Seconds to wait for the checkpoint and stop.")
 def cancel(spec, run, workdir, wait_s):
     """Stop RUN cleanly: SIGTERM to the job on every node (it writes a checkpoint), then stop.

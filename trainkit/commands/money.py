@@ -7,19 +7,21 @@ from pathlib import Path
 
 import click
 
-from trainkit.commands.options import dump_json, format_option, prices_option, spec_argument, workdir_option
+from trainkit.commands.options import (Finite, check_region, dump_json, format_option, prices_option,
+                                       spec_argument, workdir_option)
 from trainkit.errors import InputError
 
 
 @click.command()
 @spec_argument
-@click.option("--hours", type=click.FloatRange(min=0, min_open=True), required=True,
-              help="Hours of training work (wall hours on a node that is never reclaimed).")
-@click.option("--reclaims-per-day", type=click.FloatRange(min=0), default=None,
+@click.option("--hours", type=Finite(min=0, min_open=True, max=1e6), required=True,
+              help="Hours of training work (wall hours on a node that is never reclaimed; "
+                   "at most 1e6, a century).")
+@click.option("--reclaims-per-day", type=Finite(min=0), default=None,
               help="Spot reclaims of the cluster per day (default 1: an assumption).")
-@click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--checkpoint-seconds", type=Finite(min=0, min_open=True), default=None,
               help="Seconds to write a checkpoint (default: measured by the newest run, else 60).")
-@click.option("--restart-seconds", type=click.FloatRange(min=0), default=None,
+@click.option("--restart-seconds", type=Finite(min=0), default=None,
               help="Seconds from a reclaim to training again (default 600).")
 @prices_option
 @workdir_option
@@ -123,6 +125,7 @@ def refresh(cloud, region, types, zone, endpoint):
 
     if cloud not in clouds.TERRAFORM_TARGETS:
         raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")
+    check_region(cloud, region)
     wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
     path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)
     click.echo(f"prices written to {path}")

@@ -14,9 +14,11 @@ import click
 
 from trainkit import errors, lifecycle, progress
 from trainkit.inventory import ssh_argv  # noqa: F401  (trainkit ssh; re-exported for callers)
-from trainkit.commands.options import (FORMATS, dump_json, format_option, load, prices_option,
+from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)
+from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError
+from trainkit.workspace import write_atomic
 
 
 def _load(spec: str, workdir: str | None, price_file: str | None = None):
@@ -29,7 +31,8 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
 @workdir_option
 @prices_option
 @format_option(FORMATS, "markdown pastes into a pull request; json is stable for CI.")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), help="Also write the review here.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), callback=out_file_check,
+              help="Also write the review here.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 10 when the plan has changes (0 when none), like terraform's flag.")
 def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
@@ -44,6 +47,9 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
     """
     from trainkit.review import to_markdown, to_text
 
+    if out_file and Path(out_file).resolve() in (Path(spec).resolve(), Path(price_file or spec).resolve()):
+        raise InputError(f"--out {out_file} is the spec or price file; the review would overwrite it",
+                         fix="write the review to another file, e.g. --out review.md")
     cluster, ws = load(spec, workdir, price_file, warn=True)
     with ws.lock("plan"):
         rev = lifecycle.plan(cluster, ws)
@@ -51,7 +57,7 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
             "json": dump_json}[fmt](rev)
     click.echo(text)
     if out_file:
-        Path(out_file).write_text(text if text.endswith("\n") else text + "\n")
+        write_atomic(Path(out_file), text if text.endswith("\n") else text + "\n")
     if rev["blocking"]:
         sys.exit(errors.PLAN_BLOCKED)
     if detailed_exitcode and rev["changes"]["has_changes"]:
@@ -84,7 +90,7 @@ def apply(spec, workdir, price_file, yes, no_provision):
         if rev["blocking"]:
             raise InputError("the plan has blocking findings; fix the spec and plan again",
                              exit_code=errors.PLAN_BLOCKED)
-        return yes or click.confirm("Apply this plan?", default=False, err=True)
+        return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
         result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision)
@@ -123,7 +129,8 @@ def destroy(spec, workdir, yes, sweep):
         progress.info(f"warning: run {run_dir.name} is still running on the cluster: destroy stops it "
                       f"(SIGTERM: it saves a checkpoint) and fetches its results into {run_dir} first")
     if not yes:
-        typed = click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True)
+        typed = ask(lambda: click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True),
+                    "destroy")
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
 
@@ -131,7 +138,8 @@ def destroy(spec, workdir, yes, sweep):
         click.echo(f"still in the cloud, tagged trainkit-cluster={cluster.name}:", err=True)
         for res in found:
             click.echo(f"  {res['type']} {res['id']}", err=True)
-        return yes or click.confirm(f"Delete these {len(found)} resource(s)?", default=False, err=True)
+        return yes or ask(lambda: click.confirm(f"Delete these {len(found)} resource(s)?", default=False,
+                                                err=True), "destroy --sweep")
 
     with ws.lock("destroy"):
         if ws.inventory_yml.exists():  # the runs' results live on the nodes until fetched
@@ -214,7 +222,7 @@ def ssh(spec, workdir, node):
       trainkit ssh examples/clusters/aws.yaml node-1
     """
     from trainkit.inventory import inventory_hosts
-    from trainkit.launch import read_inventory
+    from trainkit.workspace import load_inventory
 
     cluster, ws = _load(spec, workdir)
     if cluster.spec.cloud == "local":
@@ -224,7 +232,7 @@ def ssh(spec, workdir, node):
         with ws.lock("ssh"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
     require_applied(cluster, ws)
-    hosts = inventory_hosts(read_inventory(ws.inventory_yml))
+    hosts = inventory_hosts(load_inventory(ws.inventory_yml))
     name = node or next(iter(hosts))
     if name not in hosts:
         raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(hosts)}")

@@ -10,6 +10,7 @@ never by destroy/status/ssh and never between a prompt and its answer.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable
 
 import click
@@ -24,6 +25,64 @@ workdir_option = click.option("--workdir", type=click.Path(file_okay=False),
                               help="Workspace folder (default .trainkit/<cluster name>).")
 prices_option = click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
                              help="Your own price file (overrides catalog prices).")
+
+
+class Finite(click.FloatRange):
+    """click.FloatRange that also refuses inf and nan (FloatRange takes them: `cost --hours inf`
+    crashed with OverflowError, `--reclaims-per-day inf` with ZeroDivisionError)."""
+
+    name = "finite number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def check_region(cloud: str, region: str) -> str:
+    """`region` when it is one of `cloud`'s (its room's list; any a-z0-9- name when the room has
+    none); else InputError naming --region with the closest names. The region names a price file,
+    so it is never a path."""
+    import difflib
+    import re
+
+    from trainkit import clouds
+
+    known = clouds.get(cloud).regions
+    if (known and region in known) or (not known and re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", region)):
+        return region
+    close = difflib.get_close_matches(region, list(known), n=3, cutoff=0.6)
+    raise InputError(f"--region {region!r} is not a region of {cloud}",
+                     fix=f"did you mean {', '.join(close)}?" if close else
+                     f"regions: {', '.join(sorted(known)) or 'lowercase letters, digits and -'}")
+
+
+def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback for an output file option: its folder must exist, so the command fails before
+    the work (a plan, an export), not after it."""
+    from pathlib import Path
+
+    if value is not None:
+        folder = Path(value).absolute().parent
+        if not folder.is_dir():
+            raise click.BadParameter(f"folder {folder} does not exist; create it or write elsewhere")
+    return value
+
+
+def ask(prompt: Callable[[], Any], question: str) -> Any:
+    """Run a click prompt. When stdin is not a terminal and ends before an answer (a CI job
+    without -y), InputError saying so instead of click's "Aborted!" (exit 130, read as Ctrl-C)."""
+    import sys
+
+    try:
+        return prompt()
+    except click.exceptions.Abort:
+        if sys.stdin is not None and sys.stdin.isatty():
+            raise
+        click.echo(err=True)  # end the prompt's line
+        raise InputError(f"{question}: no answer (stdin is not a terminal and gave none)",
+                         fix="pass -y/--yes to answer yes without asking (CI jobs need it)") from None
 
 
 def yes_option(help_text: str = "Do not ask.") -> Callable:

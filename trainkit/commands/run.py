@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from trainkit.commands.options import out_file
 from trainkit.errors import InputError, TrainkitError, TRAIN
 
 
@@ -34,6 +35,7 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         overrides, config = (config, *overrides), None
     cfg = load_config(config, overrides)
     _check_builders(cfg)
+    _check_folders(cfg)
     from trainkit.train.engine import train
 
     result = train(cfg)
@@ -44,6 +46,19 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
         click.echo(f"stopped by SIGTERM at step {result.summary['steps']} after writing {where}; "
                    "run the same command to resume", err=True)
         sys.exit(result.exit_code)
+
+
+def _check_folders(cfg) -> None:
+    """run_dir and checkpoint.dir can be created (exit 2 naming the key, not an OSError later)."""
+    from pathlib import Path
+
+    for key, folder in (("run_dir", cfg.run_dir), ("checkpoint.dir", cfg.checkpoint.dir)):
+        if folder:
+            try:
+                Path(folder).mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise InputError(f"{key}: cannot create {folder} ({err.strerror})",
+                                 fix=f"set {key} to a folder you can write, e.g. {key}=runs/d1") from None
 
 
 def _check_builders(cfg) -> None:
@@ -59,9 +74,9 @@ def _check_builders(cfg) -> None:
 
 @click.command("export")
 @click.argument("checkpoint", type=click.Path(exists=True))
-@click.option("--onnx", "onnx_out", type=click.Path(dir_okay=False),
+@click.option("--onnx", "onnx_out", type=click.Path(dir_okay=False), callback=out_file,
               help="Where to write the ONNX model.")
-@click.option("--weights", "weights_out", type=click.Path(dir_okay=False),
+@click.option("--weights", "weights_out", type=click.Path(dir_okay=False), callback=out_file,
               help="Where to write the plain model weights (torch.save of a state dict: "
               "torch.load + load_state_dict).")
 @click.option("--opset", type=int, default=None, help="ONNX opset (default: the run's export.opset).")

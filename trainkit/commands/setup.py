@@ -9,7 +9,7 @@ import click
 
 from trainkit import clouds, errors
 from trainkit.commands.options import dump_json, format_option
-from trainkit.errors import TrainkitError
+from trainkit.errors import InputError, TrainkitError
 
 
 @click.command()
@@ -102,10 +102,14 @@ def examples(copy_to: str | None) -> None:
         for name, path in files.items():
             click.echo(f"  {name:<14} {path}")
     if copy_to:
-        for kind, files in found.items():
-            folder = Path(copy_to) / kind
-            folder.mkdir(parents=True, exist_ok=True)
-            for path in files.values():
-                if not (folder / path.name).exists():
-                    shutil.copy2(path, folder / path.name)
+        try:
+            for kind, files in found.items():
+                folder = Path(copy_to) / kind
+                folder.mkdir(parents=True, exist_ok=True)
+                for path in files.values():
+                    if not (folder / path.name).exists():
+                        shutil.copy2(path, folder / path.name)
+        except OSError as err:
+            raise InputError(f"--copy {copy_to}: cannot copy there ({err.strerror}: {err.filename})",
+                             fix="choose a folder you can write, whose parents are folders, not files") from None
         click.echo(f"copied to {copy_to}/ (existing files kept)")

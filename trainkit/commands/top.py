@@ -7,7 +7,8 @@ import time
 
 import click
 
-from trainkit.commands.options import format_option, load, require_applied, spec_argument, workdir_option
+from trainkit.commands.options import (Finite, format_option, load, require_applied, spec_argument,
+                                       workdir_option)
 
 
 @click.command()
@@ -15,7 +16,7 @@ from trainkit.commands.options import format_option, load, require_applied, spec
 @workdir_option
 @click.option("--once", is_flag=True, help="Sample once and exit (for scripts and CI).")
 @format_option(help_text="json: rows as JSON (with --once: one array; else one array a line).")
-@click.option("--interval", type=click.FloatRange(1, 60), default=1.0, show_default=True,
+@click.option("--interval", type=Finite(1, 60), default=1.0, show_default=True,
               help="Seconds between refreshes (each sample also spans one second).")
 def top(spec, workdir, once, fmt, interval):
     """Show each node's GPU utilisation and memory, CPU, memory, data-disk and network throughput,
@@ -27,15 +28,14 @@ def top(spec, workdir, once, fmt, interval):
       trainkit top examples/clusters/hosts.yaml
       trainkit top examples/clusters/local.yaml --once --json
     """
-
-    from trainkit.launch import read_inventory
     from trainkit.top import collect, nodes_from_inventory, table
+    from trainkit.workspace import load_inventory
 
     as_json = fmt == "json"
     cluster, ws = load(spec, workdir)
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
-    nodes = nodes_from_inventory(read_inventory(ws.inventory_yml))
+    nodes = nodes_from_inventory(load_inventory(ws.inventory_yml))
     if once:
         rows = collect(nodes)
         if as_json:

@@ -23,7 +23,8 @@ from trainkit.errors import InputError, capped
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # .inf/.nan are refused: `lr0: .inf` would train to NaN.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class CheckpointConfig(_Section):
@@ -148,9 +149,9 @@ class TrainConfig(_Section):
 SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig, "fsdp": FsdpConfig}
 
 
-# Keys of a train config that the controller's launcher reads (trainkit.runs: the run's name and a
-# user command with its code and environment); the engine ignores them.
-LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes")
+# Keys of a train config that the controller's launcher reads (trainkit.runs: the run's name, a
+# user command with its code and environment, and the job's own data to stage); the engine ignores them.
+LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes", "stage")
 
 
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
@@ -188,7 +189,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
 def _apply_override(raw: dict[str, Any], item: str) -> None:
     """`a.b=value`: value parsed as YAML (so 3 is an int, true a bool, [1,2] a list)."""
     key, sep, text = item.partition("=")
-    if not sep or not key:
+    if not sep or not key or "" in key.split("."):
         raise InputError(f"override {item!r} is not key=value", fix="e.g. epochs=5 checkpoint.keep=3")
     try:
         value = yamlload.load_text(text, f"override {key}") if text else ""

@@ -74,8 +74,10 @@ class FolderDataset(Dataset):
 
 
 def folder_dataset(seed: int = 0, path: str = "") -> Dataset:
-    """`data: folder` with `data_args: {path: DIR}`: the folder is split train/val/test by `split`."""
-    return FolderDataset(path)
+    """`data: folder` with `data_args: {path: DIR}`: the folder is split train/val/test by `split`.
+    A relative DIR is a staged dataset's name: it is found under $TRAINKIT_DATA_ROOT, which
+    `trainkit train` sets on every node (docs/data.md), else under the current folder."""
+    return FolderDataset(str(Path(os.environ.get("TRAINKIT_DATA_ROOT", ".")) / path))
 
 
 def _pydoc_text(**kwargs: Any) -> Dataset:
