@@ -6,7 +6,9 @@ ansible imports. Each command module is glue: parse, call one library function, 
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 
 try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, not a traceback
@@ -127,10 +129,27 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as err:  # a bug: say so briefly, keep the traceback for -v users
-        if "TRAINKIT_DEBUG" in __import__("os").environ:
-            raise
-        click.echo(f"internal error: {type(err).__name__}: {err} "
-                   "(set TRAINKIT_DEBUG=1 for a traceback and report it)", err=True)
+    except OSError as err:
+        if err.errno not in _DISK_ERRNOS:
+            _internal(err)
+        where = err.filename or "the workspace"
+        click.echo(f"error: {os.strerror(err.errno)}: {where}\n  fix: free space on that disk (df -h) and run "
+                   "the command again; records and caches are replaced whole, so none was left half-written",
+                   err=True)
         sys.exit(UNEXPECTED)
+    except Exception as err:  # a bug: say so briefly, keep the traceback for -v users
+        _internal(err)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# The disk under the workspace is full or read-only: the machine's trouble, not a bug in trainkit.
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+def _internal(err: Exception) -> None:
+    """A bug: one line and exit 1; TRAINKIT_DEBUG=1 re-raises it for the traceback."""
+    if "TRAINKIT_DEBUG" in os.environ:
+        raise err
+    click.echo(f"internal error: {type(err).__name__}: {err} "
+               "(set TRAINKIT_DEBUG=1 for a traceback and report it)", err=True)
+    sys.exit(UNEXPECTED)

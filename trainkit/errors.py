@@ -10,8 +10,10 @@ Exit codes, one per phase so CI can tell where a job stopped:
     5  provision (ansible)
     6  train
     7  destroy
-    8  workspace locked by another command
+    8  busy: the workspace lock, the state lock or a running run
     9  a required tool (terraform, ansible-playbook) is missing
+
+1 is also a full or read-only disk under the workspace (a message naming the file, not a bug).
 """
 
 from __future__ import annotations

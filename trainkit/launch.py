@@ -95,7 +95,7 @@ class Layout:
 
 
 def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
-    """Nodes in rank order and the group vars, from workspace/inventory.yml."""
+    """Nodes in rank order and the group vars, from workspace/inventory.yml (InputError if broken)."""
     from trainkit.inventory import inventory_hosts
     from trainkit.workspace import load_inventory
 
@@ -297,6 +297,7 @@ class NodeState:
     reachable: bool
     state: dict[str, Any] = field(default_factory=dict)
     alive: bool = False              # the supervisor process still exists
+    job_alive: bool = False          # the job's process group still exists
 
     @property
     def status(self) -> str:
@@ -304,7 +305,8 @@ class NodeState:
             return "unreachable"
         st = self.state.get("status", "missing")
         if st in ("running", "starting", "missing") and not self.alive:
-            return "lost"            # its processes are gone without a word (killed)
+            # the supervisor was killed: a job it left behind still runs (and holds the GPUs)
+            return "running" if self.job_alive else "lost"
         return st
 
 
@@ -338,13 +340,18 @@ def launch(job: Job, nodes: list[Node], lay: Layout, attempt: int, *, notice_url
     return results
 
 
+# Shell: the supervisor's pid and its job's (a process group leader) from a state file {sf}.
+_PIDS = ("sup=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null); "
+         "job=$(sed -n 's/.*\"pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null)")
+
+
 def node_states(nodes: list[Node], lay: Layout, attempt: int) -> list[NodeState]:
     """Each node's supervisor state (one ssh per node, in parallel)."""
     def one(node: Node) -> NodeState:
         sf = shlex.quote(lay.state_file(node.rank, attempt))
-        script = (f"cat {sf} 2>/dev/null || printf '{{}}'; echo; "
-                  f"pid=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null); "
-                  "if [ -n \"$pid\" ] && kill -0 \"$pid\" 2>/dev/null; then echo alive; else echo dead; fi")
+        script = (f"cat {sf} 2>/dev/null || printf '{{}}'; echo; {_PIDS.format(sf=sf)}; "
+                  "if [ -n \"$sup\" ] && kill -0 \"$sup\" 2>/dev/null; then echo alive; else echo dead; fi; "
+                  "if [ -n \"$job\" ] && kill -0 -- -\"$job\" 2>/dev/null; then echo job; else echo nojob; fi")
         res = node.sh(script, timeout=20)
         if res.returncode != 0:
             return NodeState(node.name, node.rank, reachable=False)
@@ -353,18 +360,24 @@ def node_states(nodes: list[Node], lay: Layout, attempt: int) -> list[NodeState]
             state = json.loads(lines[0]) if lines else {}
         except ValueError:  # written atomically; a torn read cannot happen, garbage can
             state = {}
-        return NodeState(node.name, node.rank, True, state, alive=lines[-1:] == ["alive"])
+        return NodeState(node.name, node.rank, True, state, alive=lines[-2:-1] == ["alive"],
+                         job_alive=lines[-1:] == ["job"])
 
     with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
         return list(pool.map(one, nodes))
 
 
 def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM") -> None:
-    """Send `sig` to each node's supervisor (which forwards SIGTERM to the job)."""
+    """Send `sig` to each node's supervisor, which forwards SIGTERM to the job; with the
+    supervisor gone (killed), to the job's process group itself. KILL cannot be forwarded: it
+    goes to the job's group and to the supervisor alike, so no job outlives a stop."""
+    first = 'kill -KILL -- -"$job"; ' if sig == "KILL" else ""
+
     def one(node: Node) -> None:
         sf = shlex.quote(lay.state_file(node.rank, attempt))
-        node.sh(f"pid=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null); "
-                f"[ -n \"$pid\" ] && kill -{sig} \"$pid\" 2>/dev/null; true", timeout=20)
+        node.sh(f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$job\" ]; then {first}true; fi; "
+                f"if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
+                f"elif [ -n \"$job\" ]; then kill -{sig} -- -\"$job\"; fi; }} 2>/dev/null; true", timeout=20)
 
     with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
         list(pool.map(one, nodes))

@@ -60,7 +60,9 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
             if err.exit_code == 130:  # Ctrl-C: keep terraform's own message
                 raise
             raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
-                                f"read, so nothing was changed: {err.message}", fix=err.fix,
+                                f"read, so nothing was changed: {err.message}",
+                                fix=f"check `backend:` in {cluster.source} (the bucket must exist and your "
+                                    f"credentials must reach it), then run the command again; {err.fix}",
                                 exit_code=phase) from None
         outputs = {k: v["value"] for k, v in runner.outputs(phase=phase).items()}
     state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
@@ -290,13 +292,13 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
                            "workspace": str(ws.root), "exists": False, "nodes": []}
     if is_cloud(cluster):
         if live:
-            outputs, drift = observe(cluster, ws)
+            outputs, drift, out["held"] = observe(cluster, ws)
         else:
             outputs, drift = (ws.read_outputs() if ws.outputs_json.exists() else {}), []
             out["cached"] = str(ws.outputs_json)
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
-        out["exists"] = bool(out["nodes"])
+        out["exists"] = bool(out["nodes"] or out.get("held"))
         out.update(running_cost(cluster, len(out["nodes"])))
         applied_at = ws.applied_at()
         if out["exists"] and applied_at is not None:
@@ -314,16 +316,18 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     return out
 
 
-def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str]]:
-    """(outputs as the cloud has them now, addresses gone from the cloud): a refresh-only plan.
+def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(outputs as the cloud has them now, addresses gone from the cloud, addresses the state
+    holds without outputs): a refresh-only plan. The third is non-empty only when a destroy or an
+    apply stopped part-way (terraform drops the outputs first): resources that may still bill.
 
     Changes nothing: neither the cloud nor the state. Caches the outputs in outputs.json.
     """
     ws.rotate_log()
     runner, outputs = render_and_init(cluster, ws)
-    if not outputs:  # nothing in the state: nothing to refresh
+    if not outputs:  # no outputs: nothing to refresh, but maybe resources left part-way
         ws.outputs_json.unlink(missing_ok=True)
-        return {}, []
+        return {}, [], runner.state_list()
     refresh = ws.refresh_bin
     try:
         with progress.step("terraform plan -refresh-only") as s:
@@ -334,7 +338,7 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str]]
         refresh.unlink(missing_ok=True)
     outputs = {k: v.get("value") for k, v in data.get("planned_values", {}).get("outputs", {}).items()}
     ws.write_outputs(outputs)
-    return outputs, drifted(data)
+    return outputs, drifted(data), []
 
 
 def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, Any]:
@@ -346,7 +350,11 @@ def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, A
     from trainkit.provision import prepare_inventory
 
     ws.rotate_log()
-    _, outputs = render_and_init(cluster, ws)
+    runner, outputs = render_and_init(cluster, ws)
+    if not outputs.get("nodes") and runner.state_list():
+        raise InputError(f"cluster {cluster.name} is half there: {backend_description(cluster, ws)} holds "
+                         "resources but no nodes (a destroy or apply stopped part-way); they may still bill",
+                         fix=f"finish it: `trainkit destroy {cluster.source}` (or `trainkit apply {cluster.source}`)")
     if not outputs.get("nodes"):
         raise InputError(f"cluster {cluster.name} does not exist: {backend_description(cluster, ws)} "
                          "holds no nodes: apply first", fix=f"run `trainkit apply {cluster.source}` first")

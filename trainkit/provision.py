@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from trainkit import resources
 from trainkit.package import node_wheel
-from trainkit.errors import PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
+from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for
 from trainkit.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.resolve import Cluster
@@ -163,11 +163,15 @@ def _message(res: dict) -> str:
 
 
 def _failure_error(result: PlaybookResult, cluster: Cluster, exit_code: int) -> TrainkitError:
+    if result.status == "canceled":  # Ctrl-C reached ansible-runner: nothing to fix, just interrupted
+        return TrainkitError(f"{result.playbook} was interrupted on {cluster.name} (Ctrl-C); the nodes "
+                             "may be half set up", exit_code=130,
+                             fix=f"run the command again: {result.playbook} is idempotent and finishes the job")
     lines = [f"{result.playbook} failed on {cluster.name} (ansible-runner: {result.status}, rc {result.rc})"]
     lines += [f"  {host}: {task}: {msg}" for host, task, msg in result.failures]
     if not result.failures:
         lines.append(f"  ansible-playbook: {result.error or 'no task failed; see the log'}")
-    fix = ("fix the cause above and run the command again (site.yml is idempotent); "
+    fix = (f"fix the cause above and run the command again ({result.playbook} is idempotent); "
            "the full log is under workspace/ansible/artifacts/")
     return TrainkitError("\n".join(lines), fix=fix, exit_code=exit_code)
 
@@ -195,8 +199,9 @@ def _venv_mode(cluster: Cluster, workspace: Workspace, extra: dict) -> str:
 
 def run_cleanup(cluster: Cluster, workspace: Workspace, *, extravars: dict | None = None,
                 display: Callable[[dict], bool] | None = None) -> PlaybookResult:
-    """Unmount the NAS and the data disk and drop their fstab entries (cleanup.yml)."""
-    return run_playbook("cleanup.yml", cluster, workspace, extravars, exit_code=PROVISION,
+    """Unmount the NAS and the data disk and drop their fstab entries (cleanup.yml); a failure is
+    TrainkitError(DESTROY), Ctrl-C exit 130."""
+    return run_playbook("cleanup.yml", cluster, workspace, extravars, exit_code=DESTROY,
                         display=display)
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import launch, runs
-from trainkit.errors import BAD_INPUT, InputError, PREEMPTED, TRAIN, TrainkitError
+from trainkit import launch, run_status, runs
+from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace, read_json
 
@@ -90,17 +90,77 @@ def notice_url(cluster: Cluster, configured: str | None) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------ closing runs (destroy)
+
+def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120,
+               unreachable_ok: bool = False) -> list[tuple[str, str]]:
+    """Before the nodes go (destroy): stop each run still running (SIGTERM: it checkpoints), then
+    fetch every open run into runs/<id>/ and close its record. Returns [(run id, status)].
+    A run whose head node cannot be reached: TrainkitError(DESTROY) (its results would be lost),
+    or with `unreachable_ok` (destroy --yes: a cluster must not keep billing) a warning, and the
+    run is closed as "unreachable"."""
+    done = []
+    for run_dir in run_status.open_runs(ws):
+        attempt = len(runs.read_record(run_dir).get("attempts") or [])
+        status = "cancelled" if not attempt else _stop_for_good(cluster, ws, run_dir, attempt, wait_s,
+                                                                 unreachable_ok)
+        finish(cluster, ws, run_dir, status)
+        done.append((run_dir.name, status))
+    return done
+
+
+def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int, wait_s: float,
+                   unreachable_ok: bool) -> str:
+    """Stop `run_dir`'s attempt if it still runs; its final status (see close_runs)."""
+    nodes, group = _nodes(cluster, ws)
+    if nodes[0].sh("true", timeout=15).returncode != 0:
+        if not unreachable_ok:
+            raise TrainkitError(f"run {run_dir.name}: its results are on {nodes[0].name}, which cannot be "
+                                "reached, so nothing was destroyed", exit_code=DESTROY,
+                                fix=f"make the node reachable and destroy again, or give the results up: "
+                                    f"`trainkit destroy {cluster.source} --yes`")
+        from trainkit import progress
+
+        progress.info(f"warning: run {run_dir.name}: {nodes[0].name} cannot be reached; the results it "
+                      "holds go with the cluster")
+        runs.event(run_dir, "unreachable", attempt=attempt, by="destroy")
+        return "unreachable"
+    status = run_status.live_status(cluster, ws, run_dir)
+    if status == "running":
+        stop_survivors(nodes, launch.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
+        runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
+        status = "cancelled"
+    return status
+
+
 # ------------------------------------------------------------------ start / attach
 
 def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *,
           resume: str | None = None, force: bool = False) -> tuple[runs.Job, Path]:
-    """A new run (or `resume`'s) with its record written; InputError on a changed config."""
+    """A new run (or `resume`'s) with its record written. InputError on a changed config or a
+    completed run to resume; LockedError while a run is still running on the cluster (two jobs
+    would share its GPUs, rendezvous port and, on resume, checkpoints)."""
     job = runs.load_job(config, overrides)
     check_job(cluster, job)
     _nodes(cluster, ws)
+    busy = run_status.active_runs(cluster, ws)
     if resume:
         run_dir = runs.resolve_run(ws.runs_dir, resume)
-        runs.check_resume(runs.read_record(run_dir), job, force)
+        record = runs.read_record(run_dir)
+        status = run_status.live_status(cluster, ws, run_dir)
+        if run_dir in busy:
+            raise LockedError(f"run {run_dir.name} is still running: a second attempt would write the same "
+                              "checkpoints", fix=f"follow it: trainkit train {cluster.source} --attach {run_dir.name}")
+        if status == "completed":
+            raise InputError(f"run {run_dir.name} completed: there is nothing to resume",
+                             fix="start a new run (drop --resume); its results are in " + str(run_dir))
+        runs.check_resume(record, job, force)
+    if busy:
+        names = ", ".join(p.name for p in busy)
+        raise LockedError(f"cluster {cluster.name} is busy: run {names} is still running on it",
+                          fix=f"wait for it (trainkit train {cluster.source} --attach {busy[-1].name}) or stop "
+                              f"it (trainkit cancel {cluster.source} {busy[-1].name}), then train again")
+    if resume:
         return job, run_dir
     run_id = runs.new_run_id(job.name, ws.runs_dir)
     run_dir = ws.runs_dir / run_id

@@ -198,10 +198,16 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def created_at(run_dir: Path) -> float:
+    """The run's start time for sorting (0 when run.json is unreadable)."""
+    value = read_record(run_dir).get("created_at", 0)
+    return value if isinstance(value, (int, float)) else 0
+
+
 def resolve_run(runs_dir: Path, run: str | None) -> Path:
     """The folder of run `run` (an id, or a unique prefix); None = the newest run."""
     found = sorted((p for p in runs_dir.glob("*") if (p / "run.json").is_file()),
-                   key=lambda p: read_record(p).get("created_at", 0)) if runs_dir.is_dir() else []
+                   key=created_at) if runs_dir.is_dir() else []
     if run is None:
         if not found:
             raise InputError(f"no runs in {runs_dir}", fix="start one with `trainkit train`")
@@ -217,11 +223,30 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
     return matches[0]
 
 
+OPEN = ("starting", "running")  # a record not closed yet: its results are still on the nodes
+
+
+def combined_status(statuses: list[str]) -> str:
+    """One run status from its nodes' (`launch.NodeState.status`): running while any node runs
+    (or its supervisor has not written its state yet), completed when all did, preempted when a
+    node was reclaimed, lost or cannot be reached, else cancelled or failed."""
+    found = set(statuses)
+    if found & {"running", "starting", "missing"}:
+        return "running"
+    if found == {"completed"}:
+        return "completed"
+    if found & {"preempted", "unreachable", "lost"}:
+        return "preempted"
+    return "cancelled" if "cancelled" in found else "failed"
+
+
 def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
     """InputError when resuming `record` with a config whose fingerprint changed (unless force)."""
     if record.get("config_hash") not in (None, job.fingerprint()) and not force:
-        raise InputError(f"run {record.get('run_id')} was started with a different config "
-                         f"({record.get('config')}); resuming it with {job.source} would mix two jobs",
+        was = f"{record.get('config')} {' '.join(record.get('overrides') or [])}".strip()
+        now = f"{job.source} {' '.join(job.overrides)}".strip()
+        raise InputError(f"run {record.get('run_id')} was started with a different config or overrides "
+                         f"({was}); resuming it with {now} would mix two jobs",
                          fix="start a new run (drop --resume), or pass --force to resume anyway")
 
 
@@ -235,11 +260,14 @@ def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, An
             summary = json.loads((run_dir / "summary.json").read_text())
         except ValueError:
             pass
+    summary = summary if isinstance(summary, dict) else {}
     live = live or {}
-    status = live.get("status") or record.get("status") or "unknown"
+    status = live.get("status") or record.get("status") or (
+        "unknown" if record or not (run_dir / "run.json").exists() else "unreadable")
     started, ended = record.get("created_at"), record.get("ended_at") or live.get("ended_at")
     wall = ((ended or time.time()) - started) if started else None
-    best = {k: summary[k] for k in ("best_val_acc", "val_acc", "best_metric") if summary.get(k) is not None}
+    best = {k: summary[k] for k in ("best_val_acc", "val_acc")  # best_metric is a metric's *name*
+            if isinstance(summary.get(k), (int, float)) and not isinstance(summary.get(k), bool)}
     return {"run_id": run_dir.name, "name": record.get("name"), "status": status,
             "step": live.get("step", summary.get("steps")), "best": best,
             "wall_s": round(wall, 1) if wall is not None else None,

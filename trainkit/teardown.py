@@ -30,10 +30,13 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     """
     if not is_cloud(cluster):
         from trainkit.provision import run_cleanup
+        result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
         if ws.inventory_yml.exists():
             run_cleanup(cluster, ws)
+        else:  # never applied here, or destroyed already: say so rather than "destroyed"
+            result["note"] = f"nothing to destroy: not applied in {ws.root} (no inventory.yml)"
         ws.remove_cluster_files()
-        return {"destroyed": True, "leftovers": [], "swept": []}
+        return result
     ws.rotate_log()
     result: dict[str, Any] = {"destroyed": True, "swept": []}
     local_state = ws.terraform_dir / "terraform.tfstate"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +28,7 @@ from python_terraform import IsFlagged, Terraform
 
 from trainkit import errors
 from trainkit.credentials import explain_failure
-from trainkit.errors import MissingToolError, TrainkitError
+from trainkit.errors import LockedError, MissingToolError, TrainkitError
 
 INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform` is on PATH, or set TRAINKIT_TERRAFORM to its path")
@@ -152,6 +153,8 @@ class TerraformRunner:
                                         "`trainkit apply` to finish", exit_code=130)
         output = "".join(lines)
         if proc.returncode not in ok:
+            if "Error acquiring the state lock" in output:
+                raise self._locked(cmd, output)
             explained = explain_failure(self.cloud or "", output)
             if explained:  # one message naming the cloud's variables instead of the raw errors
                 explained.exit_code, explained.fix = phase, f"{explained.fix}; full log: {self.log_path}"
@@ -159,6 +162,18 @@ class TerraformRunner:
             raise TrainkitError(f"terraform {cmd} failed (exit {proc.returncode}):\n{_tail(output)}",
                                 fix=f"full log: {self.log_path}", exit_code=phase)
         return Result(proc.returncode, output)
+
+
+    def _locked(self, cmd: str, output: str) -> TrainkitError:
+        """LockedError (exit 8): the state backend's lock is held by another terraform run."""
+        found = re.search(r"^[\s│]*ID:\s+(\S+)", output, re.MULTILINE)
+        lock_id = found.group(1) if found else "LOCK_ID"
+        holder = re.search(r"^[\s│]*Who:\s+(.+)$", output, re.MULTILINE)
+        return LockedError(f"terraform {cmd}: the cluster's state is locked by another run (another workspace, "
+                           f"a colleague, CI){' held by ' + holder.group(1).strip() if holder else ''}; "
+                           "nothing was changed",
+                           fix=f"wait for it to finish and run the command again; only if it crashed: "
+                               f"terraform -chdir={self.workdir} force-unlock {lock_id} (log: {self.log_path})")
 
 
 def _interrupt(proc: subprocess.Popen) -> None:

@@ -241,10 +241,13 @@ class Workspace:
                 holder = fh.read().strip() or "another trainkit command"
                 raise LockedError(f"workspace {self.root} is in use by {holder}",
                                   fix="wait for it to finish; the lock is released when it exits") from None
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"`trainkit {command}` (pid {os.getpid()})\n")
-            fh.flush()
+            try:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(f"`trainkit {command}` (pid {os.getpid()})\n")
+                fh.flush()
+            except OSError as err:  # a full disk: say which file
+                raise OSError(err.errno, err.strerror, str(self.lock_path)) from None
             try:
                 yield
             finally:
@@ -260,6 +263,8 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         tmp.write_text(text)
         os.replace(tmp, path)
+    except OSError as err:  # ENOSPC from a write names no file: name it
+        raise OSError(err.errno, err.strerror, str(path)) from None
     finally:
         tmp.unlink(missing_ok=True)
 

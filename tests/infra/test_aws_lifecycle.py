@@ -143,6 +143,20 @@ def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, mo
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, out + err
     assert "trainkit destroy" in err and "Traceback" not in err
+    # what is there bills: status must not call it "not created" (the state has no outputs yet)
+    status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
+    assert status["exists"] and (status["nodes"] or status["held"]), status
+    # what an interrupted destroy leaves: resources in the state, its outputs already dropped
+    tfstate = ws / "terraform" / "terraform.tfstate"
+    state = json.loads(tfstate.read_text())
+    state.update(outputs={}, serial=state["serial"] + 1)
+    tfstate.write_text(json.dumps(state))
+    status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
+    assert status["exists"] and status["held"] and not status["nodes"], status
+    text = trainkit("status", spec, "--workdir", ws).stdout
+    assert "part-way (may still bill)" in text and "trainkit destroy" in text
+    half = trainkit("train", spec, "--workdir", ws, check_rc=errors.BAD_INPUT)
+    assert "half there" in half.stderr and "trainkit destroy" in half.stderr
 
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")

@@ -73,6 +73,7 @@ def test_destroy_fails_loudly_when_the_state_backend_cannot_be_read(repo, tmp_pa
     failed = trainkit("destroy", spec, "--workdir", tmp_path / "ws", "--yes", check_rc=errors.DESTROY)
     assert "could not be read, so nothing was changed" in failed.stderr
     assert "no-such-bucket" in failed.stderr and "Traceback" not in failed.stderr
+    assert f"fix: check `backend:` in {spec}" in failed.stderr  # the field to look at, in which file
 
 
 def test_destroy_with_a_local_backend_and_no_state_and_an_empty_cloud_succeeds(repo, tmp_path, moto):

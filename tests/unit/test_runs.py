@@ -135,6 +135,21 @@ def test_spare_hosts_are_not_nodes_and_all_spares_is_an_error():
         ClusterSpec(name="abc", cloud="hosts", hosts=[{**hosts[1], "name": "c"}])
 
 
+def test_runs_lists_a_finished_engine_run_whose_summary_names_its_best_metric(tmp_path, capsys):
+    from trainkit.cli import main
+
+    spec = write(tmp_path, "name: local-demo\ncloud: local\nstorage: {data_disk: {enabled: false}}\n", "c.yaml")
+    run = tmp_path / "ws" / "runs" / "digits-1"
+    runs.write_record(run, {"run_id": "digits-1", "status": "completed", "created_at": 1.0, "ended_at": 61.0})
+    # what the engine writes: best_metric is the metric's name, best_val_acc its value
+    (run / "summary.json").write_text('{"best_metric": "val_acc", "best_val_acc": 0.99, "steps": 7}')
+    with pytest.raises(SystemExit) as done:
+        main(["runs", str(spec), "--workdir", str(tmp_path / "ws")])
+    out = capsys.readouterr()
+    assert done.value.code == 0, out.err
+    assert "best_val_acc=0.990" in out.out and "completed" in out.out and "60s" in out.out
+
+
 def test_a_jobs_stage_section_is_a_launch_key_checked_and_part_of_the_fingerprint(tmp_path):
     job = runs.load_job(write(tmp_path, "epochs: 3\nstage:\n  sources:\n"
                                         "    - {url: 'https://example.org/pets.tar.gz', name: pets}\n"))

@@ -4,7 +4,10 @@ time, the inventory write; nothing else in trainkit builds those paths, and inve
 from __future__ import annotations
 
 import ast
+import os
 import re
+
+import pytest
 
 from trainkit.workspace import Workspace
 
@@ -93,3 +96,33 @@ def test_the_stack_fingerprint_follows_rendered_files_not_state(tmp_path):
     assert ws.stack_fingerprint() == first
     (ws.terraform_dir / "main.tf").write_text("b")
     assert ws.stack_fingerprint() != first
+
+
+@pytest.mark.parametrize("text", ['{"nodes": [', "[1]", ""])
+def test_workspace_caches_edited_into_junk_are_named_not_a_crash(tmp_path, text):
+    from trainkit.errors import InputError
+    from trainkit.workspace import Workspace
+
+    ws = Workspace(tmp_path).ensure()
+    for path, read in ((ws.outputs_json, ws.read_outputs), (ws.applied_json, ws.applied_at)):
+        path.write_text(text)
+        with pytest.raises(InputError) as err:
+            read()
+        assert str(path) in err.value.message and "trainkit" in err.value.fix and err.value.exit_code == 2
+
+
+def test_a_full_disk_is_named_not_an_internal_error_and_leaves_the_caches_whole(tmp_path, capsys):
+    from trainkit.cli import main
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: local-demo\ncloud: local\nstorage: {data_disk: {enabled: false}}\n")
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.write_inventory({"all": {"vars": {"before": 1}}})
+    before = ws.inventory_yml.read_text()
+    (ws.root / f".inventory.yml.tmp{os.getpid()}").symlink_to("/dev/full")  # every write to it: ENOSPC
+    with pytest.raises(SystemExit) as done:
+        main(["apply", str(spec), "--workdir", str(ws.root), "--yes", "--no-provision"])
+    err = capsys.readouterr().err
+    assert done.value.code == 1 and "internal error" not in err, err
+    assert f"No space left on device: {ws.inventory_yml}" in err and "free space" in err
+    assert ws.inventory_yml.read_text() == before  # the previous version, whole

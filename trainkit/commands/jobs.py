@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds, launch, recover, resources, runs
+from trainkit import clouds, launch, recover, resources, run_status, runs
 from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
-from trainkit.errors import InputError
+from trainkit.errors import InputError, TrainkitError
 
 
 @click.command()
@@ -53,6 +53,8 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
     """
     cluster, ws = _load(spec, workdir)
+    if resume and config is None and not overrides:  # the run's own config, as it was started
+        config, overrides = _resumed_config(ws, resume)
     config_path = None if attach else resources.train_config(config)
     job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
     if job is not None and job.command is None:
@@ -70,25 +72,45 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     if attach:
         run_dir = runs.resolve_run(ws.runs_dir, attach)
         record = runs.read_record(run_dir)
+        if record.get("status") not in runs.OPEN or not record.get("attempts"):
+            raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
+                             fix=f"its results are in {run_dir}; see `trainkit runs {spec}`")
         job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
-        result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo,
-                               attach_attempt=len(record.get("attempts") or []) or None)
-        return _done(result)
+        return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
     with ws.lock("train"):
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             from trainkit import lifecycle
 
             lifecycle.sync(cluster, ws, need_ssh=True)
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
-        if detach:
-            recover.launch_attempt(cluster, ws, job, run_dir, opts)
+        attempt = recover.launch_attempt(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:
         click.echo(run_dir.name)
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
                    err=True)
         return
     click.echo(f"run {run_dir.name} starting", err=True)
-    _done(recover.drive(cluster, ws, job, run_dir, opts, echo=_echo))
+    _drive(spec, cluster, ws, job, run_dir, opts, attempt)
+
+
+def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
+    """Follow the run to its end; Ctrl-C leaves it running on the nodes and says how to get back."""
+    try:
+        result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo, attach_attempt=attempt)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        raise TrainkitError(f"interrupted: run {run_dir.name} keeps running on the nodes (it is detached); "
+                            "its results are fetched when you attach again", exit_code=130,
+                            fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
+                                f"trainkit cancel {spec} {run_dir.name}") from None
+    _done(result)
+
+
+def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:
+    """(config path, overrides) the run `resume` was started with (`--resume` without --config)."""
+    record = runs.read_record(runs.resolve_run(ws.runs_dir, resume))
+    if not record.get("config"):
+        raise InputError(f"run {resume}: its run.json names no config", fix="pass --config TRAIN")
+    return record["config"], tuple(record.get("overrides") or ())
 
 
 def _echo(line: str) -> None:
@@ -121,20 +143,23 @@ def logs(spec, run, workdir, rank, node_index, follow):
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
     record = runs.read_record(run_dir)
+    name = f"node-{node_index}.log" if node_index is not None else \
+        f"rank-{rank or 0}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
+    if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
+        return _fetched_log(run_dir, name)
     nodes, group = launch.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     if node_index is not None:
         if node_index >= len(nodes):
             raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
-        node, name = nodes[node_index], f"node-{node_index}.log"
+        node = nodes[node_index]
     else:
-        r = rank or 0
         per = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
+        r = rank or 0
         if r >= per * len(nodes):
             raise InputError(f"--rank {r}: the cluster runs {per * len(nodes)} rank(s) "
                              f"({len(nodes)} node(s) x {per})", fix=f"give --rank 0 to {per * len(nodes) - 1}")
         node = nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]
-        name = f"rank-{r}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
     path, offset = f"{lay.run_dir}/logs/{name}", 0
     attempt = len(record.get("attempts") or [])
     while True:
@@ -144,11 +169,21 @@ def logs(spec, run, workdir, rank, node_index, follow):
         if not follow:
             return
         states = launch.node_states(nodes, lay, attempt)
-        if all(s.status in recover.FINAL for s in states):
+        if runs.combined_status([s.status for s in states]) != "running":  # ended, or its nodes are gone
             data, _ = launch.read_from(node, path, offset)
             click.echo(data.decode(errors="replace"), nl=False)
             return
         time.sleep(1)
+
+
+def _fetched_log(run_dir: Path, name: str) -> None:
+    """Print runs/<id>/logs/<name> (fetched when the run ended); InputError listing the logs there."""
+    path = run_dir / "logs" / name
+    if not path.is_file():
+        found = ", ".join(sorted(p.name for p in (run_dir / "logs").glob("*.log"))) or "none"
+        raise InputError(f"run {run_dir.name} has no {name} in {run_dir / 'logs'}",
+                         fix=f"logs fetched when it ended: {found} (--rank N / --node I)")
+    click.echo(path.read_bytes().decode(errors="replace"), nl=False)
 
 
 def _inventory(ws):
@@ -170,8 +205,8 @@ def runs_(spec, workdir, fmt):
       trainkit runs examples/clusters/local.yaml --json
     """
     cluster, ws = _load(spec, workdir)
-    rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=lambda p: runs.read_record(p).get(
-        "created_at", 0)) if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
+    rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=runs.created_at)
+            if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
     if fmt == "json":
         click.echo(dump_json(rows))
         return
@@ -191,10 +226,7 @@ def _row(ws, run_dir: Path) -> dict:
     lay = launch.layout_for(group, run_dir.name)
     states = launch.node_states(nodes, lay, len(record.get("attempts") or []))
     statuses = [s.status for s in states]
-    status = ("running" if any(s in ("running", "starting") for s in statuses)
-              else "completed" if set(statuses) == {"completed"}
-              else "preempted" if "preempted" in statuses or "unreachable" in statuses or "lost" in statuses
-              else "cancelled" if "cancelled" in statuses else "failed")
+    status = runs.combined_status(statuses)
     follower = recover.Follower(nodes[0], lay, runs.load_job(Path(record["config"]), record.get("overrides") or [])
                                 if Path(record.get("config", "")).is_file() else _engine(), None)
     follower.poll()
@@ -225,6 +257,12 @@ def cancel(spec, run, workdir, wait_s):
     nodes, group = launch.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     attempt = len(record.get("attempts") or [])
+    status = run_status.live_status(cluster, ws, run_dir)
+    if status not in runs.OPEN:  # ended already: keep its true status (fetch it if not yet)
+        if record.get("status") in runs.OPEN:
+            recover.finish(cluster, ws, run_dir, status)
+        click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {run_dir}")
+        return
     recover.stop_survivors(nodes, lay, attempt, [], wait_s=wait_s)
     runs.event(run_dir, "cancelled", attempt=attempt)
     result = recover.finish(cluster, ws, run_dir, "cancelled")

@@ -122,7 +122,12 @@ def destroy(spec, workdir, yes, sweep):
     """
     from trainkit.teardown import destroy as teardown
 
+    from trainkit import recover, run_status
+
     cluster, ws = _load(spec, workdir)
+    for run_dir in run_status.active_runs(cluster, ws) if ws.inventory_yml.exists() else []:
+        progress.info(f"warning: run {run_dir.name} is still running on the cluster: destroy stops it "
+                      f"(SIGTERM: it saves a checkpoint) and fetches its results into {run_dir} first")
     if not yes:
         typed = ask(lambda: click.prompt(f"Type the cluster name ({cluster.name}) to destroy it", err=True),
                     "destroy")
@@ -137,6 +142,11 @@ def destroy(spec, workdir, yes, sweep):
                                                 err=True), "destroy --sweep")
 
     with ws.lock("destroy"):
+        if ws.inventory_yml.exists():  # the runs' results live on the nodes until fetched
+            for run_id, closed_as in recover.close_runs(cluster, ws, unreachable_ok=yes):
+                if closed_as != "unreachable":  # that one was warned about
+                    click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}",
+                               err=True)
         result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)
     if result.get("note"):
         click.echo(f"cluster {cluster.name}: {result['note']}")
@@ -175,8 +185,15 @@ def status(spec, workdir, fmt):
     if fmt == "json":
         click.echo(dump_json(out))
         return
-    click.echo(f"{out['cluster']} ({out['cloud']}): {'up' if out['exists'] else 'not created'}"
-               + (f"; state: {out['backend']}" if out.get("backend") else ""))
+    state = "part-way (may still bill)" if out.get("held") and not out["nodes"] else \
+        "up" if out["exists"] else "not created"
+    click.echo(f"{out['cluster']} ({out['cloud']}): {state}" + (f"; state: {out['backend']}" if out.get("backend") else ""))
+    if out.get("held") and not out["nodes"]:
+        click.echo(f"  the state holds {len(out['held'])} resource(s) but no nodes: a destroy or apply stopped "
+                   f"part-way, and they may still bill; finish it with `trainkit destroy {spec}` "
+                   f"(or `trainkit apply {spec}`)")
+        for address in out["held"]:
+            click.echo(f"    {address}")
     for address in out.get("drift") or []:
         click.echo(f"  gone from the cloud (still in the state): {address}; `trainkit apply` replaces it")
     for node in out["nodes"]:

@@ -5,7 +5,7 @@ output "nodes" {
       name             = node.tags["Name"]
       id               = node.id
       private_ip       = node.private_ip
-      public_ip        = contains(local.public_indices, i) ? aws_eip.node[index(local.public_indices, i)].public_ip : null
+      public_ip        = contains(local.public_indices, i) ? try(aws_eip.node[index(local.public_indices, i)].public_ip, null) : null # try: an apply stopped before the EIP
       data_disk_serial = try(local.data_disk_serials[i], null)
     }
   ]
