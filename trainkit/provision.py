@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -107,17 +110,60 @@ def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravar
     env = {"ANSIBLE_CONFIG": str(ansible_dir / "ansible.cfg"),
            "PATH": os.pathsep.join([str(Path(binary).parent), os.environ.get("PATH", "")]),
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
-    runner = ansible_runner.run(
+    cancel = threading.Event()
+    thread, runner = ansible_runner.run_async(
         private_data_dir=str(private), project_dir=str(ansible_dir), playbook=playbook,
         inventory=str(inventory.resolve()), extravars=extravars or {}, envvars=env,
         event_handler=display or ProgressDisplay(), quiet=True, rotate_artifacts=KEEP_ARTIFACTS,
-        cmdline=cmdline, suppress_env_files=True)  # env/ files would outlive this run
+        cmdline=cmdline, suppress_env_files=True,  # env/ files would outlive this run
+        cancel_callback=cancel.is_set)
+    _wait(thread, cancel)
     result = _collect(playbook, runner)
     if not result.ok and not result.failures:
         result.error = _stdout_tail(runner)
     if raise_on_failure and not result.ok:
         raise _failure_error(result, cluster, exit_code)
     return result
+
+
+def _wait(thread: threading.Thread, cancel: threading.Event) -> None:
+    """Wait for the runner's thread. On Ctrl-C, ask the runner to cancel: at its next check
+    (pexpect_timeout, 5 s by default) it kills ansible-playbook's process group, which the
+    terminal's SIGINT never reaches (its own session, on a pty), and ends with status "canceled".
+    Ansible's task workers call setsid, so they are outside that group: every process below this
+    one, listed when Ctrl-C came, is killed too, and nothing keeps changing the nodes after we exit."""
+    try:
+        while thread.is_alive():
+            thread.join(0.5)
+    except KeyboardInterrupt:
+        below = descendants(os.getpid())
+        cancel.set()
+        thread.join()
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def descendants(root: int) -> list[int]:
+    """PIDs below `root` in the process tree, from `ps -A -o pid=,ppid=` (Linux and macOS)."""
+    try:
+        table = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True,
+                               timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    children: dict[int, list[int]] = {}
+    for line in table.splitlines():
+        pid, _, ppid = line.strip().partition(" ")
+        if pid.isdigit() and ppid.strip().isdigit():
+            children.setdefault(int(ppid), []).append(int(pid))
+    found, todo = [], [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            found.append(pid)
+            todo.append(pid)
+    return found
 
 
 def _collect(playbook: str, runner: Any) -> PlaybookResult:
