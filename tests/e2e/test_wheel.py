@@ -90,4 +90,4 @@ def test_wheel_installed_in_a_fresh_venv_works_without_the_source_tree(repo, tmp
     (run,) = (here / "ws-local/runs").iterdir()
     assert json.loads((run / "summary.json").read_text())["status"] == "completed", out
     tk("destroy", "ex/clusters/local.yaml", "--workdir", "ws-local", "--yes")
-    assert sorted(p.name for p in (here / "ws-local").iterdir() if p.name != "lock") == ["runs"]
+    assert sorted(p.name for p in (here / "ws-local").iterdir() if p.name not in ("lock", ".trainkit-workspace")) == ["runs"]
