@@ -337,3 +337,11 @@ def test_every_command_has_help_with_an_example(capsys, words):
     out = capsys.readouterr().out
     assert exc.value.code == 0
     assert "Example:" in out, f"trainkit {' '.join(words)} --help shows no example"
+
+
+@pytest.mark.parametrize("args,words", [(["--attach", "r1", "--resume", "r1"], "--attach RUN follows"),
+                                        (["--attach", "r1", "epochs=3"], "--attach RUN follows"),
+                                        (["--force"], "--force only goes with --resume")])
+def test_train_options_that_contradict_each_other_are_refused(capsys, repo, args, words):
+    code, err = run(capsys, "train", str(repo / "examples/clusters/local.yaml"), *args)
+    assert code == 2 and words in err, err

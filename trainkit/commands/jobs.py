@@ -52,6 +52,11 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --config examples/custom/train.yaml --recover --detach
       trainkit train cluster.yaml --attach digits-20260101-120000
     """
+    if attach and (resume or detach or config or overrides):
+        raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
+                               "--config/overrides (to continue a stopped run: --resume RUN)")
+    if force and not resume:
+        raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
     cluster, ws = _load(spec, workdir)
     if resume and config is None and not overrides:  # the run's own config, as it was started
         config, overrides = _resumed_config(ws, resume)
