@@ -48,6 +48,7 @@ class Params:
     names: set[str] = field(default_factory=set)
     required: set[str] = field(default_factory=set)
     var_kw: bool = False
+    types: dict[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (int|float|str|bool, None ok)
 
 
 @dataclass
@@ -141,10 +142,45 @@ def _arg_problems(key: str, target: str, args: dict[str, Any], params: Params) -
             hint = f"did you mean {close[0]!r}?" if close else \
                 f"it takes: {', '.join(sorted(params.names - set(PASSED[key]))) or 'no arguments'}"
             out.append(f"{key}_args.{name}: {target} has no parameter {name!r}; {hint}")
+    out += [f"{key}_args.{name}: {target} takes {kind}{' or null' if none_ok else ''} (got {args[name]!r})"
+            for name, (kind, none_ok) in sorted(params.types.items())
+            if name in args and not _fits(args[name], kind, none_ok)]
     missing = sorted(params.required - set(args) - set(PASSED[key]))
     if missing:
         out.append(f"{key}_args: {target} needs {', '.join(missing)}; add them to {key}_args")
     return out
+
+
+def _fits(value: Any, kind: str, none_ok: bool) -> bool:
+    """A YAML value for a parameter annotated `kind` (YAML's 1 is also a float; true is no int)."""
+    if value is None:
+        return none_ok
+    if isinstance(value, bool):
+        return kind == "bool"
+    return {"int": isinstance(value, int), "float": isinstance(value, (int, float)),
+            "str": isinstance(value, str), "bool": False}[kind]
+
+
+def _simple_type(annotation: ast.expr | None) -> tuple[str, bool] | None:
+    """`int`, `float`, `str`, `bool`, or one of them `| None` / `Optional[...]`; None for the rest."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body  # a quoted annotation
+        except SyntaxError:
+            return None
+    if isinstance(annotation, ast.Name) and annotation.id in ("int", "float", "str", "bool"):
+        return annotation.id, False
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [annotation.left, annotation.right]
+        nones = [x for x in sides if isinstance(x, ast.Constant) and x.value is None]
+        rest = [x for x in sides if x not in nones]
+        inner = _simple_type(rest[0]) if len(nones) == 1 and len(rest) == 1 else None
+        return (inner[0], True) if inner else None
+    if (isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name)
+            and annotation.value.id == "Optional"):
+        inner = _simple_type(annotation.slice)
+        return (inner[0], True) if inner else None
+    return None
 
 
 def static_params(origin: str | None, name: str) -> Params | None:
@@ -176,12 +212,16 @@ def _from_arguments(a: ast.arguments, skip_first: bool) -> Params:
     for i, arg in enumerate(positional):
         if skip_first and i == 0:
             continue
+        if _simple_type(arg.annotation):
+            out.types[arg.arg] = _simple_type(arg.annotation)
         if i >= len(a.posonlyargs):
             out.names.add(arg.arg)
         if i < n_required:
             out.required.add(arg.arg)
     for arg, default in zip(a.kwonlyargs, a.kw_defaults):
         out.names.add(arg.arg)
+        if _simple_type(arg.annotation):
+            out.types[arg.arg] = _simple_type(arg.annotation)
         if default is None:
             out.required.add(arg.arg)
     return out

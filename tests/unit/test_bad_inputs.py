@@ -213,6 +213,8 @@ TRAIN = [
     ("max-epochs", "max_epochs: 4\n", "max_epochs: unknown key; did you mean 'epochs'?"),
     ("nested-typo", "checkpoint: {kep: 3}\n", "checkpoint.kep: unknown key; did you mean 'checkpoint.keep'?"),
     ("model-args-typo", "model_args: {chanels: 8}\n", "model_args.chanels: digits_cnn has no parameter"),
+    ("model-args-type", "model_args: {channels: abc}\n", "model_args.channels: digits_cnn takes int (got 'abc')"),
+    ("model-args-bool", "model_args: {num_classes: yes}\n", "model_args.num_classes: digits_cnn takes int (got True)"),
     ("data-args-unknown", "data_args: {n: 8}\n", "data_args.n: digits has no parameter 'n'"),
     ("data-args-seed", "data_args: {seed: 3}\n", "data_args.seed: trainkit passes seed itself"),
     ("model-module-missing", "model: nosuchpkg.models:build\n", "model: module 'nosuchpkg.models' is not found"),

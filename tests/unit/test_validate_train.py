@@ -160,3 +160,22 @@ def test_run_reports_a_model_args_typo_as_exit_2_not_a_crash(tmp_path, capsys):
     assert exc.value.code == 2, err
     assert "model_args.chanels: digits_cnn has no parameter 'chanels'" in err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def test_builder_argument_types_are_read_from_simple_annotations(tmp_path):
+    """int/float/str/bool and their `| None` / Optional forms are checked; anything else is not."""
+    from trainkit.validate import _arg_problems, static_params
+
+    src = tmp_path / "mymodels.py"
+    src.write_text("from typing import Optional\n"
+                   "def build(width: int, rate: float = 0.1, name: 'str' = 'x', on: bool = True,\n"
+                   "          cap: int | None = None, alt: Optional[float] = None, shape: list[int] = (),\n"
+                   "          free=3):\n    pass\n")
+    params = static_params(str(src), "build")
+    assert params.types == {"width": ("int", False), "rate": ("float", False), "name": ("str", False),
+                            "on": ("bool", False), "cap": ("int", True), "alt": ("float", True)}
+    good = {"width": 8, "rate": 1, "name": "n", "on": False, "cap": None, "alt": 2.5, "shape": "any", "free": []}
+    assert _arg_problems("model", "m:build", good, params) == []
+    bad = _arg_problems("model", "m:build", {"width": 8.0, "rate": "fast", "on": 1, "cap": True}, params)
+    assert [p.split(":")[0] for p in bad] == ["model_args.cap", "model_args.on", "model_args.rate",
+                                             "model_args.width"]
