@@ -147,7 +147,7 @@ def user_mod(tmp_path, monkeypatch):
 @pytest.mark.parametrize("override, says", [
     ("model={m}:model_raises", "model: building '{m}:model_raises' raised RuntimeError: boom in the "
                                "builder (at "),
-    ("model_args.channels=abc", "model: building 'digits_cnn' raised TypeError"),
+    ("model_args.channels=abc", "model_args.channels: digits_cnn takes int (got 'abc')"),  # before any build
     ("data={m}:two_sets", "data: {m}:two_sets returned 2 datasets, not 3"),
     ("data={m}:dict_without_val", "data: {m}:dict_without_val returned a dict without val (its keys: "
                                   "train, valid, test)"),
@@ -435,3 +435,25 @@ def test_an_fp16_scaler_absorbs_overflow_steps_until_its_scale_collapses():
     scaler._scale.fill_(0.5)  # what 17 overflow skips in a row leave
     assert not scaler_absorbs(run)
     assert not scaler_absorbs(SimpleNamespace(scaler=torch.amp.GradScaler("cpu", enabled=False)))
+
+
+def test_a_resume_with_another_batch_trains_at_the_new_configs_lr(tmp_path, capsys):
+    """The checkpoint's scheduler state gives the position only: after `batch` 16 -> 64 (linear
+    scaling: 4x the LR), the resumed steps log and use the new run's LR, as summary.json says."""
+    from trainkit.train import schedule
+    from trainkit.train.config import load_config
+
+    common = [str(REPO / "examples/train/digits.yaml"), f"run_dir={tmp_path}", "workers=0",
+              "tensorboard=false", "plot=false", "checkpoint.interval=null", "warmup_epochs=0",
+              "log_every=1", "export.onnx=false"]
+    assert run_cli(capsys, "run", *common, "batch=16", "checkpoint.every_n_steps=4", "max_steps=8")[0] == 0
+    assert run_cli(capsys, "run", *common, "batch=64", "max_steps=12")[0] == 0
+    steps = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    resumed = [r for r in steps if r["kind"] == "step" and r["step"] > 8]
+    cfg = load_config(REPO / "examples/train/digits.yaml", ["batch=64", "max_steps=12", "warmup_epochs=0"])
+    peak = schedule.scaled_lr(cfg.lr0, 64, cfg.nbs, cfg.lr_scaling)
+    total = json.loads((tmp_path / "summary.json").read_text())["total_steps"]
+    want = [peak * schedule.lr_factor(r["step"] - 1, warmup=0, total_steps=total, lrf=cfg.lrf,
+                                      cosine=cfg.cos_lr) for r in resumed]
+    assert len(resumed) == 4
+    assert [r["lr"] for r in resumed] == pytest.approx(want, rel=1e-6)

@@ -229,8 +229,11 @@ def load_full(run: Run, state: dict[str, Any]) -> None:
 
 
 def apply_meta(run: Run, state: dict[str, Any]) -> None:
-    """Restore position, schedule and scaler; warn where the run differs from the saved one."""
+    """Restore position, schedule and scaler; warn where the run differs from the saved one.
+    The LR comes from this run's config: the checkpoint's schedule gives only its position."""
+    base = list(run.sched.base_lrs)  # this run's, from its config
     run.sched.load_state_dict(state["scheduler"])
+    keep_lr(run, base)
     run.scaler.load_state_dict(state["scaler"])
     run.step, run.epoch, run.step_in_epoch = state["step"], state["epoch"], state["step_in_epoch"]
     run.resumed_from = run.extra["saved_step"] = run.step
@@ -244,6 +247,18 @@ def apply_meta(run: Run, state: dict[str, Any]) -> None:
     if state["global_batch"] != run.plan.global_batch:
         log.warning("global batch %d -> %d: the sample order after resume differs",
                     state["global_batch"], run.plan.global_batch)
+
+
+def keep_lr(run: Run, base: list[float]) -> None:
+    """Put this run's peak LR back after a checkpoint's scheduler (and optimizer) state brought its
+    own: LambdaLR's state holds base_lrs, and the param groups hold the LR of the saved step."""
+    if run.sched.base_lrs != base:
+        log.warning("lr %s -> %s (batch, nbs or lr0 changed): the schedule goes on at the new LR",
+                    run.sched.base_lrs[0], base[0])
+    run.sched.base_lrs = list(base)
+    for group, lr, factor in zip(run.opt.param_groups, base, run.sched.lr_lambdas):
+        group["initial_lr"], group["lr"] = lr, lr * factor(run.sched.last_epoch)
+    run.sched._last_lr = [g["lr"] for g in run.opt.param_groups]  # what get_last_lr() reports
 
 
 def describe(run: Run) -> dict[str, Any]:
