@@ -8,15 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainkit.cli import main
-
-
-def run(capsys, *args: str) -> tuple[int, str]:
-    """(exit code, stderr) of `trainkit ARGS`; fails on a traceback or an internal error."""
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    _, err = capsys.readouterr()
-    assert "Traceback" not in err and "internal error" not in err, err
-    return exc.value.code, err
+from cli_run import run_cli as run
 
 
 def main_code(args: list[str]) -> int:

@@ -19,19 +19,11 @@ from pathlib import Path
 import pytest
 
 from trainkit.cli import main
+from cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["max_steps=4", "batch=64", "workers=0", "tensorboard=false", "plot=false",
         "checkpoint.interval=null"]
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str]:
-    """`trainkit ARGS` in this process: (exit code, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main(list(args))
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal error" not in err, err
-    return exc.value.code, err
 
 
 def strict_json(path: Path):
