@@ -109,7 +109,7 @@ def test_logs_for_a_rank_the_cluster_does_not_run_says_so(capsys, repo, tmp_path
     (ws / "runs" / "digits-1").mkdir(parents=True)
     (ws / "lock").write_text("")
     (ws / "inventory.yml").write_text(GOOD_INVENTORY)
-    (ws / "runs" / "digits-1" / "run.json").write_text(RECORD)
+    (ws / "runs" / "digits-1" / "run.json").write_text(RECORD.replace('"attempts"', '"status": "running", "attempts"'))
     code, err = run(capsys, "logs", str(repo / "examples/clusters/local.yaml"), "--workdir", str(ws), "--rank", "99")
     assert code == 2, err  # it printed nothing and exited 0
     assert "--rank 99: the cluster runs 1 rank(s)" in err and "--rank 0 to 0" in err
