@@ -44,8 +44,13 @@ def tf_cli_config(tmp_path_factory) -> Path:
     mirror = os.environ.get("TRAINKIT_TF_MIRROR") or _find_mirror()
     assert mirror, ("no offline terraform provider mirror found: set TRAINKIT_TF_MIRROR to the folder "
                     "that holds registry.terraform.io/hashicorp/aws")
-    path = tmp_path_factory.mktemp("tfcli") / "terraformrc"
+    folder = tmp_path_factory.mktemp("tfcli")
+    path, cache = folder / "terraformrc", folder / "plugin-cache"
+    cache.mkdir()
+    # One provider copy for the session, linked into each stack's .terraform (init copied the
+    # 675 MB aws provider every time). Lock files written here hold only this platform's hash.
     path.write_text(
+        f'plugin_cache_dir = "{cache}"\nplugin_cache_may_break_dependency_lock_file = true\n'
         "disable_checkpoint = true\n"
         "provider_installation {\n"
         f'  filesystem_mirror {{\n    path    = "{mirror}"\n'
