@@ -158,7 +158,13 @@ def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, mo
     half = trainkit("train", spec, "--workdir", ws, check_rc=errors.BAD_INPUT)
     assert "half there" in half.stderr and "trainkit destroy" in half.stderr
 
-    trainkit("destroy", spec, "--workdir", ws, "--yes")
+    done = trainkit("destroy", spec, "--workdir", ws, "--yes", check_rc=None)
+    if done.returncode != 0:
+        # The documented limit (README): a create call cut off or retried under load can leave a copy
+        # Terraform never recorded (seen once in CI: a second internet gateway). destroy must say
+        # so, never exit 0, and --sweep must remove it by its tag.
+        assert done.returncode == errors.DESTROY and "--sweep" in done.stderr, done.stdout + done.stderr
+        trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
     assert_nothing_left(moto, "aws-moto")
 
 
