@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from user_package import installed
 
 from trainkit.cli import main
 from cli_run import run_cli
@@ -127,13 +128,7 @@ USER_MODULE = textwrap.dedent('''
 
 @pytest.fixture
 def user_mod(tmp_path, monkeypatch):
-    (tmp_path / "faultpkg").mkdir()
-    (tmp_path / "faultpkg" / "__init__.py").write_text("")
-    (tmp_path / "faultpkg" / "builders.py").write_text(USER_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "faultpkg.builders"
-    for name in [m for m in sys.modules if m.startswith("faultpkg")]:
-        del sys.modules[name]
+    yield from installed(tmp_path, monkeypatch, "faultpkg", "builders", USER_MODULE)
 
 
 @pytest.mark.parametrize("override, says", [

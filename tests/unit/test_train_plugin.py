@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 
 import pytest
+from user_package import installed
 
 from trainkit.errors import InputError
 from trainkit.train.config import load_config
@@ -29,13 +29,7 @@ USER_MODULE = textwrap.dedent('''
 
 @pytest.fixture
 def user_pkg(tmp_path, monkeypatch):
-    (tmp_path / "userpkg").mkdir()
-    (tmp_path / "userpkg" / "__init__.py").write_text("")
-    (tmp_path / "userpkg" / "mine.py").write_text(USER_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "userpkg.mine"
-    for name in [m for m in sys.modules if m.startswith("userpkg")]:
-        del sys.modules[name]
+    yield from installed(tmp_path, monkeypatch, "userpkg", "mine", USER_MODULE)
 
 
 def test_user_model_and_data_by_import_path_train_and_split_7_2_1(tmp_path, user_pkg):
