@@ -19,6 +19,7 @@ import yaml
 from trainkit import clouds
 from trainkit.catalog import load_catalog, prices_dir
 from trainkit.errors import InputError
+from trainkit.workspace import write_atomic
 
 
 def adapter(cloud: str):
@@ -58,7 +59,5 @@ def write(cloud: str, region: str, fetched: dict[str, Any], when: dt.datetime) -
             "prices": {t: row for t, row in rows.items() if row}}
     path = prices_dir() / f"{cloud}-{region}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-    tmp.replace(path)  # atomic: a failed refresh never leaves half a file
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))  # a failed refresh leaves no half file
     return path
