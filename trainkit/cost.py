@@ -10,6 +10,7 @@ Spot is priced honestly: at the spot price when one is known, else at most `spot
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 HOURS_PER_DAY = 24
@@ -107,3 +108,21 @@ def _item(name: str, quantity: float, unit: str, unit_price_per_hour: float | No
     per_hour = None if unit_price_per_hour is None else round(quantity * unit_price_per_hour, 4)
     return {"item": name, "quantity": quantity, "unit": unit, "unit_price_per_hour": unit_price_per_hour,
             "per_hour": per_hour, "basis": basis, "upper_bound": basis.startswith("at most")}
+
+
+def run_ledger(cluster: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """A run's cost ledger (summary.json): node-hours per instance type and pricing over every
+    attempt of its run record, priced from the catalog
+    where known (hosts and local have no price: cost null)."""
+    inst = cluster.instance
+    spot = bool(cluster.spec.spot.enabled)
+    kind = inst.type if inst is not None else cluster.spec.cloud
+    hours = 0.0
+    for a in record.get("attempts") or []:
+        end = a.get("ended_at") or time.time()
+        hours += len(a.get("nodes") or []) * max(0.0, end - a["started_at"]) / 3600
+    price = inst.price(spot) if inst is not None else None
+    item = {"instance_type": kind, "pricing": "spot" if spot else "on-demand", "node_hours": round(hours, 4),
+            "price_per_hour": price, "cost": round(hours * price, 4) if price is not None else None}
+    return {"currency": cluster.catalog.currency if cluster.catalog else None, "items": [item],
+            "total": item["cost"], "attempts": len(record.get("attempts") or [])}

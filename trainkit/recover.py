@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import launch, run_status, runs
+from trainkit import cost, launch, run_status, runs
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.workspace import Workspace, read_json
@@ -380,7 +380,7 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or time.time()
-    summary["cost"] = cost_ledger(cluster, record)
+    summary["cost"] = cost.run_ledger(cluster, record)
     summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
     summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True))
     now = time.time()
@@ -395,20 +395,3 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
             f"see `trainkit logs {cluster.source} {run_dir.name}` and {run_dir}/logs/"
         raise TrainkitError(f"run {run_dir.name} {status}{': ' + why if why else ''}", fix=fix, exit_code=code)
     return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": status, **summary}
-
-
-def cost_ledger(cluster: Cluster, record: dict[str, Any]) -> dict[str, Any]:
-    """Node-hours per instance type and pricing over every attempt, priced from the catalog
-    where known (hosts and local have no price: cost null)."""
-    inst = cluster.instance
-    spot = bool(cluster.spec.spot.enabled)
-    kind = inst.type if inst is not None else cluster.spec.cloud
-    hours = 0.0
-    for a in record.get("attempts") or []:
-        end = a.get("ended_at") or time.time()
-        hours += len(a.get("nodes") or []) * max(0.0, end - a["started_at"]) / 3600
-    price = inst.price(spot) if inst is not None else None
-    item = {"instance_type": kind, "pricing": "spot" if spot else "on-demand", "node_hours": round(hours, 4),
-            "price_per_hour": price, "cost": round(hours * price, 4) if price is not None else None}
-    return {"currency": cluster.catalog.currency if cluster.catalog else None, "items": [item],
-            "total": item["cost"], "attempts": len(record.get("attempts") or [])}
