@@ -12,6 +12,8 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
 import trainkit
 from trainkit.train.schedule import suggested_workers
 
@@ -27,11 +29,18 @@ SUMMARY_KEYS = {"status", "exit_reason", "exit_code", "steps", "total_steps", "e
 CHANCE_LOSS = math.log(10)
 
 
-def test_digits_example_reaches_95_percent_and_writes_its_artifacts(tmp_path):
+# The shipped config has `amp: true`, whose dtype depends on the CPU (bf16 where it is native, else
+# fp32): both paths are forced here, so the outcome never depends on the machine CI lands on.
+PRECISIONS = {"bf16": (["amp_dtype=bf16"], "bfloat16"), "fp32": (["amp=false"], None)}
+
+
+@pytest.mark.parametrize("precision", sorted(PRECISIONS))
+def test_digits_example_reaches_95_percent_and_writes_its_artifacts(tmp_path, precision):
+    overrides, dtype = PRECISIONS[precision]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "trainkit", "run", "examples/train/digits.yaml",
-                           f"run_dir={tmp_path}", "--json"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
+                           f"run_dir={tmp_path}", *overrides, "--json"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert json.loads(proc.stdout) == summary
@@ -46,6 +55,7 @@ def test_digits_example_reaches_95_percent_and_writes_its_artifacts(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     kinds = [r["kind"] for r in records]
     assert kinds[0] == "run" and kinds.count("epoch") == 15 and "checkpoint" in kinds
+    assert records[0]["amp"] == dtype  # the path this case forces is the one that ran
     assert_summary_values_are_real(summary, tmp_path, records[0])
     last_epoch = [r for r in records if r["kind"] == "epoch"][-1]
     assert summary["data_wait_pct"] == last_epoch["data_wait_pct"]  # cumulative over training steps

@@ -1,15 +1,19 @@
 """FSDP2, sharded async checkpoints and world-size independence, for real: torchrun, 2 processes,
 gloo on CPU, OMP_NUM_THREADS=1, a tiny byte-level GPT (2 blocks, 32 wide) with dropout 0.1 on.
 
-- FSDP and DDP (2 processes) and 1 process give the same per-step losses for 50 steps (dropout on:
-  masks are keyed per sample, not per rank);
+- FSDP and DDP (2 processes) and 1 process give the same per-step losses for 60 steps (dropout on:
+  masks are keyed per sample, not per rank), in fp32 (`amp=false`) and under bf16 autocast forced on
+  (`amp_dtype=bf16`, the default config's path on a CPU with native bf16 and on GPUs);
 - SIGTERM at random steps under FSDP, then resume: final weights bitwise equal to the uninterrupted run;
 - resume on another world size (2 -> 1, 1 -> 2) continues with the uninterrupted run's losses;
 - kill -9 at random points of sharded async writes: the newest checkpoint resume would use always
   verifies and loads, and the run still ends bitwise equal to the uninterrupted one;
 - after a resume, scheduled checkpoints keep coming at the computed (auto) interval.
-Tolerance: rtol 1e-4 / atol 1e-5, as for DDP vs 1 process (float reduction order); measured here
-the losses agree to ~1e-6 relative.
+Precision is stated by every test, never left to the CPU: the shared runs are fp32 (`amp=false`).
+Tolerances: fp32, rtol 1e-6 (float reduction order only; measured max 1.7e-7 relative over 60 steps,
+the same on AVX512 and AVX2 kernels). bf16 autocast, rtol 5e-4: the bf16 noise floor between world
+sizes and strategies measured here is a max of 1.0e-4 relative per step over 60 steps (median 2e-5),
+with native bf16 and emulated (ONEDNN_MAX_CPU_ISA=AVX2) alike.
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from trainkit.train import checkpoint as ckpt
 from trainkit.train import schedule, sharded
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = 50
+STEPS = 60
 ARGS = ["examples/train/gpt.yaml", "model_args={block_size: 32, n_layer: 2, n_head: 2, n_embd: 32, "
         "dropout: 0.1}", "data_args={block_size: 32, max_bytes: 16000}", "batch=16", "epochs=20",
         f"max_steps={STEPS}", "log_every=1", "tensorboard=false", "plot=false",
-        "checkpoint.interval=null", "strategy=fsdp"]
-RTOL, ATOL = 1e-4, 1e-5
+        "checkpoint.interval=null", "strategy=fsdp", "amp=false"]
+RTOL, ATOL = 1e-6, 0.0            # fp32 (amp=false): reduction order only
+BF16 = ("amp=true", "amp_dtype=bf16")
+RTOL_BF16 = 5e-4                  # bf16 autocast: measured floor 1.0e-4 (module docstring)
 
 
 def launch(nproc: int, run_dir: Path, *extra: str, **fault: str) -> subprocess.CompletedProcess:
@@ -90,6 +96,20 @@ def test_fsdp_ddp_and_one_process_give_the_same_losses_with_dropout_on(fsdp_run,
     assert ref[-1] < ref[0] - 0.5  # it learns
 
 
+def test_fsdp_ddp_and_one_process_agree_under_bf16_autocast(tmp_path):
+    runs = {}
+    for name, nproc, strategy in (("fsdp", 2, "fsdp"), ("ddp", 2, "ddp"), ("one", 1, "ddp")):
+        proc = launch(nproc, tmp_path / name, f"strategy={strategy}", *BF16)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "amp: bf16 autocast on CPU" in proc.stderr
+        runs[name] = losses(tmp_path / name)
+    assert len(runs["fsdp"]) == STEPS
+    np.testing.assert_allclose(runs["ddp"], runs["fsdp"], rtol=RTOL_BF16)
+    np.testing.assert_allclose(runs["one"], runs["fsdp"], rtol=RTOL_BF16)
+    assert runs["fsdp"] != runs["one"]  # bf16 really ran: fp32 runs agree to 1e-7, these do not
+    assert runs["fsdp"][-1] < runs["fsdp"][0] - 0.5
+
+
 def test_sigterm_at_random_steps_under_fsdp_then_resume_is_bitwise(fsdp_run, tmp_path):
     stops = sorted(random.Random(15).sample(range(2, STEPS - 1), 5))
     for stop in stops:
@@ -132,8 +152,9 @@ def test_kill_9_during_sharded_async_writes_never_leaves_a_bad_newest_checkpoint
         newest = sharded.Checkpointer(root, keep=3).newest_valid()
         assert newest is not None
         state = ckpt.load(newest)  # verifies marker, sizes, sha256; consolidates every shard
-        assert state["step"] in (step, step - 2) and set(state["model"]) == set(
-            final_weights(fsdp_run))
+        # never older than the save before the killed one; newer when the timer fired after the
+        # run had completed later saves (a fast step on a quiet machine): that is not a fault
+        assert state["step"] >= step - 2 and set(state["model"]) == set(final_weights(fsdp_run))
     proc = launch(2, tmp_path, every)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_bitwise(final_weights(tmp_path), final_weights(fsdp_run))

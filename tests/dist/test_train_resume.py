@@ -25,7 +25,8 @@ from trainkit.train import checkpoint as ckpt
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 40
 ARGS = ["examples/train/digits.yaml", f"max_steps={STEPS}", "workers=1", "log_every=1",
-        "export.onnx=false", "plot=false", "tensorboard=false", "checkpoint.interval=null"]
+        "export.onnx=false", "plot=false", "tensorboard=false", "checkpoint.interval=null",
+        "amp=false"]  # fp32: bitwise resume; the bf16 case has its own test
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -75,6 +76,18 @@ def test_sigterm_at_several_steps_then_resume_is_bitwise_identical(tmp_path, bas
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((tmp_path / "summary.json").read_text())["resumed_from_step"] == stops[-1]
     assert_bitwise_equal(final_weights(tmp_path), baseline)
+
+
+def test_sigterm_then_resume_under_bf16_autocast_is_bitwise_identical(tmp_path):
+    """The default config's path on a CPU with native bf16 (and on GPUs), forced on every CPU."""
+    bf16 = ("amp=true", "amp_dtype=bf16")
+    proc = trainkit_run(tmp_path / "base", *bf16)
+    assert proc.returncode == 0 and "amp: bf16 autocast on CPU" in proc.stderr, proc.stderr[-3000:]
+    proc = trainkit_run(tmp_path / "cut", *bf16, TRAINKIT_FAULT_SIGTERM_AT_STEP="19")
+    assert proc.returncode == PREEMPTED, proc.stderr[-3000:]
+    proc = trainkit_run(tmp_path / "cut", *bf16)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_bitwise_equal(final_weights(tmp_path / "cut"), final_weights(tmp_path / "base"))
 
 
 def test_external_sigterm_while_training_then_resume_is_bitwise_identical(tmp_path, baseline):

@@ -152,3 +152,29 @@ def test_activation_checkpointing_recomputes_the_same_keyed_dropout_masks():
         loss.backward()  # the recompute runs here, outside keys_for
     for (name, a), b in zip(plain.named_parameters(), recomputed.parameters()):
         assert torch.equal(a.grad, b.grad), name
+
+
+# The default `amp: true, amp_dtype: auto` on a CPU: both answers of the bf16 probe are tried here,
+# so this does not depend on the CPU the tests run on (the probe itself is oneDNN's).
+@pytest.mark.parametrize("native,want,expected", [
+    (True, "auto", torch.bfloat16), (False, "auto", None),
+    (True, "bf16", torch.bfloat16), (False, "bf16", torch.bfloat16)])
+def test_cpu_autocast_dtype_follows_the_probe_only_when_auto(native, want, expected, caplog):
+    from trainkit.train.run import pick_amp_dtype
+
+    with caplog.at_level("INFO", logger="trainkit.train"):
+        got = pick_amp_dtype(True, torch.device("cpu"), want, native_bf16=lambda: native)
+    assert got == expected
+    assert ("bf16 autocast on CPU" if expected else "training in fp32") in caplog.text
+
+
+def test_amp_off_is_fp32_and_fp16_on_a_cpu_is_a_config_error():
+    from trainkit.train.run import pick_amp_dtype
+
+    cpu = torch.device("cpu")
+    assert pick_amp_dtype(False, cpu, "bf16", native_bf16=lambda: True) is None
+    with pytest.raises(InputError, match="amp_dtype"):
+        pick_amp_dtype(True, cpu, "fp16")
+    assert load_config(None, []).amp_dtype == "auto"
+    with pytest.raises(InputError, match="amp_dtype"):
+        load_config(None, ["amp_dtype=fp8"])

@@ -99,8 +99,13 @@ class TrainConfig(_Section):
     weight_decay: float = Field(5e-4, ge=0, description="Weight decay (YOLOv8 default 5e-4).")
     warmup_epochs: float = Field(1.0, ge=0, description="Linear warmup length in epochs (see schedule.py).")
     grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
-    amp: bool = Field(True, description="Mixed precision: GPU bf16 (else fp16 + GradScaler); CPU "
-                                        "bf16 only where the CPU has native bf16, else off (logged).")
+    amp: bool = Field(True, description="Mixed precision (autocast, the same for 1 process, DDP and "
+                                        "FSDP). The dtype comes from `amp_dtype`.")
+    amp_dtype: Literal["auto", "bf16", "fp16"] = Field(
+        "auto", description="auto: GPU bf16 (else fp16 + GradScaler); CPU bf16 only where the CPU "
+                            "has native bf16 (AVX512-BF16/AMX), else fp32 (logged). bf16: bf16 "
+                            "autocast everywhere (on a CPU without native bf16 it is emulated, "
+                            "slower, same numbers). fp16: GPU only, with GradScaler.")
     workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "0 for in-memory datasets, else the fastest count measured "
                                            "at start-up (trainkit/train/workers.py).")

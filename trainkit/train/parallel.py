@@ -1,7 +1,7 @@
 """Data parallelism: DDP (every rank holds the model) or FSDP2 (`fully_shard`: each rank holds 1/W of
 parameters, gradients and optimizer state), chosen by `strategy`, plus activation checkpointing.
 
-`wrap(model, cfg, info, amp_dtype)` returns (trained module, strategy). Both strategies keep the
+`wrap(model, cfg, info)` returns (trained module, strategy). Both strategies keep the
 parameter names (FQNs) of the plain model, so checkpoints (torch.distributed.checkpoint) move between
 strategies and world sizes. FSDP2 needs a process group: with one process the model is not wrapped.
 """
@@ -101,8 +101,7 @@ def checkpoint_blocks(blocks: list[nn.Module]) -> None:
         block.forward = forward
 
 
-def wrap(model: nn.Module, cfg: TrainConfig, info: DistInfo,
-         amp_dtype: torch.dtype | None) -> tuple[nn.Module, str]:
+def wrap(model: nn.Module, cfg: TrainConfig, info: DistInfo) -> tuple[nn.Module, str]:
     """Apply activation checkpointing and the data-parallel strategy. Returns (module, strategy)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -115,9 +114,9 @@ def wrap(model: nn.Module, cfg: TrainConfig, info: DistInfo,
     if strategy == "fsdp":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+        # fp32 parameters and reductions; AMP comes from the same autocast as DDP (Run.autocast),
+        # so a strategy change does not change the numbers (a bf16 param_dtype did, by ~1e-3).
         mp = MixedPrecisionPolicy()
-        if amp_dtype is not None:  # params in bf16/fp16 for compute, gradients reduced in fp32
-            mp = MixedPrecisionPolicy(param_dtype=amp_dtype, reduce_dtype=torch.float32)
         for block in blocks:
             fully_shard(block, mp_policy=mp, reshard_after_forward=cfg.fsdp.reshard_after_forward)
         fully_shard(model, mp_policy=mp, reshard_after_forward=cfg.fsdp.reshard_after_forward)

@@ -62,7 +62,9 @@ class Run:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def autocast(self):
-        on = self.amp_dtype is not None and self.strategy != "fsdp"  # fsdp: MixedPrecisionPolicy
+        # One meaning of AMP for every strategy: FSDP autocasts too (its MixedPrecisionPolicy
+        # keeps fp32), so 1 process, DDP and FSDP differ only by float reduction order.
+        on = self.amp_dtype is not None
         return torch.autocast(self.info.device.type, dtype=self.amp_dtype, enabled=on)
 
     def keys(self, micro: int) -> torch.Tensor:
@@ -79,22 +81,38 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def pick_amp_dtype(amp: bool, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for `amp` on `device`, or None (logged when amp was asked but is off).
+def cpu_has_native_bf16() -> bool:
+    """True where oneDNN reports native bf16 on this CPU (AVX512-BF16 or AMX)."""
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
-    GPU: bf16 where supported (no GradScaler needed: nanoGPT, PyTorch AMP docs), else fp16 + scaler.
-    CPU: bf16 autocast only where oneDNN reports native bf16 (AVX512-BF16/AMX); elsewhere bf16 is
-    emulated and slower than fp32, so AMP is off and the log says so.
+
+def pick_amp_dtype(amp: bool, device: torch.device, want: str = "auto",
+                   native_bf16=cpu_has_native_bf16) -> torch.dtype | None:
+    """The autocast dtype for `amp`/`amp_dtype` on `device`, or None (fp32). Logs what it chose.
+
+    GPU, auto: bf16 where supported (no GradScaler needed: nanoGPT, PyTorch AMP docs), else fp16 +
+    scaler. CPU, auto: bf16 only where `native_bf16()` (elsewhere bf16 is emulated and slower than
+    fp32, so AMP is off). `want="bf16"` forces bf16 whatever the CPU reports: CPU autocast runs it
+    everywhere, so the numbers do not depend on the machine. `want="fp16"` on a CPU raises InputError
+    (no GradScaler on CPU). The choice is a function of (amp, want, device, native_bf16) only.
     """
     if not amp:
+        log.info("amp: off (amp: false); training in fp32")
         return None
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        log.info("amp: bf16 autocast on CPU (oneDNN reports native bf16)")
+        if want == "fp16" or (want == "auto" and not torch.cuda.is_bf16_supported()):
+            return torch.float16
         return torch.bfloat16
-    log.info("amp: off on this CPU (no native bf16: capability %s); training in fp32",
-             torch.backends.cpu.get_cpu_capability())
+    if want == "fp16":
+        raise InputError("amp_dtype: fp16 needs a CUDA GPU (GradScaler); this run is on a CPU",
+                         fix="use amp_dtype: bf16 (or auto) on a CPU")
+    native = native_bf16()
+    if want == "bf16" or native:
+        log.info("amp: bf16 autocast on CPU (%s)", "oneDNN reports native bf16" if native
+                 else "amp_dtype: bf16 forced; emulated on this CPU, slower")
+        return torch.bfloat16
+    log.info("amp: off on this CPU (no native bf16: capability %s); training in fp32 "
+             "(amp_dtype: bf16 forces it)", torch.backends.cpu.get_cpu_capability())
     return None
 
 
@@ -120,8 +138,8 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
     shape = check_fits(model, splits["train"], cfg, info.device, plan.micro)  # exit 2, not a crash later
     for name in ("val", "test"):  # their first item too: a set built apart may not match
         check_fits(model, splits[name], cfg, info.device, 1, name)
-    amp_dtype = pick_amp_dtype(cfg.amp, info.device)
-    wrapped, strategy = parallel.wrap(model, cfg, info, amp_dtype)
+    amp_dtype = pick_amp_dtype(cfg.amp, info.device, cfg.amp_dtype)
+    wrapped, strategy = parallel.wrap(model, cfg, info)
     opt = build_optimizer(model, cfg, lr)
     factor = functools.partial(schedule.lr_factor, warmup=warmup, total_steps=total, lrf=cfg.lrf,
                                cosine=cfg.cos_lr)
