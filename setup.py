@@ -2,7 +2,7 @@
 
 terraform/, templates/, ansible/ and examples/ stay at the repository root (the project's layout);
 `build_py` copies them to `trainkit/_data/` inside the build, so an installed trainkit carries
-them (trainkit/resources.py finds them there). Editable installs skip the copy and read the
+them (trainkit/util/resources.py finds them there). Editable installs skip the copy and read the
 source tree. Everything else is declared in pyproject.toml.
 """
 
@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-DATA_FOLDERS = ("terraform", "templates", "ansible", "examples")  # = trainkit.resources.DATA_FOLDERS
+DATA_FOLDERS = ("terraform", "templates", "ansible", "examples")  # = trainkit.util.resources.DATA_FOLDERS
 SKIP = shutil.ignore_patterns(".terraform", "*.tfstate*", ".terraform.lock.hcl", "__pycache__", "*.pyc")
 
 

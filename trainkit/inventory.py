@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainkit import grammar
+from trainkit.util import grammar
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster
 from trainkit.sshkeys import key_files, private_key_path

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from trainkit import yamlload
+from trainkit.util import yamlload
 from trainkit.errors import InputError, TrainkitError, TRAIN
 from trainkit.runs import Job
 

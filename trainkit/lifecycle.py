@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit import errors, progress
+from trainkit import errors
+from trainkit.util import progress
 from trainkit.errors import InputError, TrainkitError
 from trainkit.resolve import Cluster
 from trainkit.cost import cluster_cost

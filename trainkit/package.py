@@ -18,7 +18,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from trainkit import resources
+from trainkit.util import resources
 from trainkit.errors import PROVISION, TrainkitError
 
 # Written by the installer, not part of the wheel (PEP 376 / PEP 610 / PEP 627).

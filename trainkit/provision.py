@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import resources
+from trainkit.util import resources
 from trainkit.package import node_wheel
 from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for
-from trainkit.progress import ProgressDisplay  # the playbook display; re-exported for callers
+from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace

@@ -119,7 +119,7 @@ def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int,
                                 "reached, so nothing was destroyed", exit_code=DESTROY,
                                 fix=f"make the node reachable and destroy again, or give the results up: "
                                     f"`trainkit destroy {cluster.source} --yes`")
-        from trainkit import progress
+        from trainkit.util import progress
 
         progress.info(f"warning: run {run_dir.name}: {nodes[0].name} cannot be reached; the results it "
                       "holds go with the cluster")

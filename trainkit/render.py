@@ -24,7 +24,8 @@ from typing import Any
 
 import jinja2
 
-from trainkit import clouds, resources
+from trainkit import clouds
+from trainkit.util import resources
 from trainkit.errors import InputError
 from trainkit.resolve import Cluster, module_variables
 from trainkit.workspace import write_atomic

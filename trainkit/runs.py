@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainkit import yamlload
+from trainkit.util import yamlload
 from trainkit.errors import InputError
 from trainkit.train.config import LAUNCH_KEYS
 

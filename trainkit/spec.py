@@ -17,7 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit import clouds, grammar, spec_checks, sshkeys, yamlload
+from trainkit import clouds, spec_checks, sshkeys
+from trainkit.util import yamlload
+from trainkit.util import grammar
 from trainkit.spec_errors import pydantic_problems
 from trainkit.errors import SpecError
 from trainkit.stage import DataSection
@@ -378,7 +380,7 @@ def check_key_files(spec: ClusterSpec, source: str) -> None:
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    """Parse a YAML file that must hold a mapping (trainkit.yamlload: size, encoding, duplicate
+    """Parse a YAML file that must hold a mapping (trainkit.util.yamlload: size, encoding, duplicate
     keys and alias expansion bounded); SpecError for a missing file, InputError for bad YAML."""
     if not path.is_file():
         what = yamlload.not_a_file(path)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit.yamlload import not_a_file
+from trainkit.util.yamlload import not_a_file
 
 if TYPE_CHECKING:
     from trainkit.workspace import Workspace

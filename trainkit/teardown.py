@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from trainkit import clouds, errors, progress
+from trainkit import clouds, errors
+from trainkit.util import progress
 from trainkit.errors import TrainkitError
 from trainkit.lifecycle import backend_description, is_cloud, render_and_init
 from trainkit.resolve import Cluster

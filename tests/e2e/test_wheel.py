@@ -68,7 +68,7 @@ def test_wheel_installed_in_a_fresh_venv_works_without_the_source_tree(repo, tmp
         assert proc.returncode == 0, f"trainkit {' '.join(args)}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
         return proc.stdout  # stderr holds progress and warnings
 
-    where = subprocess.run([str(venv / "bin/python"), "-c", "import trainkit.resources as r; "
+    where = subprocess.run([str(venv / "bin/python"), "-c", "import trainkit.util.resources as r; "
                             "print(r.data_root()); print(r.source_tree())"],
                            cwd=here, env=env, capture_output=True, text=True, check=True).stdout.split()
     assert where[0].startswith(str(venv)) and where[0].endswith("_data") and where[1] == "None"

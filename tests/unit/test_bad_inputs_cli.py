@@ -258,7 +258,7 @@ def test_a_broken_cloud_room_on_the_path_is_named(capsys, monkeypatch, tmp_path,
 
 
 def test_a_file_too_big_without_aliases_is_not_blamed_on_aliases(capsys, monkeypatch, tmp_path):
-    from trainkit import yamlload
+    from trainkit.util import yamlload
 
     monkeypatch.setattr(yamlload, "MAX_NODES", 1000)  # the real bound is 100,000; same code path, faster
     spec = tmp_path / "hosts.yaml"

@@ -1,4 +1,4 @@
-"""trainkit.resources: data found without the current folder; `--config` takes a file or a name."""
+"""trainkit.util.resources: data found without the current folder; `--config` takes a file or a name."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainkit import resources
+from trainkit.util import resources
 from trainkit.errors import InputError
 
 REPO = Path(__file__).resolve().parents[2]

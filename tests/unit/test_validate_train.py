@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import yaml
 
-from trainkit import yamlload
+from trainkit.util import yamlload
 from trainkit.cli import main
 from trainkit.errors import InputError
 from trainkit.train.config import OTHER_NAMES, TrainConfig, load_config

@@ -65,7 +65,7 @@ def test_ssh_to_a_worker_goes_through_the_head_node():
 
 
 def test_follow_prints_whole_new_lines_of_a_growing_log(tmp_path, capsys):
-    from trainkit.progress import follow
+    from trainkit.util.progress import follow
 
     log = tmp_path / "logs" / "rank-0.log"
     with follow(log, prefix="rank 0 | ", poll_s=0.05):

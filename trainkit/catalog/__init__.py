@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from trainkit import clouds, yamlload
+from trainkit import clouds
+from trainkit.util import yamlload
 from trainkit.errors import InputError
 
 CATALOG_DIR = Path(__file__).parent

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from trainkit import resources
+from trainkit.util import resources
 from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
 from trainkit.errors import InputError
 

@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any
 
-from trainkit import progress
+from trainkit.util import progress
 from trainkit.clouds.sweep_common import in_order
 from trainkit.errors import InputError
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainkit import progress
+from trainkit.util import progress
 from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
 
 TAG = "trainkit-cluster"

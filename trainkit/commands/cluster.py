@@ -94,7 +94,7 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
     from trainkit import runs
-    from trainkit.resources import train_config
+    from trainkit.util.resources import train_config
     from trainkit.validate import check_train_config, world_size
 
     if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes

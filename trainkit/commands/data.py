@@ -25,7 +25,7 @@ def stage(file: str, root: str, fmt: str) -> None:
     Example:
       trainkit stage examples/clusters/local.yaml --root /data/datasets
     """
-    from trainkit import yamlload
+    from trainkit.util import yamlload
     from trainkit.stage import load_section, stage as run_stage
 
     # One loader for every user YAML: bounded size and aliases, UTF-8, no FIFO read (it hung).

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds, launch, recover, resources, run_status, runs
+from trainkit import clouds, launch, recover, run_status, runs
+from trainkit.util import resources
 from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
 from trainkit.errors import InputError, TrainkitError

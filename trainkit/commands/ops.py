@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from trainkit import errors, lifecycle, progress
+from trainkit import errors, lifecycle
+from trainkit.util import progress
 from trainkit.inventory import ssh_argv  # noqa: F401  (trainkit ssh; re-exported for callers)
 from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)

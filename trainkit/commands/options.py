@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import click
 
-from trainkit import progress
+from trainkit.util import progress
 from trainkit.errors import InputError
 
 FORMATS = ("text", "json", "markdown")

@@ -94,7 +94,7 @@ def examples(copy_to: str | None) -> None:
       trainkit examples
       trainkit examples --copy ./trainkit-examples
     """
-    from trainkit.resources import examples as shipped
+    from trainkit.util.resources import examples as shipped
 
     found = shipped()
     for kind, files in found.items():

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainkit import yamlload
+from trainkit.util import yamlload
 from trainkit.errors import InputError, capped
 
 

@@ -33,7 +33,7 @@ def data_root() -> Path:
 
 def source_tree() -> Path | None:
     """The repository root when trainkit runs from a checkout (pyproject.toml beside the package)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # trainkit/util/resources.py -> the checkout
     return root if (root / "pyproject.toml").is_file() and (root / "trainkit").is_dir() else None
 
 
