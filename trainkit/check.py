@@ -4,7 +4,7 @@
         {"ok", "clouds": [presence + "ok"], "tools": {"terraform": {...}, "ansible": {...}},
          "problems": [{"what", "fix"}]}
 
-Credentials are judged by name only (trainkit.credentials.presence): no value is read out, printed
+Credentials are judged by name only (trainkit.clouds.credentials.presence): no value is read out, printed
 or sent anywhere, and no cloud is contacted. Terraform must be at least
 render.TERRAFORM_MIN_VERSION, the same constant the rendered stack's `required_version` uses.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainkit.clouds.base import Cloud
-from trainkit.credentials import describe_sets, presence
+from trainkit.clouds.credentials import describe_sets, presence
 from trainkit.errors import MissingToolError
 from trainkit.render import TERRAFORM_MIN_VERSION
 

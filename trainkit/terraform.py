@@ -27,7 +27,7 @@ from typing import Callable
 from python_terraform import IsFlagged, Terraform
 
 from trainkit import errors
-from trainkit.credentials import explain_failure
+from trainkit.clouds.credentials import explain_failure
 from trainkit.errors import LockedError, MissingToolError, TrainkitError
 
 INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "

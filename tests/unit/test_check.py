@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from trainkit import clouds, errors
 from trainkit.cli import main
-from trainkit.credentials import explain_failure
+from trainkit.clouds.credentials import explain_failure
 
 REPO = Path(__file__).resolve().parents[2]
 # examples/clusters/<cloud>.yaml exists for every cloud, and each names a remote state backend.

@@ -83,7 +83,7 @@ class Cloud:
     # (BackendSpec, region, prefix) -> (Terraform backend type, arguments in order, comment lines)
     backend: Callable[[Any, str, str], tuple[str, dict[str, Any], list[str]]] | None = None
     # Provider/backend error text meaning "credentials missing or rejected" (kind "credentials") or
-    # "authenticated but not allowed" (kind "permission"): (regex, kind). trainkit.credentials turns
+    # "authenticated but not allowed" (kind "permission"): (regex, kind). trainkit.clouds.credentials turns
     # a matching terraform failure into one message naming this cloud's variables.
     credential_errors: tuple[tuple[str, str], ...] = ()
     # Spot termination notice on the instance metadata service (None: not documented).
