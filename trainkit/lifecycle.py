@@ -19,8 +19,7 @@ from trainkit import errors
 from trainkit.util import progress
 from trainkit.errors import InputError, TrainkitError
 from trainkit.resolve import Cluster
-from trainkit.cost import cluster_cost
-from trainkit.resolve import nat_gateway
+from trainkit.money.cost import running_cost
 from trainkit.review import no_terraform_review, review
 from trainkit import clouds
 from trainkit.sshkeys import key_files
@@ -259,14 +258,6 @@ def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) 
 
 
 # ---------------------------------------------------------------- status
-
-def running_cost(cluster: Cluster, nodes: int) -> dict[str, Any]:
-    """What `nodes` running nodes cost, by the same model as the plan review (`trainkit.cost`)."""
-    if not nodes:
-        return {"currency": cluster.catalog.currency, "per_hour": None, "cost": None}
-    c = cluster_cost(cluster, nodes, 1 if nat_gateway(cluster.spec) else 0)
-    return {"currency": c["currency"], "per_hour": c["per_hour"], "cost": c}
-
 
 def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
     """The TTL deadline (UTC, from the apply time) and the idle setting, for `status`."""

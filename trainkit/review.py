@@ -12,7 +12,7 @@ import ipaddress
 from collections import Counter
 from typing import Any
 
-from trainkit.cost import HOURS_PER_MONTH, cluster_cost
+from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
 from trainkit.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
 from trainkit.resolve import Cluster
 
@@ -80,7 +80,7 @@ def quantities(resources: list[dict]) -> dict[str, int]:
 
 
 def cost(cluster: Cluster, resources: list[dict], before: list[dict] | None = None) -> dict[str, Any]:
-    """The cluster's cost after apply (`trainkit.cost`), plus the delta against `before` (now)."""
+    """The cluster's cost after apply (`trainkit.money.cost`), plus the delta against `before` (now)."""
     q = quantities(resources)
     out = cluster_cost(cluster, q["nodes"], q["nat_gateways"])
     if before is not None:
@@ -143,7 +143,7 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
 def no_terraform_review(cluster: Cluster) -> dict[str, Any]:
     """The review of a target terraform does not manage (local, hosts): same keys, no changes,
     no cost, a `note` saying so."""
-    from trainkit.cost import no_cost
+    from trainkit.money.cost import no_cost
 
     rev = _review(cluster, changes({}), no_cost(cluster), [], [])
     rev["note"] = f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"

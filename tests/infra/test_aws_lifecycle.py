@@ -82,7 +82,7 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     status = json.loads(trainkit("status", spec, "--workdir", other, "--json").stdout)
     assert status["exists"] and [n["id"] for n in status["nodes"]] == [nodes[0]["id"]]
     assert "module.cluster.aws_instance.node[1]" in status["drift"]
-    # one cost model (trainkit.cost, as in the plan review): one node fewer to pay for
+    # one cost model (trainkit.money.cost, as in the plan review): one node fewer to pay for
     assert 0 < status["per_hour"] < rev["cost"]["per_hour"]
     declined = trainkit("apply", spec, "--workdir", other, "--no-provision", input="n\n", check_rc=errors.APPLY)
     assert "planned again" in declined.stderr and "aws_instance.node[1]" in declined.stderr

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainkit import billing, lifecycle
+from trainkit import lifecycle
+from trainkit.money import billing
 from trainkit.resolve import resolve
 from trainkit.review import review
 from trainkit.spec import ClusterSpec

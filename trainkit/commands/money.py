@@ -37,7 +37,7 @@ def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, pri
     Example:
       trainkit cost examples/clusters/aws.yaml --hours 100 --reclaims-per-day 2
     """
-    from trainkit import billing
+    from trainkit.money import billing
     from trainkit.resolve import load_cluster, nat_gateway
     from trainkit.workspace import Workspace
 
@@ -121,7 +121,7 @@ def refresh(cloud, region, types, zone, endpoint):
       trainkit prices refresh --cloud aws --region us-east-1 --types g5.xlarge,g5.12xlarge
     """
     from trainkit import clouds
-    from trainkit import prices as price_api
+    from trainkit.money import prices as price_api
 
     if cloud not in clouds.TERRAFORM_TARGETS:
         raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")

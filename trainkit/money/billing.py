@@ -1,7 +1,7 @@
 """Which billing plan to train on: on-demand, monthly subscription, or spot with checkpoints. Pure.
 
 `compare(cluster, hours, ...)` prices `hours` of training work under each plan with the one cost
-model (`trainkit.cost`). Spot adds the expected overhead of checkpointing and of reclaims:
+model (`trainkit.money.cost`). Spot adds the expected overhead of checkpointing and of reclaims:
 
 - checkpoint interval tau = sqrt(2 C M) (Young 1974, "A first order approximation to the optimum
   checkpoint interval", CACM 17(9)); C = seconds to write a checkpoint, M = mean time between
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainkit.cost import HOURS_PER_MONTH, cluster_cost
+from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
 
 # trainkit's assumptions when nothing better is known; every one can be overridden on the CLI.
 DEFAULT_CHECKPOINT_S = 60.0     # a few GB of model + optimizer state to local disk / NAS

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trainkit.resolve import Cluster, nat_gateway
+
 HOURS_PER_DAY = 24
 # 8760 h / 12: the month AWS and Alibaba price pages use to turn per-GB-month into per-hour.
 HOURS_PER_MONTH = 730
@@ -126,3 +128,11 @@ def run_ledger(cluster: Any, record: dict[str, Any]) -> dict[str, Any]:
             "price_per_hour": price, "cost": round(hours * price, 4) if price is not None else None}
     return {"currency": cluster.catalog.currency if cluster.catalog else None, "items": [item],
             "total": item["cost"], "attempts": len(record.get("attempts") or [])}
+
+
+def running_cost(cluster: Cluster, nodes: int) -> dict[str, Any]:
+    """What `nodes` running nodes cost, by the same model as the plan review (`trainkit.money.cost`)."""
+    if not nodes:
+        return {"currency": cluster.catalog.currency, "per_hour": None, "cost": None}
+    c = cluster_cost(cluster, nodes, 1 if nat_gateway(cluster.spec) else 0)
+    return {"currency": c["currency"], "per_hour": c["per_hour"], "cost": c}
