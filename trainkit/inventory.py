@@ -28,8 +28,8 @@ from typing import Any
 
 from trainkit.util import grammar
 from trainkit.errors import InputError
-from trainkit.resolve import Cluster
-from trainkit.sshkeys import key_files, private_key_path
+from trainkit.spec.resolve import Cluster
+from trainkit.spec.sshkeys import key_files, private_key_path
 from trainkit.workspace import Workspace
 
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
@@ -220,7 +220,7 @@ def _host_in_url(host: str) -> str:
 def guard_vars(cluster: Cluster) -> dict:
     """The guard role's inputs: the TTL where the cloud cannot release at a time, and idle."""
     from trainkit import clouds
-    from trainkit.safety import idle_minutes, ttl_hours
+    from trainkit.spec.safety import idle_minutes, ttl_hours
 
     spec = cluster.spec
     try:

@@ -18,11 +18,11 @@ from typing import Any
 from trainkit import errors
 from trainkit.util import progress
 from trainkit.errors import InputError, TrainkitError
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 from trainkit.money.cost import running_cost
 from trainkit.review import no_terraform_review, review
 from trainkit import clouds
-from trainkit.sshkeys import key_files
+from trainkit.spec.sshkeys import key_files
 from trainkit.workspace import Workspace
 
 SSH_WAIT_S = 300  # cloud images usually accept SSH within 1-2 minutes of "running"
@@ -261,7 +261,7 @@ def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) 
 
 def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
     """The TTL deadline (UTC, from the apply time) and the idle setting, for `status`."""
-    from trainkit.safety import idle_minutes, ttl_hours
+    from trainkit.spec.safety import idle_minutes, ttl_hours
 
     out: dict[str, Any] = {"ttl_deadline": None, "idle_after_minutes": idle_minutes(cluster.spec)}
     hours = ttl_hours(cluster.spec)

@@ -30,7 +30,7 @@ from trainkit.package import node_wheel
 from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for
 from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from trainkit import launch, run_status, runs
 from trainkit.money import cost
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace, read_json
 
 FINAL = ("completed", "failed", "preempted", "cancelled")

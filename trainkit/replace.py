@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trainkit import runs
 from trainkit.errors import TrainkitError, PREEMPTED
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 from trainkit import clouds
 from trainkit.workspace import Workspace
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from trainkit import runs
 from trainkit.errors import TrainkitError, PREEMPTED
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
 from trainkit.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 
 ROLES = ("network", "compute", "storage", "nas")
 # Most dangerous first: the review lists replace and delete before anything else.
@@ -159,7 +159,7 @@ def _review(cluster: Cluster, changes_: dict, cost_: dict, found: list[dict], sa
 
 def safety(cluster: Cluster) -> list[str]:
     """What the cloud and the nodes will do about a forgotten cluster (ttl, idle), in words."""
-    from trainkit import safety as safety_nets
+    from trainkit.spec import safety as safety_nets
     return safety_nets.describe(cluster)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainkit import launch, runs
-from trainkit.resolve import Cluster
+from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
 

@@ -16,8 +16,8 @@ from trainkit import clouds, errors
 from trainkit.util import progress
 from trainkit.errors import TrainkitError
 from trainkit.lifecycle import backend_description, is_cloud, render_and_init
-from trainkit.resolve import Cluster
-from trainkit.spec import RESERVED_TAG
+from trainkit.spec.resolve import Cluster
+from trainkit.spec.schema import RESERVED_TAG
 from trainkit.workspace import Workspace
 
 

@@ -9,7 +9,7 @@ import sys
 
 def test_top_once_json_gives_a_row_per_node_on_local(tmp_path, repo):
     from trainkit.provision import prepare_inventory
-    from trainkit.resolve import load_cluster
+    from trainkit.spec.resolve import load_cluster
     from trainkit.workspace import Workspace
 
     cluster = load_cluster(repo / "examples/clusters/local.yaml")

@@ -18,7 +18,7 @@ import pytest
 from trainkit import provision
 from trainkit.errors import MISSING_TOOL, PROVISION, MissingToolError, TrainkitError
 from trainkit.inventory import inventory_for
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import yaml
 
 from trainkit import provision
 from trainkit.errors import TRAIN, TrainkitError
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]

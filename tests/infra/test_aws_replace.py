@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("tf_cli_config")
 
 def test_recovery_step_replaces_only_the_terminated_instance(repo, tmp_path, moto, monkeypatch):
     from trainkit.replace_cloud import replace_instances
-    from trainkit.resolve import load_cluster
+    from trainkit.spec.resolve import load_cluster
     from trainkit.workspace import Workspace
 
     spec, ws_dir = write_spec(repo, tmp_path, moto), tmp_path / "ws"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from trainkit.render import write_stack
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from trainkit.errors import InputError
 from trainkit.render import backend_config, render_stack
-from trainkit.resolve import check, module_variables, resolve
-from trainkit.spec import ClusterSpec
+from trainkit.spec.resolve import check, module_variables, resolve
+from trainkit.spec.schema import ClusterSpec
 
 EXAMPLES = 500
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK test"

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 import yaml
 
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 
 ON_DEMAND = {"g5.xlarge": "1.0060000000", "g5.12xlarge": "5.6720000000"}
 

@@ -25,7 +25,7 @@ import pytest
 
 from trainkit.catalog import load_catalog
 from trainkit.render import render_stack
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"

@@ -14,8 +14,8 @@ import pytest
 
 from trainkit import clouds
 from trainkit.render import render_stack
-from trainkit.resolve import check, load_cluster, resolve
-from trainkit.spec import ClusterSpec
+from trainkit.spec.resolve import check, load_cluster, resolve
+from trainkit.spec.schema import ClusterSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "trainkit"

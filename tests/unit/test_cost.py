@@ -10,9 +10,9 @@ import yaml
 
 from trainkit import lifecycle
 from trainkit.money import billing
-from trainkit.resolve import resolve
+from trainkit.spec.resolve import resolve
 from trainkit.review import review
-from trainkit.spec import ClusterSpec
+from trainkit.spec.schema import ClusterSpec
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,11 +19,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainkit import resolve
+from trainkit.spec import resolve
 from trainkit.cli import main
 from trainkit.commands.ops import ssh_argv
 from trainkit.inventory import inventory_for, inventory_hosts
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,8 +12,8 @@ import yaml
 
 from trainkit.errors import InputError
 from trainkit.inventory import inventory_for, inventory_hosts
-from trainkit.resolve import Cluster
-from trainkit.spec import ClusterSpec
+from trainkit.spec.resolve import Cluster
+from trainkit.spec.schema import ClusterSpec
 from trainkit.workspace import Workspace
 
 # What `terraform output -json` writes for a 3-node cluster with a NAS (the module interface).

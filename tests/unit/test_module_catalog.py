@@ -18,7 +18,7 @@ import pytest
 
 from trainkit import clouds
 from trainkit.catalog import load_catalog
-from trainkit.spec import ClusterSpec, NetworkSpec
+from trainkit.spec.schema import ClusterSpec, NetworkSpec
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "terraform" / "modules"

@@ -23,7 +23,7 @@ import pytest
 
 from trainkit.errors import BAD_INPUT, InputError, SpecError
 from trainkit.render import hcl, render_stack, write_files
-from trainkit.resolve import load_cluster, module_variables
+from trainkit.spec.resolve import load_cluster, module_variables
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"
@@ -65,7 +65,7 @@ RENDER_ALL = """
 import json, sys
 from pathlib import Path
 from trainkit.render import render_stack
-from trainkit.resolve import load_cluster
+from trainkit.spec.resolve import load_cluster
 examples, key = Path(sys.argv[1]), sys.argv[2]
 out = {n: list(render_stack(load_cluster(examples / f"{n}.yaml"), key).items()) for n in sys.argv[3:]}
 sys.stdout.write(json.dumps(out, indent=0))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainkit.resolve import resolve
+from trainkit.spec.resolve import resolve
 from trainkit.review import review, to_markdown, to_text
-from trainkit.spec import ClusterSpec
+from trainkit.spec.schema import ClusterSpec
 
 
 # A spec per cloud shape; the review reads a plan with the room of the spec's cloud.

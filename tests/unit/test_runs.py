@@ -127,7 +127,7 @@ def test_replace_addresses_picks_the_lost_index_instance_by_id_and_its_data_reso
 
 
 def test_spare_hosts_are_not_nodes_and_all_spares_is_an_error():
-    from trainkit.spec import ClusterSpec, node_count
+    from trainkit.spec.schema import ClusterSpec, node_count
 
     hosts = [{"name": "a", "address": "10.0.0.1"}, {"name": "b", "address": "10.0.0.2", "spare": True}]
     assert node_count(ClusterSpec(name="abc", cloud="hosts", hosts=hosts)) == 1

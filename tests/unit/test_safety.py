@@ -6,10 +6,10 @@ import pytest
 
 from trainkit import lifecycle
 from trainkit.inventory import guard_vars
-from trainkit.resolve import module_variables, resolve
+from trainkit.spec.resolve import module_variables, resolve
 from trainkit.review import review
-from trainkit.safety import parse_minutes
-from trainkit.spec import ClusterSpec
+from trainkit.spec.safety import parse_minutes
+from trainkit.spec.schema import ClusterSpec
 
 BASE = {"alicloud": ("cn-hangzhou", "cn-hangzhou-i", "ecs.gn7i-c8g1.2xlarge"),
         "huaweicloud": ("cn-north-4", "cn-north-4a", "p2s.2xlarge.8"),
@@ -69,7 +69,7 @@ def test_apply_refuses_a_review_with_a_blocking_finding():
 
 
 def test_alibaba_refuses_a_ttl_shorter_than_its_30_minute_minimum(tmp_path):
-    from trainkit.resolve import load_cluster
+    from trainkit.spec.resolve import load_cluster
 
     path = tmp_path / "c.yaml"
     path.write_text("name: demo\ncloud: alicloud\nregion: cn-hangzhou\nzone: cn-hangzhou-i\n"

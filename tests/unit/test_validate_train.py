@@ -14,7 +14,7 @@ from trainkit.util import yamlload
 from trainkit.cli import main
 from trainkit.errors import InputError
 from trainkit.train.config import OTHER_NAMES, TrainConfig, load_config
-from trainkit.validate import BUILTINS, builder_problems, static_params
+from trainkit.spec.train_config import BUILTINS, builder_problems, static_params
 
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@laptop"
 
@@ -142,8 +142,8 @@ def test_the_users_public_key_is_installed_not_a_generated_one(tmp_path, capsys,
 
 
 def test_inventory_logs_in_with_the_private_key_beside_the_users_public_key(tmp_path):
-    from trainkit.sshkeys import key_files, private_key_path
-    from trainkit.spec import SshSpec
+    from trainkit.spec.sshkeys import key_files, private_key_path
+    from trainkit.spec.schema import SshSpec
     from trainkit.workspace import Workspace
 
     ssh = SshSpec(public_key="~/keys/me.pub")
@@ -164,7 +164,7 @@ def test_run_reports_a_model_args_typo_as_exit_2_not_a_crash(tmp_path, capsys):
 
 def test_builder_argument_types_are_read_from_simple_annotations(tmp_path):
     """int/float/str/bool and their `| None` / Optional forms are checked; anything else is not."""
-    from trainkit.validate import _arg_problems, static_params
+    from trainkit.spec.train_config import _arg_problems, static_params
 
     src = tmp_path / "mymodels.py"
     src.write_text("from typing import Optional\n"

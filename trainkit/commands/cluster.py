@@ -37,8 +37,8 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
       trainkit validate --config examples/train/digits.yaml
       trainkit validate examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
     """
-    from trainkit.resolve import load_cluster
-    from trainkit.spec import check_key_files
+    from trainkit.spec.resolve import load_cluster
+    from trainkit.spec.schema import check_key_files
 
     if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
         spec, overrides = None, (spec, *overrides)
@@ -95,7 +95,7 @@ def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
     from trainkit import runs
     from trainkit.util.resources import train_config
-    from trainkit.validate import check_train_config, world_size
+    from trainkit.spec.train_config import check_train_config, world_size
 
     if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
         config = str(train_config(config))
@@ -183,7 +183,7 @@ def render(spec: str, workdir: str | None) -> None:
       trainkit render examples/clusters/aws.yaml --workdir /tmp/aws-demo
     """
     from trainkit.render import require_terraform, write_stack
-    from trainkit.sshkeys import public_key_text
+    from trainkit.spec.sshkeys import public_key_text
 
     cluster, ws = load(spec, workdir, warn=True)
     require_terraform(cluster)

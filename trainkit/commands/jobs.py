@@ -64,7 +64,7 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     config_path = None if attach else resources.train_config(config)
     job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
     if job is not None and job.command is None:
-        from trainkit.validate import check_train_config, world_size
+        from trainkit.spec.train_config import check_train_config, world_size
 
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:

@@ -38,7 +38,7 @@ def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, pri
       trainkit cost examples/clusters/aws.yaml --hours 100 --reclaims-per-day 2
     """
     from trainkit.money import billing
-    from trainkit.resolve import load_cluster, nat_gateway
+    from trainkit.spec.resolve import load_cluster, nat_gateway
     from trainkit.workspace import Workspace
 
     cluster = load_cluster(spec, price_file)

@@ -117,8 +117,8 @@ def dump_json(value: Any) -> str:
 def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):
     """(cluster, workspace) for a spec, its key files checked. `warn`: print the sizing warnings
     (commands that act on the size pass it; the rest stay quiet, so warnings show once)."""
-    from trainkit.resolve import load_cluster
-    from trainkit.spec import check_key_files
+    from trainkit.spec.resolve import load_cluster
+    from trainkit.spec.schema import check_key_files
     from trainkit.workspace import Workspace
 
     cluster = load_cluster(spec, price_file)

@@ -68,7 +68,7 @@ def _failure(summary: dict, cfg) -> TrainkitError:
 
 def _check_builders(cfg) -> None:
     """model/data and their *_args against the builders' signatures (exit 2, not a TypeError)."""
-    from trainkit.validate import builder_problems
+    from trainkit.spec.train_config import builder_problems
 
     problems = [p for key in ("model", "data")
                 for p in builder_problems(key, getattr(cfg, key), getattr(cfg, f"{key}_args"))[0]]

@@ -36,7 +36,7 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     names = list(cloud_names) or list(clouds.TERRAFORM_TARGETS)
     need_terraform = True
     if spec:
-        from trainkit.spec import load_spec
+        from trainkit.spec.schema import load_spec
 
         s = load_spec(spec)
         is_cloud = s.cloud in clouds.TERRAFORM_TARGETS

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainkit.resolve import Cluster, nat_gateway
+from trainkit.spec.resolve import Cluster, nat_gateway
 
 HOURS_PER_DAY = 24
 # 8760 h / 12: the month AWS and Alibaba price pages use to turn per-GB-month into per-hour.

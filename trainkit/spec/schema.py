@@ -3,7 +3,7 @@
 `load_spec(path)` is the only entry point the rest of trainkit uses. It raises `SpecError`
 listing every problem with its field path and a fix; it never returns a half-valid spec.
 Checks that need the instance catalog (instance type exists, requirements can be met) live in
-`trainkit.resolve`, which turns a spec into a `Cluster` (spec + chosen instance + defaults).
+`trainkit.spec.resolve`, which turns a spec into a `Cluster` (spec + chosen instance + defaults).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit import clouds, spec_checks, sshkeys
+from trainkit import clouds
+from trainkit.spec import sshkeys
+from trainkit.spec import checks
 from trainkit.util import yamlload
 from trainkit.util import grammar
-from trainkit.spec_errors import pydantic_problems
+from trainkit.spec.problems import pydantic_problems
 from trainkit.errors import SpecError
 from trainkit.stage import DataSection
 
@@ -134,12 +136,12 @@ class NetworkSpec(_Model):
 
     @model_validator(mode="after")
     def _subnet_inside_vpc(self) -> "NetworkSpec":
-        problems = spec_checks.network_problems(self)
+        problems = checks.network_problems(self)
         if self.nat_gateway and self.public_ip == "all":
             problems.append("nat_gateway: true with public_ip: all: every node already has a public "
                             "IP, so the NAT gateway would only cost money; drop nat_gateway")
-        if spec_checks.whole_internet(self.admin_cidrs) and not self.allow_ssh_from_anywhere:
-            problems.append(f"admin_cidrs: {', '.join(spec_checks.whole_internet(self.admin_cidrs))} opens SSH to "
+        if checks.whole_internet(self.admin_cidrs) and not self.allow_ssh_from_anywhere:
+            problems.append(f"admin_cidrs: {', '.join(checks.whole_internet(self.admin_cidrs))} opens SSH to "
                             "the whole internet; list your office/VPN CIDRs, or set "
                             "network.allow_ssh_from_anywhere: true if you really mean it")
         if problems:
@@ -275,7 +277,7 @@ class ClusterSpec(_Model):
     @field_validator("ttl", "idle")
     @classmethod
     def _duration(cls, v: str | None) -> str | None:
-        from trainkit.safety import parse_minutes
+        from trainkit.spec.safety import parse_minutes
         if v is not None:
             parse_minutes(v)
         return v
@@ -339,7 +341,7 @@ def _target_problems(s: ClusterSpec) -> list[str]:
             out.append("hosts: every host is a spare; mark at least one without `spare: true`")
         if "nodes" in s.model_fields_set and s.nodes != active:
             out.append(f"nodes: {s.nodes} but {active} active hosts are listed; drop `nodes`")
-        out += spec_checks.host_problems(s)
+        out += checks.host_problems(s)
     if s.cloud == "local" and (s.ttl or s.idle):
         out.append("ttl: the local target is this machine; trainkit will not shut it down "
                    "(ttl and idle are for clouds and hosts)")
