@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from trainkit.clouds.base import Cloud
 from trainkit.clouds.credentials import describe_sets, presence
 from trainkit.errors import MissingToolError
-from trainkit.render import TERRAFORM_MIN_VERSION
+from trainkit.stack.render import TERRAFORM_MIN_VERSION
 
 TERRAFORM_INSTALL = "https://developer.hashicorp.com/terraform/install"
 
@@ -33,7 +33,7 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
 
 def terraform_status() -> dict[str, Any]:
     """{found, path, version, minimum, ok}: terraform on PATH (or TRAINKIT_TERRAFORM), recent enough."""
-    from trainkit.terraform import terraform_path, terraform_version
+    from trainkit.stack.terraform import terraform_path, terraform_version
 
     try:
         path = terraform_path()

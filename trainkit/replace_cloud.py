@@ -27,7 +27,7 @@ from trainkit.workspace import Workspace
 
 def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path | None) -> list[str]:
     """Recreate the instances of the nodes named `lost` (outputs.json names); returns their names."""
-    from trainkit.lifecycle import render_and_init
+    from trainkit.stack.state import render_and_init
 
     t0 = time.time()
     nodes = ws.read_outputs().get("nodes") or []

@@ -15,7 +15,8 @@ from typing import Any, Callable
 from trainkit import clouds, errors
 from trainkit.util import progress
 from trainkit.errors import TrainkitError
-from trainkit.lifecycle import backend_description, is_cloud, render_and_init
+from trainkit.lifecycle import is_cloud
+from trainkit.stack.state import backend_description, render_and_init
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
 from trainkit.workspace import Workspace

@@ -13,7 +13,7 @@ import boto3
 import pytest
 import yaml
 
-from trainkit.checkov import scan_plan
+from trainkit.stack.checkov import scan_plan
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.render import write_stack
+from trainkit.stack.render import write_stack
 from trainkit.spec.resolve import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]

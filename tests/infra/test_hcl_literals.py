@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainkit.errors import InputError
-from trainkit.render import backend_config, render_stack
+from trainkit.stack.render import backend_config, render_stack
 from trainkit.spec.resolve import check, module_variables, resolve
 from trainkit.spec.schema import ClusterSpec
 

@@ -24,7 +24,7 @@ import hcl2
 import pytest
 
 from trainkit.catalog import load_catalog
-from trainkit.render import render_stack
+from trainkit.stack.render import render_stack
 from trainkit.spec.resolve import load_cluster
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainkit import clouds
-from trainkit.render import render_stack
+from trainkit.stack.render import render_stack
 from trainkit.spec.resolve import check, load_cluster, resolve
 from trainkit.spec.schema import ClusterSpec
 

@@ -11,7 +11,7 @@ import yaml
 from trainkit import lifecycle
 from trainkit.money import billing
 from trainkit.spec.resolve import resolve
-from trainkit.review import review
+from trainkit.stack.review import review
 from trainkit.spec.schema import ClusterSpec
 from trainkit.workspace import Workspace
 

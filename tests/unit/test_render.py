@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from trainkit.errors import BAD_INPUT, InputError, SpecError
-from trainkit.render import hcl, render_stack, write_files
+from trainkit.stack.render import hcl, render_stack, write_files
 from trainkit.spec.resolve import load_cluster, module_variables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +64,7 @@ def test_render_matches_golden_files(name):
 RENDER_ALL = """
 import json, sys
 from pathlib import Path
-from trainkit.render import render_stack
+from trainkit.stack.render import render_stack
 from trainkit.spec.resolve import load_cluster
 examples, key = Path(sys.argv[1]), sys.argv[2]
 out = {n: list(render_stack(load_cluster(examples / f"{n}.yaml"), key).items()) for n in sys.argv[3:]}

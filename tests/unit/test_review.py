@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from trainkit.spec.resolve import resolve
-from trainkit.review import review, to_markdown, to_text
+from trainkit.stack.review import review
+from trainkit.stack.review_render import to_markdown, to_text
 from trainkit.spec.schema import ClusterSpec
 
 

@@ -7,7 +7,7 @@ import pytest
 from trainkit import lifecycle
 from trainkit.inventory import guard_vars
 from trainkit.spec.resolve import module_variables, resolve
-from trainkit.review import review
+from trainkit.stack.review import review
 from trainkit.spec.safety import parse_minutes
 from trainkit.spec.schema import ClusterSpec
 

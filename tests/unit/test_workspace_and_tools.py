@@ -120,7 +120,7 @@ def test_a_workspace_without_the_clusters_private_key_is_told_where_to_put_it(tm
 
 
 def test_the_key_pair_of_a_state_applied_before_the_key_output_is_found():
-    from trainkit.lifecycle import _key_in_state, change_set, drifted
+    from trainkit.stack.state import _key_in_state, change_set, drifted
 
     state = {"values": {"root_module": {"child_modules": [{"resources": [
         {"mode": "managed", "values": {"public_key": "ssh-ed25519 AAAAx c"}},

@@ -78,7 +78,7 @@ def test_inventory_builds_data_and_writes_nothing(repo):
 
 def test_the_review_of_a_target_without_terraform_has_the_review_shape():
     from trainkit.spec.resolve import load_cluster
-    from trainkit.review import changes, no_terraform_review
+    from trainkit.stack.review import changes, no_terraform_review
 
     rev = no_terraform_review(load_cluster("examples/clusters/local.yaml"))
     assert set(rev) == {"cluster", "cloud", "changes", "cost", "findings", "safety", "blocking", "note"}

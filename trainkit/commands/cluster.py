@@ -182,7 +182,7 @@ def render(spec: str, workdir: str | None) -> None:
       trainkit render examples/clusters/alicloud.yaml
       trainkit render examples/clusters/aws.yaml --workdir /tmp/aws-demo
     """
-    from trainkit.render import require_terraform, write_stack
+    from trainkit.stack.render import require_terraform, write_stack
     from trainkit.spec.sshkeys import public_key_text
 
     cluster, ws = load(spec, workdir, warn=True)

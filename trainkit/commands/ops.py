@@ -46,7 +46,7 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
     Example:
       trainkit plan examples/clusters/aws.yaml --format markdown --out review.md
     """
-    from trainkit.review import to_markdown, to_text
+    from trainkit.stack.review_render import to_markdown, to_text
 
     if out_file and Path(out_file).resolve() in (Path(spec).resolve(), Path(price_file or spec).resolve()):
         raise InputError(f"--out {out_file} is the spec or price file; the review would overwrite it",
@@ -82,7 +82,7 @@ def apply(spec, workdir, price_file, yes, no_provision):
     Example:
       trainkit plan examples/clusters/aws.yaml && trainkit apply examples/clusters/aws.yaml
     """
-    from trainkit.review import to_text
+    from trainkit.stack.review_render import to_text
 
     cluster, ws = load(spec, workdir, price_file, warn=True)
 
@@ -200,7 +200,7 @@ def status(spec, workdir, fmt):
     for node in out["nodes"]:
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
     if out.get("per_hour") is not None:
-        from trainkit.review_render import money
+        from trainkit.stack.review_render import money
         click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
                    f"so far {out.get('cost_so_far', 0):.2f}")
         click.echo(f"  price basis: {out['cost']['items'][0]['basis']}")

@@ -1,4 +1,4 @@
-"""A review dict (`trainkit.review.review`) -> text for a terminal or markdown for a pull request.
+"""A review dict (`trainkit.stack.review.review`) -> text for a terminal or markdown for a pull request.
 
 The markdown puts what is dangerous first (replace and destroy, loudly), then cost per hour, day
 and month with the delta against what runs now, findings, safety nets, and the full change list

@@ -3,7 +3,7 @@
 `review(plan, cluster)` returns a dict whose keys are stable for CI (`--format json`);
 `to_text` and `to_markdown` render it for terminals and pull requests. Per-cloud knowledge
 (which resource is compute, which attribute opens SSH or a public IP) is asked of the cloud's room
-through `trainkit.plan_rules`.
+through `trainkit.stack.plan_rules`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
-from trainkit.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
+from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
 from trainkit.spec.resolve import Cluster
 
 ROLES = ("network", "compute", "storage", "nas")
@@ -161,6 +161,3 @@ def safety(cluster: Cluster) -> list[str]:
     """What the cloud and the nodes will do about a forgotten cluster (ttl, idle), in words."""
     from trainkit.spec import safety as safety_nets
     return safety_nets.describe(cluster)
-
-
-from trainkit.review_render import to_markdown, to_text  # noqa: E402  (re-exported for callers)

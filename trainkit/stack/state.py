@@ -1,0 +1,120 @@
+"""The stack's state: render + `terraform init` against the backend (settling the SSH key every
+workspace of a cluster renders), what the state and the cloud hold now (a refresh-only plan), drift
+and change sets of a plan, and where the state lives, in words.
+
+Reads the cloud and the backend; never changes either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainkit import errors
+from trainkit.errors import TrainkitError
+from trainkit.spec.resolve import Cluster
+from trainkit.spec.sshkeys import key_files
+from trainkit.util import progress
+from trainkit.workspace import Workspace
+
+
+def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
+    """Render the root stack, `terraform init` it (reaching the state backend) and settle its key.
+
+    Returns `(runner, outputs)`, `outputs` being the backend's `{name: value}` (empty when the
+    cluster does not exist). The SSH key rendered is, in order: the spec's `ssh.public_key`, the
+    key the cluster already has in its state (so every workspace of a cluster renders the same
+    key), this workspace's generated key, a newly generated one.
+    """
+    from trainkit.stack.render import write_stack
+    from trainkit.stack.terraform import TerraformRunner, terraform_path
+
+    terraform_path()  # fail first, with install instructions, when terraform is missing
+    ws.ensure()
+    pub, _ = key_files(cluster.spec.ssh)
+    user_key = pub.read_text().strip() if pub is not None else None
+    first = user_key or ws.generated_public_key() or _INIT_ONLY_KEY
+    write_stack(cluster, first, ws.terraform_dir)
+    with progress.step("terraform init") as s:
+        runner = TerraformRunner(ws.terraform_dir, ws.terraform_log, on_line=s.line,
+                                 cloud=cluster.spec.cloud)
+        try:
+            runner.init(phase=phase)
+        except TrainkitError as err:
+            if err.exit_code == 130:  # Ctrl-C: keep terraform's own message
+                raise
+            raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
+                                f"read, so nothing was changed: {err.message}",
+                                fix=f"check `backend:` in {cluster.source} (the bucket must exist and your "
+                                    f"credentials must reach it), then run the command again; {err.fix}",
+                                exit_code=phase) from None
+        outputs = {k: v["value"] for k, v in runner.outputs(phase=phase).items()}
+    state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
+    key = user_key or state_key or ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
+    if key != first:
+        write_stack(cluster, key, ws.terraform_dir)
+    return runner, outputs
+
+
+def _key_in_state(state: dict) -> str | None:
+    """The key pair's public key in a state applied before modules output `ssh_public_key`."""
+    stack = [state.get("values", {}).get("root_module", {})]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules", []))
+        for res in module.get("resources", []):
+            key = (res.get("values") or {}).get("public_key")
+            if res.get("mode") == "managed" and isinstance(key, str) and key.startswith(("ssh-", "ecdsa-")):
+                return key
+    return None
+
+
+# Rendered only for `terraform init`, which reads the backend block and never the module inputs.
+_INIT_ONLY_KEY = "ssh-ed25519 AAAA-trainkit-init-only"
+
+
+def backend_description(cluster: Cluster, ws: Workspace) -> str:
+    """Where the cluster's state lives, for messages: "s3 bucket/key" or the local file."""
+    from trainkit.stack.render import backend_config
+
+    kind, args, _ = backend_config(cluster)
+    if kind == "local":
+        return f"local state {ws.terraform_dir / args['path']}"
+    where = "/".join(str(args[k]) for k in ("bucket", "prefix", "key") if args.get(k))
+    return f"{kind} backend {where}"
+
+
+def change_set(plan_data: dict) -> set[tuple[str, tuple[str, ...]]]:
+    """The plan's resource changes as {(address, actions)}, no-ops and reads left out."""
+    return {(rc["address"], tuple(rc["change"]["actions"])) for rc in plan_data.get("resource_changes", [])
+            if set(rc["change"]["actions"]) - {"no-op", "read"}}
+
+
+def drifted(plan_data: dict) -> list[str]:
+    """Resources the cloud no longer has although the state listed them ("deleted outside trainkit")."""
+    return sorted(rd["address"] for rd in plan_data.get("resource_drift", [])
+                  if "delete" in rd["change"]["actions"])
+
+
+def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(outputs as the cloud has them now, addresses gone from the cloud, addresses the state
+    holds without outputs): a refresh-only plan. The third is non-empty only when a destroy or an
+    apply stopped part-way (terraform drops the outputs first): resources that may still bill.
+
+    Changes nothing: neither the cloud nor the state. Caches the outputs in outputs.json.
+    """
+    ws.rotate_log()
+    runner, outputs = render_and_init(cluster, ws)
+    if not outputs:  # no outputs: nothing to refresh, but maybe resources left part-way
+        ws.outputs_json.unlink(missing_ok=True)
+        return {}, [], runner.state_list()
+    refresh = ws.refresh_bin
+    try:
+        with progress.step("terraform plan -refresh-only") as s:
+            runner.on_line = s.line
+            runner.plan(refresh, refresh_only=True)
+            data = runner.show_json(refresh)
+    finally:
+        refresh.unlink(missing_ok=True)
+    outputs = {k: v.get("value") for k, v in data.get("planned_values", {}).get("outputs", {}).items()}
+    ws.write_outputs(outputs)
+    return outputs, drifted(data), []
