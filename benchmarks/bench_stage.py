@@ -23,7 +23,8 @@ PACED_MBS = 8.0  # per-connection ceiling of the paced server
 
 
 def _timed(url: str, root: Path, connections: int, chunk_mb: float) -> float:
-    from trainkit.stage import load_section, stage
+    from trainkit.staging.fetch import stage
+    from trainkit.staging.section import load_section
 
     section = load_section({"connections": connections, "chunk_mb": chunk_mb,
                             "sources": [{"url": url, "name": "x"}]})

@@ -284,7 +284,7 @@ def _data_vars(cluster: Cluster, work: str) -> dict:
     shared = bool(cluster.nas.get("enabled"))
     roots = {"disk": disk, "nas": f"{cluster.nas['mount_point'].rstrip('/')}/{cluster.name}/datasets"
              if shared else disk}
-    from trainkit.stage_io import env_names
+    from trainkit.staging.stores import env_names
 
     return {"trainkit_data": section.model_dump(mode="json") if section.sources else {},
             "trainkit_data_env_names": env_names(), "trainkit_data_roots": roots,

@@ -193,7 +193,7 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
 
 def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> None:
     """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
-    attempt (cheap when the files are present and verified: trainkit/stage.py)."""
+    attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
     if not (cluster.spec.data.sources or job.stage):
         return
     from trainkit.inventory import stage_vars

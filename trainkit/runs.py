@@ -46,7 +46,7 @@ class Job:
     setup: str | None = None               # once per node, before the first command
     env: dict[str, str] = field(default_factory=dict)
     excludes: tuple[str, ...] = ()         # extra rsync-style exclude patterns for workdir
-    stage: Any = None                      # the job's own data (trainkit.stage.DataSection) or None
+    stage: Any = None                      # the job's own data (trainkit.staging.section.DataSection) or None
 
     @property
     def mode(self) -> str:
@@ -92,7 +92,7 @@ def _stage(path: Path, value: Any) -> Any:
     """The job's `stage:` section (the fields of the spec's `data:`), or None when absent/empty."""
     if value is None:
         return None
-    from trainkit.stage import load_section
+    from trainkit.staging.section import load_section
 
     section = load_section(value, f"{path}: stage")
     return section if section.sources else None

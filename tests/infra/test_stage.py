@@ -11,8 +11,9 @@ import tarfile
 import pytest
 
 from trainkit.errors import InputError
-from trainkit.stage import MARKER, StageError, load_section, plan_ranges, stage
-from trainkit.stage_io import open_store
+from trainkit.staging.fetch import MARKER, StageError, plan_ranges, stage
+from trainkit.staging.section import load_section
+from trainkit.staging.stores import open_store
 
 CHUNK_MB = 0.25  # 256 KiB ranges: the 5 MiB object is fetched in 21 ranges
 

@@ -163,7 +163,7 @@ def test_a_jobs_stage_section_is_a_launch_key_checked_and_part_of_the_fingerprin
 
 def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_where():
     from trainkit.inventory import stage_vars
-    from trainkit.stage import load_section
+    from trainkit.staging.section import load_section
 
     group = {"trainkit_data_root": "/mnt/shared/c/datasets", "trainkit_shared_work_dir": True,
              "trainkit_data_roots": {"disk": "/data/datasets", "nas": "/mnt/shared/c/datasets"}}

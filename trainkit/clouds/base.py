@@ -126,7 +126,7 @@ class Cloud:
     # Module that finds and deletes what still carries the cluster's tag after destroy:
     # `find(cluster) -> [{type, id, ...}]`, `delete(cluster, found)`. None: not implemented.
     tag_sweeper: str | None = None
-    # S3-compatible object storage for data staging (trainkit/stage.py): (URL scheme, endpoint with a
+    # S3-compatible object storage for data staging (trainkit/staging/fetch.py): (URL scheme, endpoint with a
     # `{region}` placeholder, or None = the S3 SDK's own). Keys come from `credentials[0]`, the
     # region from `region_variables`.
     object_store: tuple[str, str | None] | None = None

@@ -1,4 +1,4 @@
-"""`trainkit stage`: download a `data:` section's sources onto this node (glue over trainkit.stage)."""
+"""`trainkit stage`: download a `data:` section's sources onto this node (glue over trainkit.staging.fetch)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def stage(file: str, root: str, fmt: str) -> None:
       trainkit stage examples/clusters/local.yaml --root /data/datasets
     """
     from trainkit.util import yamlload
-    from trainkit.stage import load_section, stage as run_stage
+    from trainkit.staging.fetch import stage as run_stage
+    from trainkit.staging.section import load_section
 
     # One loader for every user YAML: bounded size and aliases, UTF-8, no FIFO read (it hung).
     raw = yamlload.load_file(file, "data file") or {}

@@ -24,7 +24,7 @@ from trainkit.util import yamlload
 from trainkit.util import grammar
 from trainkit.spec.problems import pydantic_problems
 from trainkit.errors import SpecError
-from trainkit.stage import DataSection
+from trainkit.staging.section import DataSection
 
 RESERVED_TAG = "trainkit-cluster"
 
@@ -268,7 +268,7 @@ class ClusterSpec(_Model):
                                                       "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()
     budget: BudgetSpec = BudgetSpec()
-    data: DataSection = Field(DataSection(), description="Data staged before every job (trainkit/stage.py)")
+    data: DataSection = Field(DataSection(), description="Data staged before every job (trainkit/staging/fetch.py)")
     ttl: str | None = Field(None, description="Release the cluster this long after it is created, "
                                               "e.g. 12h (see docs: safety nets)")
     idle: str | None = Field(None, description="Shut a node down after this long with no training "

@@ -1,4 +1,5 @@
-"""Data staging: bring a `data:` section's sources onto the node's data disk (or the NAS), once.
+"""Data staging: bring a `data:` section's sources (trainkit/staging/section.py) onto the node's
+data disk (or the NAS), once.
 
     data:
       target: disk            # disk (each node) | nas (once, on the head node)
@@ -30,12 +31,12 @@ import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainkit.errors import InputError, TrainkitError
-from trainkit.stage_io import Remote, open_store
+from trainkit.staging.section import DataSection, Source
+from trainkit.staging.stores import Remote, open_store
 
 MARKER = ".trainkit-staged.json"
 ARCHIVES = (".tar.gz", ".tgz", ".tar", ".zip")
@@ -43,54 +44,6 @@ ARCHIVES = (".tar.gz", ".tgz", ".tar", ".zip")
 
 class StageError(TrainkitError):
     """A source could not be staged (unreachable, or its bytes failed the integrity check)."""
-
-
-class Source(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    url: str = Field(description="s3:// oss:// cos:// obs:// (bucket/key or bucket/prefix/) or https://")
-    name: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description="Folder under the data root.")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 (one object).")
-    unpack: bool = Field(True, description="Unpack .tar/.tar.gz/.tgz/.zip archives after download.")
-    endpoint: str | None = Field(None, description="Override the store's endpoint URL (emulators).")
-    region: str | None = Field(None, description="Region for the cloud's endpoint (else from env).")
-
-    @field_validator("name")
-    @classmethod
-    def _not_dots(cls, name: str | None) -> str | None:
-        if name in (".", ".."):
-            raise ValueError(f"{name!r} is the data root or its parent; name a folder under it")
-        return name
-
-    @field_validator("url")
-    @classmethod
-    def _known_scheme(cls, url: str) -> str:
-        from trainkit.stage_io import schemes
-
-        scheme = url.partition("://")[0]
-        known = [*sorted(schemes()), "https", "http"]
-        if "://" not in url or scheme not in known:
-            raise ValueError(f"{url!r}: use one of " + ", ".join(f"{k}://" for k in known))
-        if not url.partition("://")[2].split("/", 1)[0]:
-            raise ValueError(f"{url!r} names no bucket or host; write it like {scheme}://bucket/prefix/")
-        return url
-
-
-class DataSection(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # chunk_mb: .inf
-    target: Literal["disk", "nas"] = "disk"
-    connections: int = Field(10, ge=1, le=64)
-    # 8-16 MB byte ranges: Amazon S3 "Best practices design patterns: optimizing performance".
-    chunk_mb: float = Field(8, gt=0)
-    sources: list[Source] = Field(default_factory=list)
-
-
-def load_section(raw: Any, where: str = "data") -> DataSection:
-    """Validate a `data:` mapping; InputError naming the field on bad input."""
-    try:
-        return DataSection.model_validate(raw or {})
-    except ValidationError as err:
-        lines = [f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()]
-        raise InputError("\n  ".join(lines), fix="see docs/data.md for the data: section") from None
 
 
 # ---------------------------------------------------------------- pure planning

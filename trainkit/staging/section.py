@@ -1,0 +1,61 @@
+"""The `data:` section of a cluster spec or a train config, validated: where the data goes (each
+node's disk, or the NAS once) and its sources (URL, folder name, checksum, unpack, endpoint).
+
+`load_section(raw)` returns a frozen `DataSection` or raises InputError naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from trainkit.errors import InputError
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: str = Field(description="s3:// oss:// cos:// obs:// (bucket/key or bucket/prefix/) or https://")
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]+$", description="Folder under the data root.")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 (one object).")
+    unpack: bool = Field(True, description="Unpack .tar/.tar.gz/.tgz/.zip archives after download.")
+    endpoint: str | None = Field(None, description="Override the store's endpoint URL (emulators).")
+    region: str | None = Field(None, description="Region for the cloud's endpoint (else from env).")
+
+    @field_validator("name")
+    @classmethod
+    def _not_dots(cls, name: str | None) -> str | None:
+        if name in (".", ".."):
+            raise ValueError(f"{name!r} is the data root or its parent; name a folder under it")
+        return name
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        from trainkit.staging.stores import schemes
+
+        scheme = url.partition("://")[0]
+        known = [*sorted(schemes()), "https", "http"]
+        if "://" not in url or scheme not in known:
+            raise ValueError(f"{url!r}: use one of " + ", ".join(f"{k}://" for k in known))
+        if not url.partition("://")[2].split("/", 1)[0]:
+            raise ValueError(f"{url!r} names no bucket or host; write it like {scheme}://bucket/prefix/")
+        return url
+
+
+class DataSection(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # chunk_mb: .inf
+    target: Literal["disk", "nas"] = "disk"
+    connections: int = Field(10, ge=1, le=64)
+    # 8-16 MB byte ranges: Amazon S3 "Best practices design patterns: optimizing performance".
+    chunk_mb: float = Field(8, gt=0)
+    sources: list[Source] = Field(default_factory=list)
+
+
+def load_section(raw: Any, where: str = "data") -> DataSection:
+    """Validate a `data:` mapping; InputError naming the field on bad input."""
+    try:
+        return DataSection.model_validate(raw or {})
+    except ValidationError as err:
+        lines = [f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()]
+        raise InputError("\n  ".join(lines), fix="see docs/data.md for the data: section") from None
