@@ -46,7 +46,7 @@ def terraform_status() -> dict[str, Any]:
 
 def ansible_status() -> dict[str, Any]:
     """{found, path, runner, ok}: ansible-playbook (PATH or beside this Python) and ansible_runner."""
-    from trainkit.provision import find_ansible_playbook
+    from trainkit.provision.playbook import find_ansible_playbook
 
     try:
         path = find_ansible_playbook()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import subprocess
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,47 +29,17 @@ from typing import Any
 
 import yaml
 
-from trainkit.util import yamlload
 from trainkit.errors import InputError, TrainkitError, TRAIN
+from trainkit.provision.reach import Node
 from trainkit.runs import Job
 
 SUPERVISOR = Path(__file__).parent / "node" / "supervise.py"
-SSH_TIMEOUT_S = 60
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
 DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".trainkit", "runs", ".mypy_cache",
                     ".pytest_cache", "*.egg-info")
 # The workdir tar is built in memory and copied to every node: code, not data (data goes through
 # the `data:`/`stage:` sections). Past this, `workdir: .` has picked up a dataset or a home folder.
 MAX_WORKDIR_BYTES = 256 * 2**20
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    rank: int
-    vars: dict[str, Any]          # inventory host vars merged over group vars
-
-    @property
-    def local(self) -> bool:
-        return self.vars.get("ansible_connection") == "local"
-
-    def argv(self, script: str) -> list[str]:
-        """The command running `script` (a POSIX shell string) on this node."""
-        if self.local:
-            return ["bash", "-c", script]
-        from trainkit.inventory import ssh_argv  # the one ssh builder: checked user@host after `--`
-
-        return ssh_argv(self.vars, ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
-                                    "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2")) + [script]
-
-    def sh(self, script: str, data: bytes | None = None, timeout: float = SSH_TIMEOUT_S
-           ) -> subprocess.CompletedProcess:
-        """Run `script` on the node; rc 255 (ssh's own failure) or a timeout = unreachable."""
-        try:
-            return subprocess.run(self.argv(script), input=data, capture_output=True, timeout=timeout,
-                                  stdin=None if data is not None else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return subprocess.CompletedProcess(self.argv(script), 255, b"", b"timed out")
 
 
 @dataclass(frozen=True)
@@ -92,27 +61,6 @@ class Layout:
 
     def state_file(self, rank: int, attempt: int) -> str:
         return f"{self.node_dir(rank)}/attempt-{attempt}.json"
-
-
-def nodes_from_inventory(inventory_yml: Path) -> tuple[list[Node], dict[str, Any]]:
-    """Nodes in rank order and the group vars, from workspace/inventory.yml (InputError if broken)."""
-    from trainkit.inventory import inventory_hosts
-    from trainkit.workspace import load_inventory
-
-    inv = load_inventory(inventory_yml)
-    group = dict(inv["all"].get("vars") or {})
-    # Ansible reads group_vars/all.yml next to the inventory over the inventory's group vars.
-    for extra in (inventory_yml.parent / "group_vars" / "all.yml", inventory_yml.parent / "group_vars" / "all.yaml"):
-        if extra.is_file():
-            more = yamlload.load_file(extra, "group vars file") or {}
-            if not isinstance(more, dict):
-                raise InputError(f"{extra}: group vars must be a mapping (key: value lines)",
-                                 fix="fix the file; Ansible reads it too")
-            group.update(more)
-    hosts = inventory_hosts(inv)
-    nodes = [Node(name, int(v.get("trainkit_node_rank", i)), {**group, **v}) for i, (name, v) in
-             enumerate(hosts.items())]
-    return sorted(nodes, key=lambda n: n.rank), group
 
 
 def layout_for(group: dict[str, Any], run_id: str) -> Layout:

@@ -9,7 +9,6 @@ to Ansible.
 from __future__ import annotations
 
 import json
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,8 @@ from trainkit.money.cost import running_cost
 from trainkit.stack.review import no_terraform_review, review
 from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
 from trainkit import clouds
+from trainkit.provision.reach import wait_for_ssh
 from trainkit.workspace import Workspace
-
-SSH_WAIT_S = 300  # cloud images usually accept SSH within 1-2 minutes of "running"
 
 
 def is_cloud(cluster: Cluster) -> bool:
@@ -85,7 +83,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
         rev, outputs = _terraform_apply(cluster, ws, confirm, provision)
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
-    from trainkit.provision import prepare_inventory, run_site
+    from trainkit.provision.playbook import prepare_inventory, run_site
 
     if provision:  # run_site writes inventory.yml itself
         if is_cloud(cluster):
@@ -158,28 +156,6 @@ def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
     return [(n["public_ip"], 22) for n in nodes if n.get("public_ip")]
 
 
-def wait_for_ssh(targets: list[tuple[str, int]], timeout_s: float = SSH_WAIT_S) -> None:
-    """Block until every (host, port) accepts TCP; TrainkitError naming those that never did."""
-    pending = list(targets)
-    with progress.step(f"waiting for SSH on {len(pending)} node(s)") as s:
-        deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for target in list(pending):
-                try:
-                    socket.create_connection(target, timeout=3).close()
-                    pending.remove(target)
-                    s.line(f"{target[0]}:{target[1]} is up")
-                except OSError:
-                    pass
-            if pending:
-                time.sleep(2)
-    if pending:
-        raise TrainkitError(f"SSH did not come up within {timeout_s:.0f}s on: "
-                            + ", ".join(f"{h}:{p}" for h, p in pending),
-                            fix="check admin_cidrs includes your address, and the image's SSH user",
-                            exit_code=errors.PROVISION)
-
-
 # ---------------------------------------------------------------- status
 
 def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
@@ -237,7 +213,7 @@ def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, A
     InputError (exit 2, "apply first") when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
     when the cluster's private key is not where SSH will look for it.
     """
-    from trainkit.provision import prepare_inventory
+    from trainkit.provision.playbook import prepare_inventory
 
     ws.rotate_log()
     runner, outputs = render_and_init(cluster, ws)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import launch, run_status, runs
+from trainkit.provision import reach
 from trainkit.money import cost
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.spec.resolve import Cluster
@@ -78,7 +79,7 @@ def _nodes(cluster: Cluster, ws: Workspace):
     if not ws.inventory_yml.exists():
         raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}: apply first",
                             fix=f"run `trainkit apply {cluster.source}` first", exit_code=BAD_INPUT)
-    return launch.nodes_from_inventory(ws.inventory_yml)
+    return reach.nodes_from_inventory(ws.inventory_yml)
 
 
 def notice_url(cluster: Cluster, configured: str | None) -> str | None:
@@ -196,8 +197,8 @@ def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> N
     attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
     if not (cluster.spec.data.sources or job.stage):
         return
-    from trainkit.inventory import stage_vars
-    from trainkit.provision import run_playbook
+    from trainkit.provision.inventory import stage_vars
+    from trainkit.provision.playbook import run_playbook
 
     if cluster.spec.data.sources:
         run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
@@ -217,7 +218,7 @@ def check_job(cluster: Cluster, job: runs.Job) -> None:
 class Follower:
     """Reads the head's log and metrics.jsonl incrementally; prints the log when asked to."""
 
-    def __init__(self, head: launch.Node, lay: launch.Layout, job: runs.Job, echo: Callable[[str], None] | None):
+    def __init__(self, head: reach.Node, lay: launch.Layout, job: runs.Job, echo: Callable[[str], None] | None):
         self.head, self.lay, self.echo = head, lay, echo
         name = "rank-0.log" if job.command is None else "node-0.log"
         self.log = f"{lay.run_dir}/logs/{name}"

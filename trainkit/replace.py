@@ -7,7 +7,6 @@ new node(s). Every step is an event in the run's events.jsonl with how long it t
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from trainkit import runs
 from trainkit.errors import TrainkitError, PREEMPTED
 from trainkit.spec.resolve import Cluster
 from trainkit import clouds
+from trainkit.provision.reach import reachable, wait_for_ssh
 from trainkit.workspace import Workspace
 
 
@@ -26,7 +26,6 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
     elif clouds.is_cloud(cluster.spec.cloud):
         from trainkit.replace_cloud import replace_instances
         new = replace_instances(cluster, ws, lost, run_dir)
-        from trainkit.lifecycle import wait_for_ssh
         fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in new and n.get("public_ip")]
         wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
     else:
@@ -36,14 +35,6 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
     return cluster
 
 
-def _reachable(address: str, port: int) -> bool:
-    try:
-        socket.create_connection((address, port), timeout=3).close()
-        return True
-    except OSError:
-        return False
-
-
 def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
                  ) -> tuple[Cluster, list[str]]:
     from trainkit.recover import effective_cluster
@@ -51,7 +42,7 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
     t0 = time.time()
     hosts = cluster.spec.hosts
     active = [h.name for h in hosts if not h.spare]
-    spares = [h for h in hosts if h.spare and _reachable(h.address, h.port)]
+    spares = [h for h in hosts if h.spare and reachable(h.address, h.port)]
     new = []
     for name in lost:
         if not spares:
@@ -70,7 +61,7 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], run_dir: Path
 
 def _provision(cluster: Cluster, ws: Workspace, new: list[str], run_dir: Path) -> None:
     """Rewrite the inventory and run site.yml on the new node(s) only (ansible --limit)."""
-    from trainkit.provision import prepare_inventory, run_site
+    from trainkit.provision.playbook import prepare_inventory, run_site
 
     t0 = time.time()
     prepare_inventory(cluster, ws)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainkit import launch, runs
+from trainkit.provision import reach
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -23,7 +24,7 @@ def live_status(cluster: Cluster, ws: Workspace, run_dir: Path) -> str:
         return status
     if not attempt:
         return "starting"
-    nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
+    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
     states = launch.node_states(nodes, launch.layout_for(group, run_dir.name), attempt)
     return runs.combined_status([s.status for s in states])
 

@@ -31,7 +31,7 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     afterwards, or when tagged resources are left and not swept; the workspace is then kept.
     """
     if not is_cloud(cluster):
-        from trainkit.provision import run_cleanup
+        from trainkit.provision.playbook import run_cleanup
         result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
         if ws.inventory_yml.exists():
             run_cleanup(cluster, ws)

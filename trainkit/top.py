@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainkit.provision.reach import ssh_argv
 from trainkit.train.monitor import DATA_BOUND_PCT, GPU_BUSY_PCT
 
 SAMPLER = Path(__file__).with_name("top_sampler.py")
@@ -37,8 +38,7 @@ class Node:
 
 def nodes_from_inventory(inventory: dict[str, Any]) -> list[Node]:
     """One Node per inventory host (head first), from the inventory trainkit wrote (pure)."""
-    from trainkit.commands.ops import ssh_argv
-    from trainkit.inventory import inventory_hosts
+    from trainkit.provision.inventory import inventory_hosts
 
     allvars = inventory["all"].get("vars") or {}
     work = allvars.get("trainkit_work_dir", "/opt/trainkit/work")

@@ -197,7 +197,7 @@ class Workspace:
         return when["applied_at"]
 
     def write_inventory(self, inventory: dict) -> Path:
-        """Write an inventory built by `trainkit.inventory.inventory_for` to inventory.yml."""
+        """Write an inventory built by `trainkit.provision.inventory.inventory_for` to inventory.yml."""
         import yaml
 
         self.ensure()
@@ -280,22 +280,6 @@ def read_json(path: Path, fix: str) -> Any:
         return json.loads(path.read_text())
     except (ValueError, OSError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InputError(f"{path}: unreadable or truncated ({err})", fix=fix) from None
-
-
-def load_inventory(path: Path) -> dict[str, Any]:
-    """inventory.yml parsed, in the shape trainkit.inventory writes; InputError naming the file."""
-    import yaml
-
-    from trainkit.inventory import inventory_hosts
-
-    try:
-        inventory = yaml.safe_load(path.read_text())
-        inventory_hosts(inventory)
-    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
-        detail = f"no {err} in it" if isinstance(err, KeyError) else str(err).splitlines()[0]
-        raise InputError(f"{path}: not an inventory as trainkit writes it ({detail}; edited by hand?)",
-                         fix=REAPPLY) from None
-    return inventory
 
 
 def read_public_key(path: str | Path, field: str = "ssh.public_key") -> str:

@@ -8,7 +8,7 @@ import sys
 
 
 def test_top_once_json_gives_a_row_per_node_on_local(tmp_path, repo):
-    from trainkit.provision import prepare_inventory
+    from trainkit.provision.playbook import prepare_inventory
     from trainkit.spec.resolve import load_cluster
     from trainkit.workspace import Workspace
 

@@ -1,6 +1,6 @@
 """site.yml, train.yml and cleanup.yml: lint, syntax, and a real site.yml run on the local target.
 
-The real run goes through trainkit.provision (ansible-runner) exactly as `trainkit apply` does;
+The real run goes through trainkit.provision.playbook (ansible-runner) exactly as `trainkit apply` does;
 the second run must report no changes.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from trainkit import provision
+from trainkit.provision import playbook as provision
 from trainkit.errors import MISSING_TOOL, PROVISION, MissingToolError, TrainkitError
-from trainkit.inventory import inventory_for
+from trainkit.provision.inventory import inventory_for
 from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 

@@ -1,4 +1,4 @@
-"""train.yml on the local target through trainkit.provision: torchrun runs, artifacts come back.
+"""train.yml on the local target through trainkit.provision.playbook: torchrun runs, artifacts come back.
 
 The local target runs the real playbook (ansible-runner, connection local) and real torchrun with two
 CPU ranks; nothing is stubbed.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainkit import provision
+from trainkit.provision import playbook as provision
 from trainkit.errors import TRAIN, TrainkitError
 from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
@@ -96,7 +96,7 @@ def test_a_jobs_own_stage_section_is_staged_before_it_and_found_by_name(tmp_path
     import subprocess
     import sys
 
-    from trainkit.provision import prepare_inventory
+    from trainkit.provision.playbook import prepare_inventory
 
     www, url = range_http
     write_pets_archive(www / "pets.tar.gz")

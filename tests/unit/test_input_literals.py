@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from trainkit.spec import resolve
 from trainkit.cli import main
-from trainkit.commands.ops import ssh_argv
-from trainkit.inventory import inventory_for, inventory_hosts
+from trainkit.provision.reach import ssh_argv
+from trainkit.provision.inventory import inventory_for, inventory_hosts
 from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from trainkit.errors import InputError
-from trainkit.inventory import inventory_for, inventory_hosts
+from trainkit.provision.inventory import inventory_for, inventory_hosts
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import ClusterSpec
 from trainkit.workspace import Workspace

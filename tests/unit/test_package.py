@@ -1,4 +1,4 @@
-"""trainkit.package: an installed distribution zipped again as a wheel pip accepts (what an
+"""trainkit.provision.wheel: an installed distribution zipped again as a wheel pip accepts (what an
 installed trainkit ships to the nodes). Exercised on `click`, installed from a wheel here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import zipfile
 
-from trainkit.package import repack_installed
+from trainkit.provision.wheel import repack_installed
 
 
 def test_an_installed_distribution_repacks_into_an_installable_wheel(tmp_path):

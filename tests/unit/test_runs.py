@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from trainkit import launch, runs
+from trainkit.provision import reach
 from trainkit.errors import InputError
 
 
@@ -79,8 +80,8 @@ def test_workdir_tar_leaves_out_gitignored_and_default_excludes(tmp_path):
     assert set(names) == {".gitignore", "train.py", "keep", "keep/x.txt", "pkg"}
 
 
-def _node(**more) -> launch.Node:
-    return launch.Node("n0", 0, {"ansible_connection": "local", "trainkit_private_ip": "10.0.0.1",
+def _node(**more) -> reach.Node:
+    return reach.Node("n0", 0, {"ansible_connection": "local", "trainkit_private_ip": "10.0.0.1",
                                  "trainkit_nproc_per_node": 2, "trainkit_node_python": "/usr/bin/python3",
                                  **more})
 
@@ -100,7 +101,7 @@ def test_env_values_reach_the_job_as_literals(tmp_path_factory, value):
 
 def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
     job = runs.Job(name="j", source=tmp_path / "j.yaml", engine_config={"epochs": 1}, overrides=("epochs=2",))
-    nodes = [_node(), launch.Node("n1", 1, {**_node().vars, "trainkit_private_ip": "10.0.0.2"})]
+    nodes = [_node(), reach.Node("n1", 1, {**_node().vars, "trainkit_private_ip": "10.0.0.2"})]
     lay = launch.Layout("/w", "/r", "j-1")
     script = launch.launch_script(job, nodes[1], nodes, lay, 3)
     assert "export TRAINKIT_NODE_RANK=1" in script and "export TRAINKIT_RDZV_ENDPOINT=10.0.0.1:29400" in script
@@ -162,7 +163,7 @@ def test_a_jobs_stage_section_is_a_launch_key_checked_and_part_of_the_fingerprin
 
 
 def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_where():
-    from trainkit.inventory import stage_vars
+    from trainkit.provision.inventory import stage_vars
     from trainkit.staging.section import load_section
 
     group = {"trainkit_data_root": "/mnt/shared/c/datasets", "trainkit_shared_work_dir": True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainkit import lifecycle
-from trainkit.inventory import guard_vars
+from trainkit.provision.inventory import guard_vars
 from trainkit.spec.resolve import module_variables, resolve
 from trainkit.stack.review import review
 from trainkit.spec.safety import parse_minutes

@@ -52,7 +52,7 @@ def test_missing_terraform_is_a_clear_error_with_exit_9(tmp_path, repo):
 
 
 def test_ssh_to_a_worker_goes_through_the_head_node():
-    from trainkit.commands.ops import ssh_argv
+    from trainkit.provision.reach import ssh_argv
 
     host = {"ansible_host": "10.0.1.6", "ansible_user": "ubuntu", "ansible_port": 22,
             "ansible_ssh_private_key_file": "/ws/ssh/id_ed25519",

@@ -71,7 +71,7 @@ def test_no_module_but_workspace_names_the_workspace_files(repo):
 
 
 def test_inventory_builds_data_and_writes_nothing(repo):
-    tree = ast.parse((repo / "trainkit" / "inventory.py").read_text())
+    tree = ast.parse((repo / "trainkit" / "provision" / "inventory.py").read_text())
     calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
     assert not calls & {"write_text", "write_bytes", "mkdir", "ensure", "safe_dump", "open", "unlink"}
 

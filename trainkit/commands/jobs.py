@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, launch, recover, run_status, runs
+from trainkit.provision import reach
 from trainkit.util import resources
 from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
@@ -153,7 +154,7 @@ def logs(spec, run, workdir, rank, node_index, follow):
         f"rank-{rank or 0}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
     if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
         return _fetched_log(run_dir, name)
-    nodes, group = launch.nodes_from_inventory(_inventory(ws))
+    nodes, group = reach.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     if node_index is not None:
         if node_index >= len(nodes):
@@ -228,7 +229,7 @@ def _row(ws, run_dir: Path) -> dict:
     record = runs.read_record(run_dir)
     if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
         return runs.summarize(run_dir)
-    nodes, group = launch.nodes_from_inventory(ws.inventory_yml)
+    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
     lay = launch.layout_for(group, run_dir.name)
     states = launch.node_states(nodes, lay, len(record.get("attempts") or []))
     statuses = [s.status for s in states]
@@ -260,7 +261,7 @@ def cancel(spec, run, workdir, wait_s):
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
     record = runs.read_record(run_dir)
-    nodes, group = launch.nodes_from_inventory(_inventory(ws))
+    nodes, group = reach.nodes_from_inventory(_inventory(ws))
     lay = launch.layout_for(group, run_dir.name)
     attempt = len(record.get("attempts") or [])
     status = run_status.live_status(cluster, ws, run_dir)

@@ -14,7 +14,7 @@ import click
 
 from trainkit import errors, lifecycle
 from trainkit.util import progress
-from trainkit.inventory import ssh_argv  # noqa: F401  (trainkit ssh; re-exported for callers)
+from trainkit.provision.reach import ssh_argv
 from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, load, prices_option,
                                        require_applied, spec_argument, workdir_option, yes_option)
 from trainkit.commands.options import out_file as out_file_check
@@ -222,8 +222,8 @@ def ssh(spec, workdir, node):
     Example:
       trainkit ssh examples/clusters/aws.yaml node-1
     """
-    from trainkit.inventory import inventory_hosts
-    from trainkit.workspace import load_inventory
+    from trainkit.provision.inventory import inventory_hosts
+    from trainkit.provision.inventory import load_inventory
 
     cluster, ws = _load(spec, workdir)
     if cluster.spec.cloud == "local":

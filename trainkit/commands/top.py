@@ -29,7 +29,7 @@ def top(spec, workdir, once, fmt, interval):
       trainkit top examples/clusters/local.yaml --once --json
     """
     from trainkit.top import collect, nodes_from_inventory, table
-    from trainkit.workspace import load_inventory
+    from trainkit.provision.inventory import load_inventory
 
     as_json = fmt == "json"
     cluster, ws = load(spec, workdir)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+
+import yaml
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from trainkit.util import grammar
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import key_files, private_key_path
-from trainkit.workspace import Workspace
+from trainkit.workspace import REAPPLY, Workspace
 
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
 HEAD_GROUP, WORKER_GROUP = "head", "workers"
@@ -318,20 +320,13 @@ def _training_vars(cluster: Cluster, ws: Workspace) -> dict:
             "trainkit_python": launch.python, "trainkit_node_python": f"{root}/venv/bin/python"}
 
 
-def ssh_argv(host: dict, options: tuple[str, ...] = ()) -> list[str]:
-    """The ssh command line for an inventory host (its key, port and jump host, then `options`).
-    The user and address are checked again (inventory.yml is a file anyone may edit) and follow
-    `--`, so ssh never reads them as options; anything after them is the remote command."""
-    user, address = str(host.get("ansible_user") or "root"), str(host["ansible_host"])
+def load_inventory(path: Path) -> dict[str, Any]:
+    """inventory.yml parsed, in the shape trainkit.provision.inventory writes; InputError naming the file."""
     try:
-        grammar.check_user(user)
-        grammar.check_address(address)
-    except ValueError as err:
-        raise InputError(f"inventory.yml: {err}", fix="run `trainkit apply` to rewrite it") from None
-    argv = ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
-    if host.get("ansible_ssh_private_key_file"):
-        argv += ["-i", str(host["ansible_ssh_private_key_file"]).replace("%", "%%")]
-    if host.get("ansible_port"):
-        argv += ["-p", str(int(host["ansible_port"]))]
-    argv += shlex.split(host.get("ansible_ssh_common_args") or "")
-    return argv + list(options) + ["--", f"{user}@{address}"]
+        inventory = yaml.safe_load(path.read_text())
+        inventory_hosts(inventory)
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
+        detail = f"no {err} in it" if isinstance(err, KeyError) else str(err).splitlines()[0]
+        raise InputError(f"{path}: not an inventory as trainkit writes it ({detail}; edited by hand?)",
+                         fix=REAPPLY) from None
+    return inventory

@@ -4,7 +4,7 @@
     run_train(cluster, workspace, config, overrides)  -> TrainResult      (train.yml: torchrun everywhere)
     run_cleanup(cluster, workspace)                   -> PlaybookResult   (cleanup.yml: unmount storage)
 
-Each writes workspace/inventory.yml (trainkit.inventory), runs the playbook from the repo's
+Each writes workspace/inventory.yml (trainkit.provision.inventory), runs the playbook from the repo's
 ansible/ folder with workspace/ansible/ as ansible-runner's private data dir, streams every task
 result to a progress display, and on failure raises TrainkitError with one line per failed host
 and task (exit code PROVISION=5 for site/cleanup, TRAIN=6 for train, PREEMPTED=75 when a node's
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit.util import resources
-from trainkit.package import node_wheel
+from trainkit.provision.wheel import node_wheel
 from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
-from trainkit.inventory import inventory_for
+from trainkit.provision.inventory import inventory_for
 from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.spec.resolve import Cluster
 from trainkit import clouds
