@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import launch, run_status, runs
 from trainkit.provision import reach
+from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.money import cost
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.spec.resolve import Cluster
-from trainkit.workspace import Workspace, read_json
+from trainkit.workspace import Workspace
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 
@@ -58,21 +59,6 @@ class Outcome:
 
 
 # ------------------------------------------------------------------ the cluster as it is now
-
-def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
-    """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
-    path = ws.root / "hosts.json"
-    if cluster.spec.cloud != "hosts" or not path.is_file():
-        return cluster
-    record = read_json(path, "trainkit writes it when a spare replaces a host; delete it to use the "
-                             "hosts as the spec lists them")
-    active = (record.get("active") if isinstance(record, dict) else None) or []
-    by_name = {h.name: h for h in cluster.spec.hosts}
-    if not all(n in by_name for n in active):
-        return cluster                   # the spec changed since: it wins
-    hosts = [by_name[n].model_copy(update={"spare": False}) for n in active]
-    hosts += [h.model_copy(update={"spare": True}) for h in cluster.spec.hosts if h.name not in active]
-    return replace(cluster, spec=cluster.spec.model_copy(update={"hosts": tuple(hosts)}))
 
 
 def _nodes(cluster: Cluster, ws: Workspace):
@@ -305,7 +291,6 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
           echo: Callable[[str], None] | None = None, attach_attempt: int | None = None) -> dict[str, Any]:
     """Run (or re-attach to) `run_dir` until it ends; with opts.recover, through reclaims.
     Returns the final summary; TrainkitError(PREEMPTED) / (TRAIN) when it does not complete."""
-    from trainkit import replace as replacing
 
     recoveries, restarts, backoff = 0, 0, opts.backoff_s
     attempt = attach_attempt or launch_attempt(cluster, ws, job, run_dir, opts)
@@ -335,7 +320,10 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 return finish(cluster, ws, run_dir, "failed", raise_=True)
         stop_survivors(nodes, lay, attempt, out.lost)
         if out.lost:
-            cluster = replacing.replace_lost(cluster, ws, out.lost, run_dir)
+            cluster, events = replace_lost(cluster, ws, out.lost,
+                                           f"trainkit train --resume {run_dir.name}")
+            for ev in events:
+                runs.event(run_dir, **ev)
         runs.event(run_dir, "backoff", seconds=backoff)
         time.sleep(backoff)
         backoff = min(backoff * 2, opts.backoff_max_s)

@@ -1,6 +1,6 @@
 """The cloud half of recovery for real: terraform against a moto server (the AWS API emulator on
 127.0.0.1, standing in for AWS). Apply two spot nodes with data disks and a NAS, terminate one
-instance with boto3 (what a spot reclaim does), run the recovery step (trainkit.replace_cloud):
+instance with boto3 (what a spot reclaim does), run the recovery step (trainkit.cluster.replace):
 two running instances again, the survivor keeps its id, the replacement has a data volume
 attached, the NAS is untouched. Ansible is not run: the emulator's IPs are not machines.
 """
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("tf_cli_config")
 
 
 def test_recovery_step_replaces_only_the_terminated_instance(repo, tmp_path, moto, monkeypatch):
-    from trainkit.replace_cloud import replace_instances
+    from trainkit.cluster.replace import replace_instances
     from trainkit.spec.resolve import load_cluster
     from trainkit.workspace import Workspace
 
@@ -34,7 +34,7 @@ def test_recovery_step_replaces_only_the_terminated_instance(repo, tmp_path, mot
     ec2.terminate_instances(InstanceIds=[lost["id"]])
 
     cluster = load_cluster(spec)
-    replace_instances(cluster, Workspace.for_cluster(cluster.name, ws_dir), [lost["name"]], None)
+    replace_instances(cluster, Workspace.for_cluster(cluster.name, ws_dir), [lost["name"]])
 
     after = json.loads((ws_dir / "outputs.json").read_text())["nodes"]
     running = _running(ec2, "aws-moto")

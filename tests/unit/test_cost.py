@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainkit import lifecycle
+from trainkit.cluster import lifecycle
 from trainkit.money import billing
 from trainkit.spec.resolve import resolve
 from trainkit.stack.review import review

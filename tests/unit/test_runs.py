@@ -113,7 +113,7 @@ def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
 
 
 def test_replace_addresses_picks_the_lost_index_instance_by_id_and_its_data_resources():
-    from trainkit.replace_cloud import replace_addresses
+    from trainkit.cluster.replace import replace_addresses
 
     def res(addr, id_):
         return {"address": f"module.cluster.{addr}", "mode": "managed", "values": {"id": id_}}

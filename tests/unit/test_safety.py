@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainkit import lifecycle
+from trainkit.cluster import lifecycle
 from trainkit.provision.inventory import guard_vars
 from trainkit.spec.resolve import module_variables, resolve
 from trainkit.stack.review import review

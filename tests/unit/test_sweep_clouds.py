@@ -219,7 +219,7 @@ def test_huawei_delete_goes_in_dependency_order_and_reports_what_it_cannot(price
 
 def test_destroy_leftover_check_uses_the_room_sweeper_and_sweeps_after_confirmation(price_stub, hw_env):
     """teardown._leftovers: the Huawei room names its sweeper; --sweep deletes, then asks again."""
-    from trainkit import teardown
+    from trainkit.cluster import teardown
 
     state = {"deleted": False}
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from trainkit import top, top_sampler
+from trainkit import top_sampler
+from trainkit.cluster import top
 
 pytestmark = pytest.mark.unit
 
@@ -63,7 +64,7 @@ def test_an_unreachable_node_is_a_row_not_a_crash():
 def test_ssh_options_go_before_the_destination_and_the_sampler_after_it():
     """ssh reads everything after user@host as the remote command: an option placed there
     would reach the node's shell (bash then fails with its usage message)."""
-    from trainkit.top import nodes_from_inventory
+    from trainkit.cluster.top import nodes_from_inventory
 
     inv = {"all": {"vars": {}, "children": {"head": {"hosts": {"n0": {
         "ansible_host": "198.51.100.11", "ansible_user": "root", "ansible_port": 2222}}},

@@ -13,6 +13,7 @@ import click
 
 from trainkit import clouds, launch, recover, run_status, runs
 from trainkit.provision import reach
+from trainkit.cluster.replace import effective_cluster
 from trainkit.util import resources
 from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
@@ -71,7 +72,7 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     if job is not None and job.workdir:
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
     require_applied(cluster, ws)
-    cluster = recover.effective_cluster(cluster, ws)
+    cluster = effective_cluster(cluster, ws)
     opts = recover.Options(detach=detach, recover=recover_, **tuning)
     if detach and recover_:
         raise InputError("--recover needs a controller that stays: drop --detach",
@@ -86,7 +87,7 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
     with ws.lock("train"):
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
-            from trainkit import lifecycle
+            from trainkit.cluster import lifecycle
 
             lifecycle.sync(cluster, ws, need_ssh=True)
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)

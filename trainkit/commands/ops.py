@@ -1,6 +1,6 @@
 """Commands that change or inspect a cluster: plan, apply, destroy, status, ssh (train: jobs.py).
 
-Each parses its options, takes the workspace lock, calls one `trainkit.lifecycle` function and
+Each parses its options, takes the workspace lock, calls one `trainkit.cluster.lifecycle` function and
 renders the result. Exit codes per phase are in `trainkit.errors`.
 """
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from trainkit import errors, lifecycle
+from trainkit import errors
+from trainkit.cluster import lifecycle
 from trainkit.util import progress
 from trainkit.provision.reach import ssh_argv
 from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, load, prices_option,
@@ -121,7 +122,7 @@ def destroy(spec, workdir, yes, sweep):
       trainkit destroy examples/clusters/aws.yaml --yes
       trainkit destroy examples/clusters/aws.yaml --sweep
     """
-    from trainkit.teardown import destroy as teardown
+    from trainkit.cluster.teardown import destroy as teardown
 
     from trainkit import recover, run_status
 

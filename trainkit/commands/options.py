@@ -133,7 +133,7 @@ def require_applied(cluster, ws) -> None:
     """InputError (exit 2, "apply first") when a local/hosts cluster has no inventory in `ws`
     (`trainkit apply` never ran there). Cloud targets ask their state backend instead
     (`lifecycle.sync` raises the same error when it holds no nodes)."""
-    from trainkit import lifecycle
+    from trainkit.cluster import lifecycle
 
     if lifecycle.is_cloud(cluster) or ws.inventory_yml.exists():
         return

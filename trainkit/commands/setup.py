@@ -30,7 +30,7 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
       trainkit check examples/clusters/aws.yaml
       trainkit check --cloud alicloud --format json
     """
-    from trainkit.check import run_checks
+    from trainkit.cluster.check import run_checks
 
     need_backend, strict = False, bool(cloud_names)
     names = list(cloud_names) or list(clouds.TERRAFORM_TARGETS)

@@ -1,4 +1,4 @@
-"""`trainkit top`: live per-node utilisation of a cluster (glue over trainkit.top)."""
+"""`trainkit top`: live per-node utilisation of a cluster (glue over trainkit.cluster.top)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def top(spec, workdir, once, fmt, interval):
       trainkit top examples/clusters/hosts.yaml
       trainkit top examples/clusters/local.yaml --once --json
     """
-    from trainkit.top import collect, nodes_from_inventory, table
+    from trainkit.cluster.top import collect, nodes_from_inventory, table
     from trainkit.provision.inventory import load_inventory
 
     as_json = fmt == "json"
@@ -50,7 +50,7 @@ def top(spec, workdir, once, fmt, interval):
 def _live(name, nodes, interval, as_json) -> None:
     from rich.live import Live
 
-    from trainkit.top import collect, table
+    from trainkit.cluster.top import collect, table
 
     if as_json:  # one JSON array a line, for a pipe
         while True:

@@ -21,7 +21,7 @@ from typing import Any
 from trainkit.provision.reach import ssh_argv
 from trainkit.train.monitor import DATA_BOUND_PCT, GPU_BUSY_PCT
 
-SAMPLER = Path(__file__).with_name("top_sampler.py")
+SAMPLER = Path(__file__).parents[1] / "top_sampler.py"
 SSH_TIMEOUT_S = 20
 
 

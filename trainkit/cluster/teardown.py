@@ -15,7 +15,7 @@ from typing import Any, Callable
 from trainkit import clouds, errors
 from trainkit.util import progress
 from trainkit.errors import TrainkitError
-from trainkit.lifecycle import is_cloud
+from trainkit.cluster.lifecycle import is_cloud
 from trainkit.stack.state import backend_description, render_and_init
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG

@@ -1,0 +1,138 @@
+"""Replace what a reclaim took, and only that: hosts -> a spare host; cloud -> the lost instance.
+
+Side effects: writes ws/hosts.json (hosts, whole, through the workspace's atomic writer), runs
+terraform (cloud) and site.yml limited to the new node(s). Every function returns what it did as
+event records (`{"kind": ..., ..., "took_s": ...}`); the caller (recovery) writes them to the
+run's events.jsonl, so this module knows nothing of runs.
+
+Cloud instances are replaced through the module interface (every module names its repeated
+resources by role, `node` for instances and `data` for data disks and their attachments):
+
+1. `terraform apply -refresh-only`: an instance the cloud terminated leaves the state;
+2. in the refreshed state, find by id each lost node's `<type>.node[i]` (if it is still there,
+   e.g. stopped but not gone) and the `<type>.data[i]` resources of its index (disk, attachment);
+3. `terraform apply -replace=...` of those: the lost instance comes back with a fresh data disk
+   attached; every other node, disk, the NAS and the network keep their ids (the config did
+   not change, so nothing else is in the plan);
+4. outputs.json is rewritten (the new instance's id and addresses).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import replace
+from typing import Any
+
+from trainkit import clouds
+from trainkit.errors import PREEMPTED, TrainkitError
+from trainkit.provision.playbook import prepare_inventory, run_site
+from trainkit.provision.reach import reachable, wait_for_ssh
+from trainkit.spec.resolve import Cluster
+from trainkit.stack.state import render_and_init
+from trainkit.workspace import Workspace, read_json, write_atomic
+
+Event = dict[str, Any]
+
+
+def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
+                 ) -> tuple[Cluster, list[Event]]:
+    """(the cluster with `lost` nodes replaced and provisioned, the events of doing it);
+    TrainkitError(PREEMPTED) when that is not possible (no spare left, `local`). `resume_hint` is
+    the command that resumes the run, for the message when no spare answers."""
+    if cluster.spec.cloud == "hosts":
+        cluster, new, events = _swap_spares(cluster, ws, lost, resume_hint)
+    elif clouds.is_cloud(cluster.spec.cloud):
+        events = replace_instances(cluster, ws, lost)
+        new = lost
+        fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in new and n.get("public_ip")]
+        wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
+    else:
+        raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
+                            "nothing to replace it with", exit_code=PREEMPTED)
+    t0 = time.time()
+    prepare_inventory(cluster, ws)               # site.yml on the new node(s) only (ansible --limit)
+    run_site(cluster, ws, limit=new)
+    return cluster, events + [{"kind": "provisioned", "nodes": new, "took_s": round(time.time() - t0, 3)}]
+
+
+def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
+                 ) -> tuple[Cluster, list[str], list[Event]]:
+    t0 = time.time()
+    hosts = cluster.spec.hosts
+    active = [h.name for h in hosts if not h.spare]
+    spares = [h for h in hosts if h.spare and reachable(h.address, h.port)]
+    new, events = [], []
+    for name in lost:
+        if not spares:
+            raise TrainkitError(f"host {name} is unreachable and no spare host answers on SSH",
+                                fix="add a host with `spare: true` to the spec, or bring the host back "
+                                    f"and resume with `{resume_hint}`",
+                                exit_code=PREEMPTED)
+        spare = spares.pop(0)
+        active[active.index(name)] = spare.name
+        new.append(spare.name)
+        events.append({"kind": "replaced", "node": name, "by": spare.name,
+                       "took_s": round(time.time() - t0, 3)})
+    write_atomic(ws.root / "hosts.json", json.dumps({"active": active, "replaced": dict(zip(lost, new))},
+                                                    indent=2))
+    return effective_cluster(cluster, ws), new, events
+
+
+def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[Event]:
+    """Recreate the instances of the nodes named `lost` (outputs.json names); one `replaced`
+    event per node with its old and new instance id."""
+    t0 = time.time()
+    nodes = ws.read_outputs().get("nodes") or []
+    index = {n["name"]: i for i, n in enumerate(nodes)}
+    unknown = [name for name in lost if name not in index]
+    if unknown:
+        raise TrainkitError(f"lost node(s) {unknown} are not in {ws.outputs_json}", exit_code=PREEMPTED)
+    runner, _ = render_and_init(cluster, ws)
+    runner.refresh()
+    state = runner.state_json()
+    addresses = []
+    for name in lost:
+        addresses += replace_addresses(state, index[name], nodes[index[name]].get("id"))
+    runner.apply_replace(addresses)
+    outputs = {k: v["value"] for k, v in runner.outputs().items()}
+    ws.write_outputs(outputs)
+    new = {n["name"]: n.get("id") for n in outputs.get("nodes") or []}
+    return [{"kind": "replaced", "node": name, "old_id": nodes[index[name]].get("id"),
+             "new_id": new.get(name), "took_s": round(time.time() - t0, 3)} for name in lost]
+
+
+def replace_addresses(state: dict, i: int, instance_id: str | None) -> list[str]:
+    """Addresses to `-replace` for node index `i`: its instance if still in the state, and the
+    `data[i]` resources (data disk, attachment). Pure: reads the `terraform show -json` dict."""
+    out = []
+    for res in _resources((state.get("values") or {}).get("root_module") or {}):
+        m = re.search(r"\.(node|data)\[(\d+)\]$", res.get("address", ""))
+        if not m or int(m.group(2)) != i or res.get("mode") != "managed":
+            continue
+        if m.group(1) == "data" or (res.get("values") or {}).get("id") == instance_id:
+            out.append(res["address"])
+    return out
+
+
+def _resources(module: dict):
+    yield from module.get("resources") or []
+    for child in module.get("child_modules") or []:
+        yield from _resources(child)
+
+
+def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
+    """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
+    path = ws.root / "hosts.json"
+    if cluster.spec.cloud != "hosts" or not path.is_file():
+        return cluster
+    record = read_json(path, "trainkit writes it when a spare replaces a host; delete it to use the "
+                             "hosts as the spec lists them")
+    active = (record.get("active") if isinstance(record, dict) else None) or []
+    by_name = {h.name: h for h in cluster.spec.hosts}
+    if not all(n in by_name for n in active):
+        return cluster                   # the spec changed since: it wins
+    hosts = [by_name[n].model_copy(update={"spare": False}) for n in active]
+    hosts += [h.model_copy(update={"spare": True}) for h in cluster.spec.hosts if h.name not in active]
+    return replace(cluster, spec=cluster.spec.model_copy(update={"hosts": tuple(hosts)}))
