@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainkit import top_sampler
+from trainkit.node import top_sampler
 from trainkit.cluster import top
 
 pytestmark = pytest.mark.unit

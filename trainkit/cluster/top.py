@@ -1,6 +1,6 @@
 """`trainkit top`: a per-node view of a running cluster (GPU, CPU, memory, disk, network, the job).
 
-Each node runs trainkit/top_sampler.py (standard library; piped to its Python over ssh with the
+Each node runs trainkit/node/top_sampler.py (standard library; piped to its Python over ssh with the
 inventory's ssh options, or run here for `local`), which reads its counters twice one second apart.
 `collect` gathers one row per node in parallel; `verdict` (pure) flags a row against the thresholds
 trainkit's monitor uses (data wait > 10% of step time, after torchtitan's data_loading(%) metric;
@@ -21,7 +21,7 @@ from typing import Any
 from trainkit.provision.reach import ssh_argv
 from trainkit.train.monitor import DATA_BOUND_PCT, GPU_BUSY_PCT
 
-SAMPLER = Path(__file__).parents[1] / "top_sampler.py"
+SAMPLER = Path(__file__).parents[1] / "node" / "top_sampler.py"
 SSH_TIMEOUT_S = 20
 
 
