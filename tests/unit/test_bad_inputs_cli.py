@@ -283,7 +283,7 @@ def test_plan_out_onto_the_spec_is_refused_and_the_spec_kept(capsys, repo, tmp_p
 
 
 def test_train_refuses_a_workdir_too_big_to_ship_before_any_run_starts(capsys, monkeypatch, repo, tmp_path):
-    from trainkit import launch
+    from trainkit.runs import launch
 
     monkeypatch.setattr(launch, "MAX_WORKDIR_BYTES", 2**20)  # the real bound is 256 MiB
     job = tmp_path / "job"

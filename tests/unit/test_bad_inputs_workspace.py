@@ -128,7 +128,7 @@ def test_a_workdir_of_another_cluster_is_refused_and_its_stack_kept(capsys, repo
 
 
 def test_a_cut_short_events_line_is_skipped_not_fatal(tmp_path):
-    from trainkit import runs
+    from trainkit.runs import record as runs
 
     (tmp_path / "events.jsonl").write_text('{"event": "started", "time": 1}\n{"event": "resumed", "time": 2}\n'
                                            '{"event": "resu')  # the controller was killed mid-append

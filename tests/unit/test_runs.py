@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from trainkit import launch, runs
+from trainkit.runs import launch
+from trainkit.runs import remote
+from trainkit.runs import record as runs
 from trainkit.provision import reach
 from trainkit.errors import InputError
 
@@ -92,7 +94,7 @@ def _node(**more) -> reach.Node:
 def test_env_values_reach_the_job_as_literals(tmp_path_factory, value):
     tmp = tmp_path_factory.mktemp("env")
     job = runs.Job(name="j", source=tmp / "j.yaml", engine_config={}, command="true", env={"V": value})
-    lay = launch.Layout(str(tmp), str(tmp), "j-1")
+    lay = remote.Layout(str(tmp), str(tmp), "j-1")
     script = launch.launch_script(job, _node(), [_node()], lay, 1)
     exports = script[:script.index("exec </dev/null")]   # shebang, set -euo pipefail, the exports
     out = subprocess.run(["bash", "-c", exports + '\nprintf %s "$V"'], capture_output=True)
@@ -102,7 +104,7 @@ def test_env_values_reach_the_job_as_literals(tmp_path_factory, value):
 def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
     job = runs.Job(name="j", source=tmp_path / "j.yaml", engine_config={"epochs": 1}, overrides=("epochs=2",))
     nodes = [_node(), reach.Node("n1", 1, {**_node().vars, "trainkit_private_ip": "10.0.0.2"})]
-    lay = launch.Layout("/w", "/r", "j-1")
+    lay = remote.Layout("/w", "/r", "j-1")
     script = launch.launch_script(job, nodes[1], nodes, lay, 3)
     assert "export TRAINKIT_NODE_RANK=1" in script and "export TRAINKIT_RDZV_ENDPOINT=10.0.0.1:29400" in script
     assert "export WORLD_SIZE=4" in script and "export TRAINKIT_CHECKPOINT_DIR=/w/checkpoints/j-1" in script
@@ -178,7 +180,7 @@ def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_wher
     assert launch.data_root(job, group) == "/data/datasets"
     assert launch.data_root(runs.Job(name="j", source=Path("j.yaml"), engine_config={}), group) == \
         "/mnt/shared/c/datasets"  # no stage: of its own -> the spec's data root
-    lay = launch.Layout("/w", "/r", "j-1")
+    lay = remote.Layout("/w", "/r", "j-1")
     assert "export TRAINKIT_DATA_ROOT=/data/datasets" in launch.launch_script(job, _node(**group), [_node(**group)], lay, 1)
 
 

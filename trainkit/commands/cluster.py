@@ -93,16 +93,16 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
-    from trainkit import runs
+    from trainkit.runs import record
     from trainkit.util.resources import train_config
     from trainkit.spec.train_config import check_train_config, world_size
 
     if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
         config = str(train_config(config))
-    job = runs.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
+    job = record.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
     if job.command is not None:  # a custom job: the engine's keys do not apply; its workdir ships
         if job.workdir:
-            from trainkit.launch import workdir_files
+            from trainkit.runs.launch import workdir_files
 
             workdir_files(job.workdir, job.excludes)
         return job

@@ -1,7 +1,7 @@
 """Commands for runs: train (start / attach / resume / recover), logs, runs, cancel.
 
-Glue only: parse, take the workspace lock where state changes, call trainkit.recover /
-trainkit.launch / trainkit.runs, render. docs/runs.md explains runs, recovery and the contract.
+Glue only: parse, take the workspace lock where state changes, call trainkit.runs.recover /
+trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs, recovery and the contract.
 """
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds, launch, recover, run_status, runs
+from trainkit import clouds
+from trainkit.runs import status as run_status
+from trainkit.runs import recover
+from trainkit.runs import launch
+from trainkit.runs import remote
+from trainkit.runs import record as runs
 from trainkit.provision import reach
 from trainkit.cluster.replace import effective_cluster
 from trainkit.util import resources
@@ -156,7 +161,7 @@ def logs(spec, run, workdir, rank, node_index, follow):
     if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
         return _fetched_log(run_dir, name)
     nodes, group = reach.nodes_from_inventory(_inventory(ws))
-    lay = launch.layout_for(group, run_dir.name)
+    lay = remote.layout_for(group, run_dir.name)
     if node_index is not None:
         if node_index >= len(nodes):
             raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
@@ -171,14 +176,14 @@ def logs(spec, run, workdir, rank, node_index, follow):
     path, offset = f"{lay.run_dir}/logs/{name}", 0
     attempt = len(record.get("attempts") or [])
     while True:
-        data, _ = launch.read_from(node, path, offset)
+        data, _ = remote.read_from(node, path, offset)
         offset += len(data)
         click.echo(data.decode(errors="replace"), nl=False)
         if not follow:
             return
-        states = launch.node_states(nodes, lay, attempt)
+        states = remote.node_states(nodes, lay, attempt)
         if runs.combined_status([s.status for s in states]) != "running":  # ended, or its nodes are gone
-            data, _ = launch.read_from(node, path, offset)
+            data, _ = remote.read_from(node, path, offset)
             click.echo(data.decode(errors="replace"), nl=False)
             return
         time.sleep(1)
@@ -231,11 +236,11 @@ def _row(ws, run_dir: Path) -> dict:
     if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
         return runs.summarize(run_dir)
     nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
-    lay = launch.layout_for(group, run_dir.name)
-    states = launch.node_states(nodes, lay, len(record.get("attempts") or []))
+    lay = remote.layout_for(group, run_dir.name)
+    states = remote.node_states(nodes, lay, len(record.get("attempts") or []))
     statuses = [s.status for s in states]
     status = runs.combined_status(statuses)
-    follower = recover.Follower(nodes[0], lay, runs.load_job(Path(record["config"]), record.get("overrides") or [])
+    follower = run_status.Follower(nodes[0], lay, runs.load_job(Path(record["config"]), record.get("overrides") or [])
                                 if Path(record.get("config", "")).is_file() else _engine(), None)
     follower.poll()
     return runs.summarize(run_dir, {"status": status, "step": follower.last_step})
@@ -263,7 +268,7 @@ def cancel(spec, run, workdir, wait_s):
     run_dir = runs.resolve_run(ws.runs_dir, run)
     record = runs.read_record(run_dir)
     nodes, group = reach.nodes_from_inventory(_inventory(ws))
-    lay = launch.layout_for(group, run_dir.name)
+    lay = remote.layout_for(group, run_dir.name)
     attempt = len(record.get("attempts") or [])
     status = run_status.live_status(cluster, ws, run_dir)
     if status not in runs.OPEN:  # ended already: keep its true status (fetch it if not yet)

@@ -124,7 +124,8 @@ def destroy(spec, workdir, yes, sweep):
     """
     from trainkit.cluster.teardown import destroy as teardown
 
-    from trainkit import recover, run_status
+    from trainkit.runs import status as run_status
+    from trainkit.runs import recover
 
     cluster, ws = _load(spec, workdir)
     for run_dir in run_status.active_runs(cluster, ws) if ws.inventory_yml.exists() else []:

@@ -161,7 +161,7 @@ class TrainConfig(_Section):
 SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig, "fsdp": FsdpConfig}
 
 
-# Keys of a train config that the controller's launcher reads (trainkit.runs: the run's name, a
+# Keys of a train config that the controller's launcher reads (trainkit.runs.record: the run's name, a
 # user command with its code and environment, and the job's own data to stage); the engine ignores them.
 LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes", "stage")
 

@@ -20,13 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import launch, run_status, runs
+from trainkit.runs import status as run_status
+from trainkit.runs import launch
+from trainkit.runs import remote
+from trainkit.runs import record as runs
 from trainkit.provision import reach
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.money import cost
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.spec.resolve import Cluster
-from trainkit.workspace import Workspace
+from trainkit.workspace import Workspace, write_atomic
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 
@@ -115,7 +118,7 @@ def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int,
         return "unreachable"
     status = run_status.live_status(cluster, ws, run_dir)
     if status == "running":
-        stop_survivors(nodes, launch.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
+        stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
         runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
         status = "cancelled"
     return status
@@ -165,7 +168,7 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     stage_data(cluster, ws, job, group)
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
-    lay = launch.layout_for(group, run_dir.name)
+    lay = remote.layout_for(group, run_dir.name)
     how = launch.launch(job, nodes, lay, attempt, notice_url=notice_url(cluster, opts.notice_url),
                         notice_poll=opts.notice_poll_s)
     record.setdefault("attempts", []).append({"attempt": attempt, "nodes": [n.name for n in nodes],
@@ -201,52 +204,14 @@ def check_job(cluster: Cluster, job: runs.Job) -> None:
 
 # ------------------------------------------------------------------ watch one attempt
 
-class Follower:
-    """Reads the head's log and metrics.jsonl incrementally; prints the log when asked to."""
 
-    def __init__(self, head: reach.Node, lay: launch.Layout, job: runs.Job, echo: Callable[[str], None] | None):
-        self.head, self.lay, self.echo = head, lay, echo
-        name = "rank-0.log" if job.command is None else "node-0.log"
-        self.log = f"{lay.run_dir}/logs/{name}"
-        self.offsets = {"log": 0, "metrics": 0}
-        self.partial = b""
-        self.last_step: int | None = None
-        self.resumed_from: int | None = None
-        self.first_step_at: float | None = None
-        self.step_time_s: float | None = None
-
-    def poll(self) -> None:
-        if self.echo:
-            data, _ = launch.read_from(self.head, self.log, self.offsets["log"])
-            self.offsets["log"] += len(data)
-            for line in data.decode(errors="replace").splitlines():
-                self.echo(line)
-        data, _ = launch.read_from(self.head, f"{self.lay.run_dir}/metrics.jsonl", self.offsets["metrics"])
-        text = (self.partial + data).split(b"\n")
-        self.partial = text.pop()
-        self.offsets["metrics"] += len(data)
-        for line in text:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("kind") == "run":
-                self.resumed_from, self.first_step_at = rec.get("resumed_from_step"), None
-            elif rec.get("kind") in ("step", "checkpoint", "epoch") and rec.get("step") is not None:
-                self.last_step = rec["step"]
-                if rec.get("kind") == "step":
-                    self.step_time_s = rec.get("step_time_s", self.step_time_s)
-                    if self.first_step_at is None:
-                        self.first_step_at = rec.get("time", time.time())
-
-
-def watch(nodes, lay: launch.Layout, attempt: int, run_dir: Path, follower: Follower, opts: Options,
+def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_status.Follower, opts: Options,
           *, stop_on_preempt: bool = True) -> Outcome:
     """Poll every node until all are final or one is lost; records notices as events."""
     misses: dict[str, list[float]] = {n.name: [] for n in nodes}   # times of consecutive bad polls
     first_end, signalled, noticed, began = None, False, set(), time.time()
     while True:
-        states = launch.node_states(nodes, lay, attempt)
+        states = remote.node_states(nodes, lay, attempt)
         follower.poll()
         now = time.time()
         for s in states:
@@ -267,22 +232,22 @@ def watch(nodes, lay: launch.Layout, attempt: int, run_dir: Path, follower: Foll
         if finals and first_end is None:
             first_end = time.time()
         if first_end and not signalled and time.time() - first_end > opts.grace_s:
-            launch.signal_nodes(nodes, lay, attempt)   # survivors of a dead peer stuck in a collective
+            remote.signal_nodes(nodes, lay, attempt)   # survivors of a dead peer stuck in a collective
             signalled = True
         time.sleep(opts.poll_s)
 
 
-def stop_survivors(nodes, lay: launch.Layout, attempt: int, lost: list[str], wait_s: float = 60) -> None:
+def stop_survivors(nodes, lay: remote.Layout, attempt: int, lost: list[str], wait_s: float = 60) -> None:
     """SIGTERM the supervisors on reachable nodes; SIGKILL the jobs' groups after `wait_s`."""
     alive = [n for n in nodes if n.name not in lost]
-    launch.signal_nodes(alive, lay, attempt, "TERM")
+    remote.signal_nodes(alive, lay, attempt, "TERM")
     deadline = time.time() + wait_s
     while time.time() < deadline:
-        states = launch.node_states(alive, lay, attempt)
+        states = remote.node_states(alive, lay, attempt)
         if all(s.status not in ("running", "starting") for s in states):
             return
         time.sleep(1)
-    launch.signal_nodes(alive, lay, attempt, "KILL")
+    remote.signal_nodes(alive, lay, attempt, "KILL")
 
 
 # ------------------------------------------------------------------ the loop
@@ -297,8 +262,8 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
     while True:
         cluster = effective_cluster(cluster, ws)
         nodes, group = _nodes(cluster, ws)
-        lay = launch.layout_for(group, run_dir.name)
-        follower = Follower(nodes[0], lay, job, echo if opts.follow else None)
+        lay = remote.layout_for(group, run_dir.name)
+        follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
         out = watch(nodes, lay, attempt, run_dir, follower, opts)
         _end_attempt(run_dir, attempt, out)
         if out.status == "completed":
@@ -335,7 +300,7 @@ def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
                   before: Outcome, timeout_s: float = 300) -> None:
     """Record `resumed` (step, lost work) once the relaunched job logs its first step."""
     nodes, group = _nodes(cluster, ws)
-    follower = Follower(nodes[0], launch.layout_for(group, run_dir.name), job, None)
+    follower = run_status.Follower(nodes[0], remote.layout_for(group, run_dir.name), job, None)
     launched, deadline = time.time(), time.time() + timeout_s
     while time.time() < deadline:
         follower.poll()   # reads the whole metrics.jsonl: the newest `run` record is this attempt's
@@ -362,17 +327,17 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     """Fetch the run's files, add the cost ledger to summary.json, close the record."""
     nodes, group = _nodes(cluster, ws)
     record = runs.read_record(run_dir)
-    lay = launch.layout_for(group, run_dir.name)
+    lay = remote.layout_for(group, run_dir.name)
     reachable = [n for n in nodes if n.sh("true", timeout=15).returncode == 0]
     if reachable and reachable[0].rank == 0:
-        launch.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
+        remote.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or time.time()
     summary["cost"] = cost.run_ledger(cluster, record)
     summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
-    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True))
+    write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True))
     now = time.time()
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or now

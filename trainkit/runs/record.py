@@ -26,6 +26,7 @@ from typing import Any
 
 from trainkit.util import yamlload
 from trainkit.errors import InputError
+from trainkit.workspace import write_atomic
 from trainkit.train.config import LAUNCH_KEYS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -169,9 +170,7 @@ def check_record(run_dir: Path) -> None:
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    tmp = run_dir / "run.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
-    tmp.replace(run_dir / "run.json")
+    write_atomic(run_dir / "run.json", json.dumps(record, indent=2, sort_keys=True))
 
 
 def event(run_dir: Path, kind: str, **data: Any) -> dict[str, Any]:
@@ -227,7 +226,7 @@ OPEN = ("starting", "running")  # a record not closed yet: its results are still
 
 
 def combined_status(statuses: list[str]) -> str:
-    """One run status from its nodes' (`launch.NodeState.status`): running while any node runs
+    """One run status from its nodes' (`remote.NodeState.status`): running while any node runs
     (or its supervisor has not written its state yet), completed when all did, preempted when a
     node was reclaimed, lost or cannot be reached, else cancelled or failed."""
     found = set(statuses)
