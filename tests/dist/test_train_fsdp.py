@@ -31,6 +31,7 @@ import torch
 
 from trainkit.errors import PREEMPTED
 from trainkit.train import checkpoint as ckpt
+from trainkit.train import restore
 from trainkit.train import schedule, sharded
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ def summary(run_dir: Path) -> dict:
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     s = summary(run_dir)
     assert (s["status"], s["steps"]) == ("completed", STEPS), s
-    return ckpt.load(s["checkpoint"])["model"]
+    return restore.load(s["checkpoint"])["model"]
 
 
 def assert_bitwise(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
@@ -149,9 +150,9 @@ def test_kill_9_during_sharded_async_writes_never_leaves_a_bad_newest_checkpoint
         delay = rnd.uniform(0.0, 0.3)  # spans staging, shard writes, .metadata and the marker
         proc = launch(2, tmp_path, every, TRAINKIT_FAULT_KILL_IN_SAVE=f"{step}:{delay:.3f}")
         assert proc.returncode != 0, f"kill at step {step} (+{delay:.3f}s) did not happen"
-        newest = sharded.Checkpointer(root, keep=3).newest_valid()
+        newest = restore.newest_valid(root)
         assert newest is not None
-        state = ckpt.load(newest)  # verifies marker, sizes, sha256; consolidates every shard
+        state = restore.load(newest)  # verifies marker, sizes, sha256; consolidates every shard
         # never older than the save before the killed one; newer when the timer fired after the
         # run had completed later saves (a fast step on a quiet machine): that is not a fault
         assert state["step"] >= step - 2 and set(state["model"]) == set(final_weights(fsdp_run))

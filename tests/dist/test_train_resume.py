@@ -21,6 +21,7 @@ import torch
 
 from trainkit.errors import PREEMPTED
 from trainkit.train import checkpoint as ckpt
+from trainkit.train import restore
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 40
@@ -44,7 +45,7 @@ def trainkit_run(run_dir: Path, *extra: str, timeout: int = 240, **fault: str):
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == STEPS, summary
-    return ckpt.load(summary["checkpoint"])["model"]
+    return restore.load(summary["checkpoint"])["model"]
 
 
 def assert_bitwise_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
@@ -71,7 +72,7 @@ def test_sigterm_at_several_steps_then_resume_is_bitwise_identical(tmp_path, bas
         assert "stopped by SIGTERM" in proc.stderr and "Traceback" not in proc.stderr
         summary = json.loads((tmp_path / "summary.json").read_text())
         assert (summary["status"], summary["steps"], summary["exit_code"]) == ("preempted", stop, 75)
-        assert ckpt.load(tmp_path / "checkpoints" / f"step-{stop:08d}")["step"] == stop
+        assert restore.load(tmp_path / "checkpoints" / f"step-{stop:08d}")["step"] == stop
     proc = trainkit_run(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads((tmp_path / "summary.json").read_text())["resumed_from_step"] == stops[-1]
@@ -118,7 +119,7 @@ def test_kill_9_mid_write_and_a_corrupt_checkpoint_are_skipped_then_resume_is_ex
     assert proc.returncode == -signal.SIGKILL
     root = tmp_path / "checkpoints"
     assert not (root / "step-00000012" / "COMPLETE").exists()  # the write never finished
-    assert ckpt.load(root / "step-00000008")["step"] == 8      # the previous one is intact
+    assert restore.load(root / "step-00000008")["step"] == 8      # the previous one is intact
     state = root / "step-00000008" / "__0_0.distcp"            # this rank's shard
     data = bytearray(state.read_bytes())
     data[len(data) // 2] ^= 0xFF                               # and now it is not

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from trainkit.train import checkpoint as ckpt
+from trainkit.train import restore
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 24
@@ -57,7 +58,7 @@ def step_losses(run_dir: Path) -> list[float]:
 def final(run_dir: Path) -> dict[str, torch.Tensor]:
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["steps"] == STEPS, summary
-    return ckpt.load(summary["checkpoint"])["model"]
+    return restore.load(summary["checkpoint"])["model"]
 
 
 @pytest.fixture(scope="module")

@@ -126,11 +126,10 @@ def test_recover_replaces_a_killed_host_with_the_spare_and_matches_an_uninterrup
 
 
 def _assert_same_weights(root: Path, ref_id: str, run_id: str) -> None:
-    from trainkit.train import checkpoint as ckpt
+    from trainkit.train import restore
 
     def final(run_id):
-        path, state = ckpt.Checkpointer(root / run_id, keep=2).load_latest()
-        return state
+        return restore.load(restore.newest_valid(root / run_id))
 
     a, b = final(ref_id), final(run_id)
     assert a["step"] == b["step"]

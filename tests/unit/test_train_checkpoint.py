@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from trainkit.train import checkpoint as ckpt
+from trainkit.train import restore
 
 
 def _state(value: float) -> dict:
@@ -22,8 +23,8 @@ def test_save_then_load_round_trips_and_writes_the_marker_last(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["COMPLETE", "state.pt"]
     marker = json.loads((folder / "COMPLETE").read_text())
     assert marker["step"] == 1 and marker["bytes"] == (folder / "state.pt").stat().st_size
-    assert torch.equal(ckpt.load(folder)["model"]["w"], torch.full((64, 64), 1.0))
-    assert torch.equal(ckpt.load(folder / "state.pt")["model"]["w"], torch.full((64, 64), 1.0))
+    assert torch.equal(restore.load(folder)["model"]["w"], torch.full((64, 64), 1.0))
+    assert torch.equal(restore.load(folder / "state.pt")["model"]["w"], torch.full((64, 64), 1.0))
 
 
 def test_keeps_only_the_newest_n_complete_checkpoints(tmp_path):
@@ -68,7 +69,7 @@ def test_corrupt_checkpoint_is_skipped_with_a_warning(tmp_path, caplog, damage):
         path, state = saver.load_latest()
     assert state["step"] == 1 and "corrupt" in caplog.text
     with pytest.raises(ckpt.CheckpointError):
-        ckpt.load(tmp_path / "step-00000002")
+        restore.load(tmp_path / "step-00000002")
 
 
 def test_async_save_stages_a_copy_so_later_updates_do_not_leak_in(tmp_path):
@@ -77,7 +78,7 @@ def test_async_save_stages_a_copy_so_later_updates_do_not_leak_in(tmp_path):
     saver.save(state, step=1, block=False)
     state["model"]["w"].add_(100.0)  # training goes on while the thread writes
     saver.wait()
-    assert torch.equal(ckpt.load(tmp_path / "step-00000001")["model"]["w"], torch.full((64, 64), 1.0))
+    assert torch.equal(restore.load(tmp_path / "step-00000001")["model"]["w"], torch.full((64, 64), 1.0))
 
 
 def test_stale_partial_folders_older_than_the_newest_complete_are_pruned(tmp_path):

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from trainkit.train import checkpoint as ckpt
+from trainkit.train import restore
 from trainkit.train import sharded
 
 
@@ -26,7 +27,7 @@ def saved(tmp_path, steps=(1, 2)):
 def test_async_save_commits_and_consolidates_to_plain_weights(tmp_path):
     model, saver = saved(tmp_path, steps=(1, 2, 3))
     assert saver.complete_steps() == [2, 3]                  # keep-N pruned step 1
-    state = ckpt.load(saver.newest_valid())
+    state = restore.load(restore.newest_valid(saver.root))
     assert state["step"] == 3
     fresh = nn.Linear(4, 3)
     fresh.load_state_dict(state["model"])
@@ -49,8 +50,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one(tmp_path, dama
     else:
         shard.write_bytes(shard.read_bytes()[:-7])
     with pytest.raises(ckpt.CheckpointError, match=words):
-        sharded.verify(folder)
-    assert saver.newest_valid() == tmp_path / "step-00000001"
+        restore.verify(folder)
+    assert restore.newest_valid(saver.root) == tmp_path / "step-00000001"
 
 
 def test_kill_fault_is_parsed_once_into_step_and_delay():

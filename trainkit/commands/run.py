@@ -103,7 +103,8 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
 
     import torch
 
-    from trainkit.train import checkpoint as ckpt
+    from trainkit.train import restore
+    from trainkit.train.checkpoint import CheckpointError
     from trainkit.train.config import config_from_dict
     from trainkit.train.model import build_model
 
@@ -114,10 +115,10 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     for option, out in (("--onnx", onnx_out), ("--weights", weights_out)):
         if out:
             make_dir(Path(out).absolute().parent, option)  # a file in the way: exit 2, not a crash
-    path = _checkpoint_folder(Path(checkpoint))
+    path = restore.checkpoint_folder(Path(checkpoint))
     try:
-        state = ckpt.load(path)
-    except ckpt.CheckpointError as err:
+        state = restore.load(path)
+    except CheckpointError as err:
         raise InputError(f"{path}: {err}") from None
     cfg = config_from_dict(state["config"], source=f"{path} (stored config)")
     model = build_model(cfg)
@@ -129,30 +130,6 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     if onnx_out:
         out = _export_onnx(model, cfg, tuple(state["input_shape"]), Path(onnx_out), opset, verify)
         click.echo(f"wrote {out} from {path} (step {state['step']})")
-
-
-def _checkpoint_folder(path: Path) -> Path:
-    """The checkpoint folder `path` names: a step-N folder (or a file in one), a folder of them
-    (the newest complete), or a run folder (its checkpoints/). InputError otherwise."""
-    from trainkit.train import checkpoint as ckpt
-    from trainkit.train import sharded
-
-    def is_checkpoint(folder: Path) -> bool:
-        return sharded.is_sharded(folder) or (folder / ckpt.MARKER).exists()
-
-    fix = "give a step-N folder, a folder of them (checkpoint.dir) or a run folder with checkpoints/"
-    if path.is_file():
-        if not is_checkpoint(path.parent):
-            raise InputError(f"{path} is a file, not a checkpoint", fix=fix)
-        return path.parent
-    if is_checkpoint(path):
-        return path
-    if not any(path.glob("step-*")) and (path / "checkpoints").is_dir():
-        path = path / "checkpoints"  # a run folder
-    found = sharded.Checkpointer(path, keep=2).newest_valid()
-    if found is None:
-        raise InputError(f"no complete checkpoint under {path}", fix=fix)
-    return found
 
 
 def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:

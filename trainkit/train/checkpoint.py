@@ -121,7 +121,7 @@ class Checkpointer:
         """The newest checkpoint that loads and verifies; warns about each one skipped."""
         for folder in sorted(self.root.glob("step-*"), key=_step_of, reverse=True):
             try:
-                return folder, load(folder)
+                return folder, load_single(folder)
             except CheckpointError as err:
                 log.warning("skipping checkpoint %s: %s", folder, err)
         return None
@@ -131,22 +131,14 @@ class CheckpointError(Exception):
     """A checkpoint that is partial, corrupt or unreadable."""
 
 
-def load(path: Path | str) -> dict[str, Any]:
-    """Load a checkpoint folder (or its state.pt) of either format as one dict of plain tensors
-    (sharded ones consolidated: trainkit.train.sharded). Raises CheckpointError if partial or corrupt.
+def load_single(path: Path | str) -> dict[str, Any]:
+    """Load a single-file checkpoint folder (or its state.pt) after checking it against its marker.
+    Raises CheckpointError if partial or corrupt. Either format: trainkit.train.restore.load.
 
     Uses weights_only=False (RNG states are Python objects): load only checkpoints you wrote.
     """
     folder = Path(path)
     folder = folder.parent if folder.is_file() else folder
-    from trainkit.train import sharded
-
-    if sharded.is_sharded(folder):  # torch.distributed.checkpoint format: verify, consolidate
-        sharded.verify(folder)
-        try:
-            return sharded.consolidate(folder)
-        except Exception as err:
-            raise CheckpointError(f"does not load: {err}") from None
     if not (folder / MARKER).exists():
         raise CheckpointError("no completion marker (partial write)")
     try:

@@ -21,7 +21,7 @@ import torch
 import trainkit
 from trainkit.errors import InputError
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import artifacts, data, dist, parallel, rng, schedule, sharded
+from trainkit.train import artifacts, data, dist, parallel, restore, rng, schedule, sharded
 from trainkit.train.config import TrainConfig
 from trainkit.train.model import build_model, build_optimizer, check_fits
 
@@ -173,7 +173,7 @@ def resume(run: Run, saver: sharded.Checkpointer) -> None:
     folder = Path(found)
     is_dcp = sharded.is_sharded(folder)
     state = sharded.load_meta(folder) if is_dcp else dist.broadcast_object(
-        info, ckpt.load(folder) if info.is_main else None)
+        info, ckpt.load_single(folder) if info.is_main else None)
     try:
         if is_dcp:
             sharded.load_into(folder, run.wrapped, run.opt, info.ckpt_group, info.distributed)
@@ -197,7 +197,7 @@ def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | InputErr
     checkpoint, or a checkpoint.dir holding steps past where this run starts (its saves would
     replace them and keep-N would prune its own, leaving another run's newest for the next resume)."""
     if cfg.resume is True:
-        hit = saver.newest_valid()
+        hit = restore.newest_valid(saver.root)
         return str(hit) if hit else None
     found = None if cfg.resume is False else _explicit_resume(Path(cfg.resume))
     if isinstance(found, InputError):
@@ -218,11 +218,11 @@ def _explicit_resume(path: Path) -> str | InputError:
     fix = "name a step-N folder (or a folder of them); resume=true takes the newest in checkpoint.dir"
     if not path.is_dir():
         return InputError(f"resume: {path} is not a folder", fix=fix)
-    if not sharded.is_sharded(path) and not (path / ckpt.MARKER).exists():
-        hit = sharded.Checkpointer(path, keep=2).newest_valid()  # a checkpoint root
+    if not restore.is_checkpoint(path):
+        hit = restore.newest_valid(path)  # a checkpoint root
         return str(hit) if hit else InputError(f"resume: no complete checkpoint in {path}", fix=fix)
     try:
-        sharded.verify(path)
+        restore.verify(path)
         return str(path)
     except (ckpt.CheckpointError, OSError) as err:
         return InputError(f"resume: {path}: {err}", fix=fix)

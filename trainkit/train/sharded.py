@@ -42,8 +42,7 @@ from trainkit.errors import TRAIN, TrainkitError
 from trainkit.train import checkpoint as ckpt
 from trainkit.train import dist, schedule
 from trainkit.train.config import TrainConfig
-from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_write, _step_of,
-                                       step_dir)
+from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_write, step_dir)
 
 log = logging.getLogger("trainkit.train")
 # one process has no process group: DCP then saves/loads alone, which is what is meant here
@@ -202,16 +201,6 @@ class Checkpointer:
     def complete_steps(self) -> list[int]:
         return ckpt.complete_steps(self.root)
 
-    def newest_valid(self) -> Path | None:
-        """The newest folder that verifies (either format); warns about each one skipped."""
-        for folder in sorted(self.root.glob("step-*"), key=_step_of, reverse=True):
-            try:
-                verify(folder)
-                return folder
-            except CheckpointError as err:
-                log.warning("skipping checkpoint %s: %s", folder, err)
-        return None
-
 
 def _to_bytes(obj: Any) -> bytes:
     import io
@@ -243,12 +232,8 @@ def is_sharded(folder: Path) -> bool:
 
 
 def verify(folder: Path) -> None:
-    """Raise CheckpointError unless `folder` is a complete checkpoint (marker, files, checksums)."""
-    from trainkit.train import checkpoint as ckpt
-
-    if not is_sharded(folder):
-        ckpt.load(folder)  # the single-file format of older runs: its own checks
-        return
+    """Raise CheckpointError unless `folder` is a complete sharded checkpoint (marker, files,
+    checksums). Either format: trainkit.train.restore.verify."""
     if not (folder / MARKER).exists():
         raise CheckpointError("no completion marker (partial write)")
     try:
