@@ -15,7 +15,7 @@ WS := $(if $(WORKDIR),--workdir $(WORKDIR))
 export CHECKPOINT_DISABLE := 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: help venv venv-dev checkov cluster train destroy test test-gpu test-unit lint bench module-docs clean
+.PHONY: help venv venv-dev checkov cluster train destroy test test-gpu test-unit house lint bench module-docs clean
 
 help:
 	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN) [WORKDIR=dir]"
@@ -51,17 +51,24 @@ train: venv
 destroy: venv
 	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
 
-test: venv-dev checkov
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu" --durations=20 $(PYTEST_ARGS)
+# The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
+# share nothing); then the tiers that start processes, servers and namespaces, one test at a time.
+test: venv-dev checkov house
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" --durations=20 $(PYTEST_ARGS)
+
+house: venv-dev
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 
 # Only on a machine with an NVIDIA GPU: AMP, NCCL, NVML utilisation.
 test-gpu: venv-dev
 	$(BIN)/pytest -m gpu tests/gpu $(PYTEST_ARGS)
 
 test-unit: venv-dev
-	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto $(PYTEST_ARGS)
 
-lint: venv-dev
+lint: venv-dev house
 	$(BIN)/ansible-lint --offline ansible/
 	terraform fmt -check -recursive terraform/
 

@@ -12,6 +12,7 @@ call here is reported. Credentials: ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (or AL
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -99,7 +100,7 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
             continue
         api = _Api(cluster, product, version)
         for params in requests(ids):
-            gone_ok(lambda: api.call(action, params))
+            gone_ok(functools.partial(api.call, action, params))
         if kind == "instance":
             _wait_gone(api, ids)
 

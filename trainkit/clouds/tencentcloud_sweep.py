@@ -12,6 +12,7 @@ Credentials: TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY. `cluster.spec.end
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -81,7 +82,7 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
             continue
         client = _client(cluster, service, version)
         for params in requests(ids):
-            gone_ok(lambda: client.call_json(action, params))
+            gone_ok(functools.partial(client.call_json, action, params))
         if kind == "instance":
             _wait_gone(client, ids)
 

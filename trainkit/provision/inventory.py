@@ -93,7 +93,7 @@ def ssh_word(value: str) -> str:
 
 def _ssh_args(key: str | None, known_hosts: Path) -> str:
     args = SSH_OPTIONS.format(known_hosts=ssh_word(str(known_hosts)))
-    return args + (f" -o IdentitiesOnly=yes" if key else "")
+    return args + (" -o IdentitiesOnly=yes" if key else "")
 
 
 def _output_nodes(cluster: Cluster, outputs: dict[str, Any] | None, ws: Workspace) -> list[dict]:

@@ -400,4 +400,4 @@ def _parse_cidr(value: str) -> str:
     try:
         return str(ipaddress.ip_network(value, strict=True))
     except ValueError as err:
-        raise ValueError(f"{value!r} is not a valid CIDR ({err}); write it like 10.0.0.0/16")
+        raise ValueError(f"{value!r} is not a valid CIDR ({err}); write it like 10.0.0.0/16") from None

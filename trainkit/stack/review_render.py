@@ -122,7 +122,7 @@ def _details(rows: list[str], room: int) -> str:
         kept.append(row)
         used += len(row) + 1
     note = [] if len(kept) == len(rows) else \
-        [f"", f"_{len(rows) - len(kept)} more change(s) not shown: GitHub's comment size limit. "
+        ["", f"_{len(rows) - len(kept)} more change(s) not shown: GitHub's comment size limit. "
              f"Run `trainkit plan --format json` for all of them._"]
     return "\n".join(["", f"<details><summary>All {len(rows)} change(s)</summary>", ""] + kept + note
                      + ["", "</details>", ""])

@@ -150,7 +150,7 @@ class TerraformRunner:
                 _interrupt(proc)
                 raise TrainkitError(f"interrupted: terraform {cmd} was stopped and saved its state",
                                     fix="run `trainkit destroy` to remove what was created, or "
-                                        "`trainkit apply` to finish", exit_code=130)
+                                        "`trainkit apply` to finish", exit_code=130) from None
         output = "".join(lines)
         if proc.returncode not in ok:
             if "Error acquiring the state lock" in output:

@@ -269,7 +269,8 @@ def eval_loader(ds: Dataset, batch: int, cfg: TrainConfig, info: DistInfo) -> Da
 def eval_batches(n: int, batch: int, world: int) -> int:
     """Batches the rank with the most items (rank 0) gets from `eval_loader`: every rank runs this
     many forwards under FSDP (its collectives need all ranks), padding with empty ones."""
-    return -(-(-(-n // world)) // batch)
+    per_rank = -(-n // world)         # ceil(n / world): rank 0 gets the remainder
+    return -(-per_rank // batch)      # ceil(per_rank / batch)
 
 
 def load_seconds(ds: Dataset, items: int, rounds: int = 3) -> float:
