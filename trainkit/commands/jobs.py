@@ -6,7 +6,6 @@ trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs,
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
@@ -15,9 +14,7 @@ from trainkit import clouds
 from trainkit.runs import status as run_status
 from trainkit.runs import recover
 from trainkit.runs import launch
-from trainkit.runs import remote
 from trainkit.runs import record as runs
-from trainkit.provision import reach
 from trainkit.cluster.replace import effective_cluster
 from trainkit.util import resources
 from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
@@ -155,54 +152,8 @@ def logs(spec, run, workdir, rank, node_index, follow):
     """
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
-    record = runs.read_record(run_dir)
-    name = f"node-{node_index}.log" if node_index is not None else \
-        f"rank-{rank or 0}.log" if record.get("mode") != "command" or rank is not None else "node-0.log"
-    if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
-        return _fetched_log(run_dir, name)
-    nodes, group = reach.nodes_from_inventory(_inventory(ws))
-    lay = remote.layout_for(group, run_dir.name)
-    if node_index is not None:
-        if node_index >= len(nodes):
-            raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
-        node = nodes[node_index]
-    else:
-        per = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
-        r = rank or 0
-        if r >= per * len(nodes):
-            raise InputError(f"--rank {r}: the cluster runs {per * len(nodes)} rank(s) "
-                             f"({len(nodes)} node(s) x {per})", fix=f"give --rank 0 to {per * len(nodes) - 1}")
-        node = nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]
-    path, offset = f"{lay.run_dir}/logs/{name}", 0
-    attempt = len(record.get("attempts") or [])
-    while True:
-        data, _ = remote.read_from(node, path, offset)
-        offset += len(data)
+    for data in run_status.read_log(ws, run_dir, rank, node_index, follow):
         click.echo(data.decode(errors="replace"), nl=False)
-        if not follow:
-            return
-        states = remote.node_states(nodes, lay, attempt)
-        if runs.combined_status([s.status for s in states]) != "running":  # ended, or its nodes are gone
-            data, _ = remote.read_from(node, path, offset)
-            click.echo(data.decode(errors="replace"), nl=False)
-            return
-        time.sleep(1)
-
-
-def _fetched_log(run_dir: Path, name: str) -> None:
-    """Print runs/<id>/logs/<name> (fetched when the run ended); InputError listing the logs there."""
-    path = run_dir / "logs" / name
-    if not path.is_file():
-        found = ", ".join(sorted(p.name for p in (run_dir / "logs").glob("*.log"))) or "none"
-        raise InputError(f"run {run_dir.name} has no {name} in {run_dir / 'logs'}",
-                         fix=f"logs fetched when it ended: {found} (--rank N / --node I)")
-    click.echo(path.read_bytes().decode(errors="replace"), nl=False)
-
-
-def _inventory(ws):
-    if not ws.inventory_yml.exists():
-        raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
-    return ws.inventory_yml
 
 
 @click.command("runs")
@@ -218,7 +169,7 @@ def runs_(spec, workdir, fmt):
       trainkit runs examples/clusters/local.yaml --json
     """
     cluster, ws = _load(spec, workdir)
-    rows = [_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=runs.created_at)
+    rows = [run_status.run_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=runs.created_at)
             if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
     if fmt == "json":
         click.echo(dump_json(rows))
@@ -229,25 +180,6 @@ def runs_(spec, workdir, fmt):
         wall = f"{r['wall_s']:.0f}s" if r["wall_s"] is not None else "-"
         click.echo(f"{r['run_id']:<34} {r['status']:<10} {r['step'] if r['step'] is not None else '-':>6} "
                    f"{best:<18} {wall:>8}")
-
-
-def _row(ws, run_dir: Path) -> dict:
-    record = runs.read_record(run_dir)
-    if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
-        return runs.summarize(run_dir)
-    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
-    lay = remote.layout_for(group, run_dir.name)
-    states = remote.node_states(nodes, lay, len(record.get("attempts") or []))
-    statuses = [s.status for s in states]
-    status = runs.combined_status(statuses)
-    follower = run_status.Follower(nodes[0], lay, runs.load_job(Path(record["config"]), record.get("overrides") or [])
-                                if Path(record.get("config", "")).is_file() else _engine(), None)
-    follower.poll()
-    return runs.summarize(run_dir, {"status": status, "step": follower.last_step})
-
-
-def _engine() -> runs.Job:
-    return runs.Job(name="unknown", source=Path("."), engine_config={})
 
 
 @click.command()
@@ -266,17 +198,8 @@ def cancel(spec, run, workdir, wait_s):
     """
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
-    record = runs.read_record(run_dir)
-    nodes, group = reach.nodes_from_inventory(_inventory(ws))
-    lay = remote.layout_for(group, run_dir.name)
-    attempt = len(record.get("attempts") or [])
-    status = run_status.live_status(cluster, ws, run_dir)
-    if status not in runs.OPEN:  # ended already: keep its true status (fetch it if not yet)
-        if record.get("status") in runs.OPEN:
-            recover.finish(cluster, ws, run_dir, status)
-        click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {run_dir}")
+    status, where = recover.cancel(cluster, ws, run_dir, wait_s)
+    if status != "cancelled":
+        click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {where}")
         return
-    recover.stop_survivors(nodes, lay, attempt, [], wait_s=wait_s)
-    runs.event(run_dir, "cancelled", attempt=attempt)
-    result = recover.finish(cluster, ws, run_dir, "cancelled")
-    click.echo(f"run {run_dir.name} cancelled; results in {result['run_dir']}")
+    click.echo(f"run {run_dir.name} cancelled; results in {where}")

@@ -122,8 +122,6 @@ def destroy(spec, workdir, yes, sweep):
       trainkit destroy examples/clusters/aws.yaml --yes
       trainkit destroy examples/clusters/aws.yaml --sweep
     """
-    from trainkit.cluster.teardown import destroy as teardown
-
     from trainkit.runs import status as run_status
     from trainkit.runs import recover
 
@@ -144,13 +142,10 @@ def destroy(spec, workdir, yes, sweep):
         return yes or ask(lambda: click.confirm(f"Delete these {len(found)} resource(s)?", default=False,
                                                 err=True), "destroy --sweep")
 
-    with ws.lock("destroy"):
-        if ws.inventory_yml.exists():  # the runs' results live on the nodes until fetched
-            for run_id, closed_as in recover.close_runs(cluster, ws, unreachable_ok=yes):
-                if closed_as != "unreachable":  # that one was warned about
-                    click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}",
-                               err=True)
-        result = teardown(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep)
+    result, closed = recover.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep, unreachable_ok=yes)
+    for run_id, closed_as in closed:
+        if closed_as != "unreachable":  # that one was warned about
+            click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}", err=True)
     if result.get("note"):
         click.echo(f"cluster {cluster.name}: {result['note']}")
     else:

@@ -25,6 +25,7 @@ from trainkit.runs import launch
 from trainkit.runs import remote
 from trainkit.runs import record as runs
 from trainkit.provision import reach
+from trainkit.cluster import teardown
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.money import cost
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
@@ -350,3 +351,34 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
             f"see `trainkit logs {cluster.source} {run_dir.name}` and {run_dir}/logs/"
         raise TrainkitError(f"run {run_dir.name} {status}{': ' + why if why else ''}", fix=fix, exit_code=code)
     return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": status, **summary}
+
+
+def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, Path]:
+    """Stop a run cleanly: SIGTERM to its job on every node (it writes a checkpoint), wait up to
+    `wait_s`, then SIGKILL what is left, fetch the results and close the record as cancelled.
+    A run that has already ended keeps its true status (its results are fetched if not yet).
+    Returns (status, the run folder the results are in)."""
+    record = runs.read_record(run_dir)
+    if not ws.inventory_yml.exists():
+        raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
+    status = run_status.live_status(cluster, ws, run_dir)
+    if status not in runs.OPEN:
+        if record.get("status") in runs.OPEN:
+            finish(cluster, ws, run_dir, status)
+        return status, run_dir
+    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
+    attempt = len(record.get("attempts") or [])
+    stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
+    runs.event(run_dir, "cancelled", attempt=attempt)
+    return "cancelled", Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
+
+
+def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unreachable_ok: bool
+            ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Destroy the cluster, its runs first: under the workspace lock, every open run is stopped
+    (SIGTERM: it checkpoints) and its results fetched, then trainkit.cluster.teardown.destroy runs.
+    Returns (teardown's result, [(run id, status it was closed as)]); `unreachable_ok` lets a run
+    whose nodes are gone be closed as "unreachable" instead of stopping the destroy."""
+    with ws.lock("destroy"):
+        closed = close_runs(cluster, ws, unreachable_ok=unreachable_ok) if ws.inventory_yml.exists() else []
+        return teardown.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep), closed

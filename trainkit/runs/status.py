@@ -1,6 +1,7 @@
 """A run's status as its nodes have it now, for the commands that must not act on a busy cluster
-or a finished run (train, cancel, destroy). Reads run.json and asks each node's supervisor state
-(one ssh per node); changes nothing.
+or a finished run (train, cancel, destroy), the rows of `trainkit runs`, and a run's logs for
+`trainkit logs` (fetched ones, or read from a node while the run is open). Reads run.json and
+asks each node's supervisor state (one ssh per node); changes nothing.
 """
 
 from __future__ import annotations
@@ -8,10 +9,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from trainkit.runs import remote
 from trainkit.runs import record as runs
+from trainkit.errors import InputError
 from trainkit.provision import reach
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
@@ -84,3 +86,79 @@ class Follower:
                     self.step_time_s = rec.get("step_time_s", self.step_time_s)
                     if self.first_step_at is None:
                         self.first_step_at = rec.get("time", time.time())
+
+
+def run_row(ws: Workspace, run_dir: Path) -> dict:
+    """One row of `trainkit runs`: the run's summary, with status and step read from the nodes
+    while it is open (closed runs: from their record only)."""
+    record = runs.read_record(run_dir)
+    if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
+        return runs.summarize(run_dir)
+    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
+    lay = remote.layout_for(group, run_dir.name)
+    states = remote.node_states(nodes, lay, len(record.get("attempts") or []))
+    config = Path(record.get("config", ""))
+    job = runs.load_job(config, record.get("overrides") or []) if config.is_file() else \
+        runs.Job(name="unknown", source=Path("."), engine_config={})
+    follower = Follower(nodes[0], lay, job, None)
+    follower.poll()
+    return runs.summarize(run_dir, {"status": runs.combined_status([s.status for s in states]),
+                                    "step": follower.last_step})
+
+
+def log_name(record: dict, rank: int | None, node_index: int | None) -> str:
+    """The log file `logs --rank/--node` names: node-I.log, rank-N.log (engine runs), and node 0's
+    log for a `command:` run when neither is given."""
+    if node_index is not None:
+        return f"node-{node_index}.log"
+    if record.get("mode") != "command" or rank is not None:
+        return f"rank-{rank or 0}.log"
+    return "node-0.log"
+
+
+def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: int | None = None,
+             follow: bool = False, poll_s: float = 1.0) -> Iterator[bytes]:
+    """The bytes of one log of a run, in pieces as they come. A closed run's logs were fetched
+    into `run_dir/logs`; an open run's are read from the node that writes them, and with `follow`
+    until the run ends (or its nodes are gone). InputError for a rank or node the cluster does not
+    have, or a log that was not fetched (naming the ones that were)."""
+    record = runs.read_record(run_dir)
+    name = log_name(record, rank, node_index)
+    if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
+        path = run_dir / "logs" / name
+        if not path.is_file():
+            found = ", ".join(sorted(p.name for p in (run_dir / "logs").glob("*.log"))) or "none"
+            raise InputError(f"run {run_dir.name} has no {name} in {run_dir / 'logs'}",
+                             fix=f"logs fetched when it ended: {found} (--rank N / --node I)")
+        yield path.read_bytes()
+        return
+    if not ws.inventory_yml.exists():
+        raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
+    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
+    node = _log_node(nodes, record, rank, node_index)
+    lay = remote.layout_for(group, run_dir.name)
+    path, offset, attempt = f"{lay.run_dir}/logs/{name}", 0, len(record.get("attempts") or [])
+    while True:
+        data, _ = remote.read_from(node, path, offset)
+        offset += len(data)
+        yield data
+        if not follow:
+            return
+        states = remote.node_states(nodes, lay, attempt)
+        if runs.combined_status([s.status for s in states]) != "running":  # ended, or its nodes are gone
+            yield remote.read_from(node, path, offset)[0]
+            return
+        time.sleep(poll_s)
+
+
+def _log_node(nodes: list[reach.Node], record: dict, rank: int | None, node_index: int | None) -> reach.Node:
+    """The node whose disk holds the log (all of them on shared storage: the head)."""
+    if node_index is not None:
+        if node_index >= len(nodes):
+            raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
+        return nodes[node_index]
+    per, r = int(nodes[0].vars.get("trainkit_nproc_per_node", 1)), rank or 0
+    if r >= per * len(nodes):
+        raise InputError(f"--rank {r}: the cluster runs {per * len(nodes)} rank(s) "
+                         f"({len(nodes)} node(s) x {per})", fix=f"give --rank 0 to {per * len(nodes) - 1}")
+    return nodes[0] if record.get("shared") else nodes[min(r // per, len(nodes) - 1)]

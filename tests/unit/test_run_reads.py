@@ -1,0 +1,85 @@
+"""The library side of `trainkit logs`, `runs` and `cancel` (trainkit.runs.status / recover),
+without click: which log a rank or node names, logs of a closed run read from what was fetched,
+ranks and nodes the cluster does not have, an open run's log read from its (local) node, and a
+cancel of a run that already ended keeping its true status."""
+
+from __future__ import annotations
+
+import yaml
+import pytest
+
+from trainkit.errors import InputError
+from trainkit.provision.inventory import HEAD_GROUP, WORKER_GROUP
+from trainkit.runs import record as runs
+from trainkit.runs import recover
+from trainkit.runs import status as run_status
+from trainkit.workspace import Workspace
+
+
+def workspace(tmp_path, nodes: int = 2, per: int = 2) -> Workspace:
+    ws = Workspace.for_cluster("demo", tmp_path / "ws")
+    ws.runs_dir.mkdir(parents=True)
+    hosts = {f"n{i}": {"ansible_connection": "local", "trainkit_node_rank": i} for i in range(nodes)}
+    head, workers = dict(list(hosts.items())[:1]), dict(list(hosts.items())[1:])
+    inv = {"all": {"children": {HEAD_GROUP: {"hosts": head}, WORKER_GROUP: {"hosts": workers}},
+                   "vars": {"trainkit_work_dir": str(tmp_path / "node"), "trainkit_root": str(tmp_path / "root"),
+                            "trainkit_nproc_per_node": per}}}
+    ws.inventory_yml.write_text(yaml.safe_dump(inv))
+    return ws
+
+
+def a_run(ws: Workspace, status: str, **more) -> "Path":  # noqa: F821
+    run_dir = ws.runs_dir / "job-1"
+    runs.write_record(run_dir, {"run_id": "job-1", "status": status, "attempts": [{}], **more})
+    return run_dir
+
+
+@pytest.mark.parametrize("record,rank,node,name", [
+    ({}, None, None, "rank-0.log"), ({}, 3, None, "rank-3.log"), ({}, None, 1, "node-1.log"),
+    ({"mode": "command"}, None, None, "node-0.log"), ({"mode": "command"}, 1, None, "rank-1.log")])
+def test_the_log_a_rank_or_node_names(record, rank, node, name):
+    assert run_status.log_name(record, rank, node) == name
+
+
+def test_a_closed_runs_logs_come_from_what_was_fetched_and_a_missing_one_names_those_there(tmp_path):
+    ws = workspace(tmp_path)
+    run_dir = a_run(ws, "completed")
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / "rank-0.log").write_bytes(b"step 1\n")
+    assert b"".join(run_status.read_log(ws, run_dir)) == b"step 1\n"
+    with pytest.raises(InputError, match="no rank-1.log") as err:
+        list(run_status.read_log(ws, run_dir, rank=1))
+    assert "rank-0.log" in err.value.fix
+
+
+@pytest.mark.parametrize("rank,node,what", [(4, None, "--rank 4: the cluster runs 4 rank"),
+                                            (None, 2, "--node 2: the cluster has 2 node")])
+def test_an_open_run_refuses_ranks_and_nodes_the_cluster_does_not_have(tmp_path, rank, node, what):
+    ws = workspace(tmp_path)
+    run_dir = a_run(ws, "running")
+    with pytest.raises(InputError, match=what):
+        list(run_status.read_log(ws, run_dir, rank=rank, node_index=node))
+
+
+def test_an_open_runs_log_is_read_from_the_node_that_writes_it(tmp_path):
+    ws = workspace(tmp_path, nodes=2, per=1)
+    run_dir = a_run(ws, "running")
+    logs = tmp_path / "node" / "runs" / "job-1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "rank-1.log").write_bytes(b"rank one\n")
+    assert b"".join(run_status.read_log(ws, run_dir, rank=1)) == b"rank one\n"
+
+
+def test_a_run_row_of_a_closed_run_is_its_summary(tmp_path):
+    ws = workspace(tmp_path)
+    run_dir = a_run(ws, "failed")
+    row = run_status.run_row(ws, run_dir)
+    assert (row["run_id"], row["status"]) == ("job-1", "failed")
+
+
+def test_cancel_of_a_run_that_ended_keeps_its_status_and_touches_nothing(tmp_path):
+    ws = workspace(tmp_path)
+    run_dir = a_run(ws, "completed")
+    before = (run_dir / "run.json").read_text()
+    assert recover.cancel(None, ws, run_dir, wait_s=1) == ("completed", run_dir)
+    assert (run_dir / "run.json").read_text() == before
