@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trainkit.errors import InputError, LockedError, MissingToolError
+import yaml
 
 DEFAULT_BASE = Path(".trainkit")
 LOGS_KEPT = 3  # terraform.log of this command plus the two before it
@@ -198,7 +199,6 @@ class Workspace:
 
     def write_inventory(self, inventory: dict) -> Path:
         """Write an inventory built by `trainkit.provision.inventory.inventory_for` to inventory.yml."""
-        import yaml
 
         self.ensure()
         header = "# Written by trainkit from the cluster spec and the module outputs; regenerated on apply.\n"

@@ -18,6 +18,7 @@ from typing import Any
 
 from trainkit.util import progress
 from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
+from trainkit.clouds.prices_alicloud import _env
 
 TAG = "trainkit-cluster"
 TYPES = {"instance": "instance", "disk": "disk", "filesystem": "file-system", "securitygroup": "security-group",
@@ -42,10 +43,9 @@ class _Api:
     """One product's RPC API through the SDK's generic call_api (signed with the access key)."""
 
     def __init__(self, cluster, product: str, version: str):
-        from alibabacloud_tea_openapi import models as api_models
+        from alibabacloud_tea_openapi import models as api_models  # the Alibaba Cloud SDK: imported only when its API is called
         from alibabacloud_tea_openapi.client import Client
 
-        from trainkit.clouds.prices_alicloud import _env
 
         self.region, self.version = cluster.spec.region, version
         config = api_models.Config(
@@ -60,7 +60,7 @@ class _Api:
         self.client = Client(config)
 
     def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
-        from alibabacloud_tea_openapi import utils_models
+        from alibabacloud_tea_openapi import utils_models  # the Alibaba Cloud SDK: imported only when its API is called
         from alibabacloud_tea_openapi.utils import Utils
         from darabonba.runtime import RuntimeOptions
 

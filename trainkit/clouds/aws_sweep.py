@@ -22,7 +22,7 @@ GONE = {"instance": ("terminated",), "natgateway": ("deleted",)}
 
 def _client(cluster, service: str, endpoint_key: str):
     try:
-        import boto3
+        import boto3  # boto3 (an SDK): imported only when an S3-compatible store is used
     except ImportError:
         raise RuntimeError("boto3 is not installed: pip install 'trainkit[aws]'") from None
 

@@ -53,7 +53,7 @@ class _Api:
         self._keys = (env["HW_ACCESS_KEY"], env["HW_SECRET_KEY"])
 
     def call(self, service: str, method: str, path: str, body: dict | None = None) -> dict[str, Any]:
-        import requests
+        import requests  # with the Huawei Cloud SDK: imported only when its API is called
         from huaweicloudsdkcore.auth.credentials import BasicCredentials
         from huaweicloudsdkcore.sdk_request import SdkRequest
         from huaweicloudsdkcore.signer.signer import Signer

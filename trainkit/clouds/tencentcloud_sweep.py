@@ -40,7 +40,7 @@ WAIT_S = 600  # instance termination: minutes at most (CVM API doc "TerminateIns
 
 
 def _client(cluster, service: str, version: str):
-    from tencentcloud.common import credential
+    from tencentcloud.common import credential  # the Tencent Cloud SDK: imported only when its API is called
     from tencentcloud.common.common_client import CommonClient
     from tencentcloud.common.profile.client_profile import ClientProfile
     from tencentcloud.common.profile.http_profile import HttpProfile

@@ -21,6 +21,8 @@ from trainkit.clouds.base import Cloud
 from trainkit.clouds.credentials import describe_sets, presence
 from trainkit.errors import MissingToolError
 from trainkit.stack.render import TERRAFORM_MIN_VERSION
+from trainkit.stack.terraform import terraform_path, terraform_version
+from trainkit.provision.playbook import find_ansible_playbook
 
 TERRAFORM_INSTALL = "https://developer.hashicorp.com/terraform/install"
 
@@ -33,7 +35,6 @@ def version_tuple(text: str | None) -> tuple[int, ...]:
 
 def terraform_status() -> dict[str, Any]:
     """{found, path, version, minimum, ok}: terraform on PATH (or TRAINKIT_TERRAFORM), recent enough."""
-    from trainkit.stack.terraform import terraform_path, terraform_version
 
     try:
         path = terraform_path()
@@ -46,7 +47,6 @@ def terraform_status() -> dict[str, Any]:
 
 def ansible_status() -> dict[str, Any]:
     """{found, path, runner, ok}: ansible-playbook (PATH or beside this Python) and ansible_runner."""
-    from trainkit.provision.playbook import find_ansible_playbook
 
     try:
         path = find_ansible_playbook()

@@ -24,6 +24,10 @@ from trainkit.stack.state import backend_description, change_set, drifted, obser
 from trainkit import clouds
 from trainkit.provision.reach import wait_for_ssh
 from trainkit.workspace import Workspace
+from trainkit.stack.review_render import to_markdown
+from trainkit.stack.checkov import scan_plan
+from trainkit.provision.playbook import prepare_inventory, run_site
+from trainkit.spec.safety import idle_minutes, ttl_hours
 
 
 def is_cloud(cluster: Cluster) -> bool:
@@ -44,14 +48,12 @@ def plan(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
 
 def _plan(cluster: Cluster, ws: Workspace, runner) -> dict[str, Any]:
     """Plan (refreshing against the cloud) into plan.bin/plan.json/review.md; returns the review."""
-    from trainkit.stack.review_render import to_markdown
 
     with progress.step("terraform plan") as s:
         runner.on_line = s.line
         runner.plan(ws.plan_bin)
         plan_data = runner.show_json(ws.plan_bin)
     ws.save_plan(plan_data, ws.stack_fingerprint())
-    from trainkit.stack.checkov import scan_plan
 
     extra, checkov_note = scan_plan(ws.plan_json)
     rev = review(plan_data, cluster, extra)
@@ -83,7 +85,6 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
         rev, outputs = _terraform_apply(cluster, ws, confirm, provision)
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
-    from trainkit.provision.playbook import prepare_inventory, run_site
 
     if provision:  # run_site writes inventory.yml itself
         if is_cloud(cluster):
@@ -160,7 +161,6 @@ def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
 
 def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
     """The TTL deadline (UTC, from the apply time) and the idle setting, for `status`."""
-    from trainkit.spec.safety import idle_minutes, ttl_hours
 
     out: dict[str, Any] = {"ttl_deadline": None, "idle_after_minutes": idle_minutes(cluster.spec)}
     hours = ttl_hours(cluster.spec)
@@ -213,7 +213,6 @@ def sync(cluster: Cluster, ws: Workspace, need_ssh: bool = False) -> dict[str, A
     InputError (exit 2, "apply first") when the backend holds no such cluster; with `need_ssh`, InputError (exit 2)
     when the cluster's private key is not where SSH will look for it.
     """
-    from trainkit.provision.playbook import prepare_inventory
 
     ws.rotate_log()
     runner, outputs = render_and_init(cluster, ws)

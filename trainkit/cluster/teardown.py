@@ -20,6 +20,7 @@ from trainkit.stack.state import backend_description, render_and_init
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
 from trainkit.workspace import Workspace
+from trainkit.provision.playbook import run_cleanup
 
 
 def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
@@ -31,7 +32,6 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     afterwards, or when tagged resources are left and not swept; the workspace is then kept.
     """
     if not is_cloud(cluster):
-        from trainkit.provision.playbook import run_cleanup
         result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
         if ws.inventory_yml.exists():
             run_cleanup(cluster, ws)

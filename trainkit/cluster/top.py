@@ -20,6 +20,8 @@ from typing import Any
 
 from trainkit.provision.reach import ssh_argv
 from trainkit.train.monitor import DATA_BOUND_PCT, GPU_BUSY_PCT
+from trainkit.provision.inventory import inventory_hosts
+from rich.table import Table
 
 SAMPLER = Path(__file__).parents[1] / "node" / "top_sampler.py"
 SSH_TIMEOUT_S = 20
@@ -38,7 +40,6 @@ class Node:
 
 def nodes_from_inventory(inventory: dict[str, Any]) -> list[Node]:
     """One Node per inventory host (head first), from the inventory trainkit wrote (pure)."""
-    from trainkit.provision.inventory import inventory_hosts
 
     allvars = inventory["all"].get("vars") or {}
     work = allvars.get("trainkit_work_dir", "/opt/trainkit/work")
@@ -104,7 +105,6 @@ def _fmt(value: Any, spec: str = ".0f", unit: str = "") -> str:
 
 def table(rows: list[dict[str, Any]], title: str):
     """A rich Table of `rows` (flagged rows in red)."""
-    from rich.table import Table
 
     t = Table(title=title, title_justify="left")
     for col in ("node", "GPU util", "GPU mem", "CPU", "iowait", "mem", "disk r/w MB/s", "disk util",

@@ -9,6 +9,14 @@ import click
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
 from trainkit.commands.options import (check_region, dump_json, format_option, load, prices_option,
                                        spec_argument, workdir_option)
+from trainkit.spec.resolve import load_cluster
+from trainkit.spec.schema import check_key_files
+from trainkit.runs import record
+from trainkit.util.resources import train_config
+from trainkit.spec.train_config import check_train_config, world_size
+from trainkit.runs.launch import workdir_files
+from trainkit.stack.render import require_terraform, write_stack
+from trainkit.spec.sshkeys import public_key_text
 
 
 @click.command()
@@ -37,8 +45,6 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
       trainkit validate --config examples/train/digits.yaml
       trainkit validate examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
     """
-    from trainkit.spec.resolve import load_cluster
-    from trainkit.spec.schema import check_key_files
 
     if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
         spec, overrides = None, (spec, *overrides)
@@ -93,16 +99,12 @@ def _report(spec, cluster, config, checked, as_json: bool) -> None:
 
 def _check_config(cluster, config: str, overrides: tuple[str, ...]):
     """check_train_config with the cluster's world size (nodes x ranks per node) when known."""
-    from trainkit.runs import record
-    from trainkit.util.resources import train_config
-    from trainkit.spec.train_config import check_train_config, world_size
 
     if not Path(config).exists() and not Path(config).is_symlink():  # a built-in name, as train takes
         config = str(train_config(config))
     job = record.load_job(Path(config), list(overrides))  # the launcher's keys: name, command, env, stage
     if job.command is not None:  # a custom job: the engine's keys do not apply; its workdir ships
         if job.workdir:
-            from trainkit.runs.launch import workdir_files
 
             workdir_files(job.workdir, job.excludes)
         return job
@@ -182,8 +184,6 @@ def render(spec: str, workdir: str | None) -> None:
       trainkit render examples/clusters/alicloud.yaml
       trainkit render examples/clusters/aws.yaml --workdir /tmp/aws-demo
     """
-    from trainkit.stack.render import require_terraform, write_stack
-    from trainkit.spec.sshkeys import public_key_text
 
     cluster, ws = load(spec, workdir, warn=True)
     require_terraform(cluster)

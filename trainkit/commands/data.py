@@ -8,6 +8,9 @@ import click
 
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError
+from trainkit.util import yamlload
+from trainkit.staging.fetch import stage as run_stage
+from trainkit.staging.section import load_section
 
 
 @click.command("stage")
@@ -25,9 +28,6 @@ def stage(file: str, root: str, fmt: str) -> None:
     Example:
       trainkit stage examples/clusters/local.yaml --root /data/datasets
     """
-    from trainkit.util import yamlload
-    from trainkit.staging.fetch import stage as run_stage
-    from trainkit.staging.section import load_section
 
     # One loader for every user YAML: bounded size and aliases, UTF-8, no FIFO read (it hung).
     raw = yamlload.load_file(file, "data file") or {}

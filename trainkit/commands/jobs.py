@@ -20,6 +20,8 @@ from trainkit.util import resources
 from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
                                        spec_argument, workdir_option)
 from trainkit.errors import InputError, TrainkitError
+from trainkit.spec.train_config import check_train_config, world_size
+from trainkit.cluster import lifecycle
 
 
 @click.command()
@@ -68,7 +70,6 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     config_path = None if attach else resources.train_config(config)
     job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
     if job is not None and job.command is None:
-        from trainkit.spec.train_config import check_train_config, world_size
 
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:
@@ -89,7 +90,6 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
     with ws.lock("train"):
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
-            from trainkit.cluster import lifecycle
 
             lifecycle.sync(cluster, ws, need_ssh=True)
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)

@@ -10,6 +10,11 @@ import click
 from trainkit.commands.options import (Finite, check_region, dump_json, format_option, prices_option,
                                        spec_argument, workdir_option)
 from trainkit.errors import InputError
+from trainkit.money import billing
+from trainkit.spec.resolve import load_cluster, nat_gateway
+from trainkit.workspace import Workspace
+from trainkit import clouds
+from trainkit.money import prices as price_api
 
 
 @click.command()
@@ -37,9 +42,6 @@ def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, pri
     Example:
       trainkit cost examples/clusters/aws.yaml --hours 100 --reclaims-per-day 2
     """
-    from trainkit.money import billing
-    from trainkit.spec.resolve import load_cluster, nat_gateway
-    from trainkit.workspace import Workspace
 
     cluster = load_cluster(spec, price_file)
     if cluster.catalog is None:
@@ -120,8 +122,6 @@ def refresh(cloud, region, types, zone, endpoint):
     Example:
       trainkit prices refresh --cloud aws --region us-east-1 --types g5.xlarge,g5.12xlarge
     """
-    from trainkit import clouds
-    from trainkit.money import prices as price_api
 
     if cloud not in clouds.TERRAFORM_TARGETS:
         raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")

@@ -21,6 +21,13 @@ from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, l
 from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError
 from trainkit.workspace import write_atomic
+from trainkit.stack.review_render import to_markdown, to_text
+from trainkit.runs import status as run_status
+from trainkit.runs import recover
+from trainkit.errors import LockedError
+from trainkit.stack.review_render import money
+from trainkit.provision.inventory import inventory_hosts
+from trainkit.provision.inventory import load_inventory
 
 
 def _load(spec: str, workdir: str | None, price_file: str | None = None):
@@ -47,7 +54,6 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
     Example:
       trainkit plan examples/clusters/aws.yaml --format markdown --out review.md
     """
-    from trainkit.stack.review_render import to_markdown, to_text
 
     if out_file and Path(out_file).resolve() in (Path(spec).resolve(), Path(price_file or spec).resolve()):
         raise InputError(f"--out {out_file} is the spec or price file; the review would overwrite it",
@@ -83,7 +89,6 @@ def apply(spec, workdir, price_file, yes, no_provision):
     Example:
       trainkit plan examples/clusters/aws.yaml && trainkit apply examples/clusters/aws.yaml
     """
-    from trainkit.stack.review_render import to_text
 
     cluster, ws = load(spec, workdir, price_file, warn=True)
 
@@ -122,8 +127,6 @@ def destroy(spec, workdir, yes, sweep):
       trainkit destroy examples/clusters/aws.yaml --yes
       trainkit destroy examples/clusters/aws.yaml --sweep
     """
-    from trainkit.runs import status as run_status
-    from trainkit.runs import recover
 
     cluster, ws = _load(spec, workdir)
     for run_dir in run_status.active_runs(cluster, ws) if ws.inventory_yml.exists() else []:
@@ -170,7 +173,6 @@ def status(spec, workdir, fmt):
     Example:
       trainkit status examples/clusters/aws.yaml --format json
     """
-    from trainkit.errors import LockedError
 
     cluster, ws = _load(spec, workdir)
     require_applied(cluster, ws)
@@ -197,7 +199,6 @@ def status(spec, workdir, fmt):
     for node in out["nodes"]:
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
     if out.get("per_hour") is not None:
-        from trainkit.stack.review_render import money
         click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
                    f"so far {out.get('cost_so_far', 0):.2f}")
         click.echo(f"  price basis: {out['cost']['items'][0]['basis']}")
@@ -219,8 +220,6 @@ def ssh(spec, workdir, node):
     Example:
       trainkit ssh examples/clusters/aws.yaml node-1
     """
-    from trainkit.provision.inventory import inventory_hosts
-    from trainkit.provision.inventory import load_inventory
 
     cluster, ws = _load(spec, workdir)
     if cluster.spec.cloud == "local":

@@ -17,6 +17,15 @@ import click
 
 from trainkit.util import progress
 from trainkit.errors import InputError
+import re
+from trainkit import clouds
+from pathlib import Path
+import sys
+from trainkit.spec.resolve import load_cluster
+from trainkit.spec.schema import check_key_files
+from trainkit.workspace import Workspace
+from trainkit.cluster import lifecycle
+import difflib
 
 FORMATS = ("text", "json", "markdown")
 
@@ -44,10 +53,7 @@ def check_region(cloud: str, region: str) -> str:
     """`region` when it is one of `cloud`'s (its room's list; any a-z0-9- name when the room has
     none); else InputError naming --region with the closest names. The region names a price file,
     so it is never a path."""
-    import difflib
-    import re
 
-    from trainkit import clouds
 
     known = clouds.get(cloud).regions
     if (known and region in known) or (not known and re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", region)):
@@ -61,7 +67,6 @@ def check_region(cloud: str, region: str) -> str:
 def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Callback for an output file option: its folder must exist, so the command fails before
     the work (a plan, an export), not after it."""
-    from pathlib import Path
 
     if value is not None:
         folder = Path(value).absolute().parent
@@ -73,7 +78,6 @@ def out_file(ctx: click.Context, param: click.Parameter, value: str | None) -> s
 def ask(prompt: Callable[[], Any], question: str) -> Any:
     """Run a click prompt. When stdin is not a terminal and ends before an answer (a CI job
     without -y), InputError saying so instead of click's "Aborted!" (exit 130, read as Ctrl-C)."""
-    import sys
 
     try:
         return prompt()
@@ -117,9 +121,6 @@ def dump_json(value: Any) -> str:
 def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):
     """(cluster, workspace) for a spec, its key files checked. `warn`: print the sizing warnings
     (commands that act on the size pass it; the rest stay quiet, so warnings show once)."""
-    from trainkit.spec.resolve import load_cluster
-    from trainkit.spec.schema import check_key_files
-    from trainkit.workspace import Workspace
 
     cluster = load_cluster(spec, price_file)
     check_key_files(cluster.spec, spec)
@@ -133,7 +134,6 @@ def require_applied(cluster, ws) -> None:
     """InputError (exit 2, "apply first") when a local/hosts cluster has no inventory in `ws`
     (`trainkit apply` never ran there). Cloud targets ask their state backend instead
     (`lifecycle.sync` raises the same error when it holds no nodes)."""
-    from trainkit.cluster import lifecycle
 
     if lifecycle.is_cloud(cluster) or ws.inventory_yml.exists():
         return

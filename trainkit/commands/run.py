@@ -10,6 +10,10 @@ import click
 
 from trainkit.commands.options import out_file
 from trainkit.errors import InputError, TrainkitError, TRAIN
+from trainkit.train.config import load_config
+from trainkit.spec.train_config import builder_problems
+from trainkit.train.config import config_from_dict
+import os
 
 
 @click.command("run", context_settings={"ignore_unknown_options": False})
@@ -28,17 +32,16 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
       torchrun --standalone --nproc-per-node 2 -m trainkit run examples/train/digits.yaml \\
           run_dir=runs/d2 checkpoint.dir=/nas/ckpt/d2 checkpoint.keep=3
     """
-    from trainkit.train.config import load_config
 
     if config and "=" in config:  # `trainkit run epochs=3` with no file: all defaults
         overrides, config = (config, *overrides), None
     cfg = load_config(config, overrides)
     _check_builders(cfg)
-    from trainkit.train.engine import train
+    from trainkit.train.engine import train  # the engine imports torch: kept off the CLI's start-up path
 
     result = train(cfg)
     if as_json and result.summary and _is_rank0():
-        from trainkit.train.monitor import finite
+        from trainkit.train.monitor import finite  # the engine imports torch: kept off the CLI's start-up path
 
         click.echo(json.dumps(finite(result.summary), indent=2))
     if result.exit_code == TRAIN:
@@ -68,7 +71,6 @@ def _failure(summary: dict, cfg) -> TrainkitError:
 
 def _check_builders(cfg) -> None:
     """model/data and their *_args against the builders' signatures (exit 2, not a TypeError)."""
-    from trainkit.spec.train_config import builder_problems
 
     problems = [p for key in ("model", "data")
                 for p in builder_problems(key, getattr(cfg, key), getattr(cfg, f"{key}_args"))[0]]
@@ -99,18 +101,16 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
       trainkit export runs/d1/checkpoints --onnx model.onnx --verify
       trainkit export runs/gpt/checkpoints --weights gpt.pt
     """
-    from pathlib import Path
 
-    import torch
+    import torch  # torch: kept off the CLI's start-up path
 
-    from trainkit.train import restore
+    from trainkit.train import restore  # the engine imports torch: kept off the CLI's start-up path
     from trainkit.train.checkpoint import CheckpointError
-    from trainkit.train.config import config_from_dict
     from trainkit.train.model import build_model
 
     if not onnx_out and not weights_out:
         raise InputError("nothing to export", fix="give --onnx PATH and/or --weights PATH")
-    from trainkit.train.artifacts import make_dir
+    from trainkit.train.artifacts import make_dir  # the engine imports torch: kept off the CLI's start-up path
 
     for option, out in (("--onnx", onnx_out), ("--weights", weights_out)):
         if out:
@@ -133,7 +133,7 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
 
 
 def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
-    from trainkit.train.export import export_onnx, verify_onnx
+    from trainkit.train.export import export_onnx, verify_onnx  # the engine imports torch: kept off the CLI's start-up path
 
     out = export_onnx(model, shape, out, opset or cfg.export.opset,
                       {"run_id": Path(cfg.run_dir).name, "model": cfg.model})
@@ -146,7 +146,6 @@ def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
 
 
 def _is_rank0() -> bool:
-    import os
     return os.environ.get("RANK", "0") == "0"
 
 

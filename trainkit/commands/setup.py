@@ -10,6 +10,9 @@ import click
 from trainkit import clouds, errors
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError, TrainkitError
+from trainkit.cluster.check import run_checks
+from trainkit.spec.schema import load_spec
+from trainkit.util.resources import examples as shipped
 
 
 @click.command()
@@ -30,13 +33,11 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
       trainkit check examples/clusters/aws.yaml
       trainkit check --cloud alicloud --format json
     """
-    from trainkit.cluster.check import run_checks
 
     need_backend, strict = False, bool(cloud_names)
     names = list(cloud_names) or list(clouds.TERRAFORM_TARGETS)
     need_terraform = True
     if spec:
-        from trainkit.spec.schema import load_spec
 
         s = load_spec(spec)
         is_cloud = s.cloud in clouds.TERRAFORM_TARGETS
@@ -94,7 +95,6 @@ def examples(copy_to: str | None) -> None:
       trainkit examples
       trainkit examples --copy ./trainkit-examples
     """
-    from trainkit.util.resources import examples as shipped
 
     found = shipped()
     for kind, files in found.items():

@@ -9,6 +9,10 @@ import click
 
 from trainkit.commands.options import (Finite, format_option, load, require_applied, spec_argument,
                                        workdir_option)
+from trainkit.cluster.top import collect, nodes_from_inventory, table
+from trainkit.provision.inventory import load_inventory
+from rich.console import Console
+from rich.live import Live
 
 
 @click.command()
@@ -28,8 +32,6 @@ def top(spec, workdir, once, fmt, interval):
       trainkit top examples/clusters/hosts.yaml
       trainkit top examples/clusters/local.yaml --once --json
     """
-    from trainkit.cluster.top import collect, nodes_from_inventory, table
-    from trainkit.provision.inventory import load_inventory
 
     as_json = fmt == "json"
     cluster, ws = load(spec, workdir)
@@ -41,16 +43,13 @@ def top(spec, workdir, once, fmt, interval):
         if as_json:
             click.echo(json.dumps(rows, indent=2))
         else:
-            from rich.console import Console
             Console().print(table(rows, f"{cluster.name}: {len(rows)} node(s)"))
         return
     _live(cluster.name, nodes, interval, as_json)
 
 
 def _live(name, nodes, interval, as_json) -> None:
-    from rich.live import Live
 
-    from trainkit.cluster.top import collect, table
 
     if as_json:  # one JSON array a line, for a pipe
         while True:

@@ -33,6 +33,9 @@ from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import key_files, private_key_path
 from trainkit.workspace import REAPPLY, Workspace
+from trainkit import clouds
+from trainkit.spec.safety import idle_minutes, ttl_hours
+from trainkit.staging.stores import env_names
 
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
 HEAD_GROUP, WORKER_GROUP = "head", "workers"
@@ -221,8 +224,6 @@ def _host_in_url(host: str) -> str:
 
 def guard_vars(cluster: Cluster) -> dict:
     """The guard role's inputs: the TTL where the cloud cannot release at a time, and idle."""
-    from trainkit import clouds
-    from trainkit.spec.safety import idle_minutes, ttl_hours
 
     spec = cluster.spec
     try:
@@ -286,7 +287,6 @@ def _data_vars(cluster: Cluster, work: str) -> dict:
     shared = bool(cluster.nas.get("enabled"))
     roots = {"disk": disk, "nas": f"{cluster.nas['mount_point'].rstrip('/')}/{cluster.name}/datasets"
              if shared else disk}
-    from trainkit.staging.stores import env_names
 
     return {"trainkit_data": section.model_dump(mode="json") if section.sources else {},
             "trainkit_data_env_names": env_names(), "trainkit_data_roots": roots,

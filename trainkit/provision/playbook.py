@@ -99,7 +99,7 @@ def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravar
     """Run ansible/<playbook> against the cluster's inventory; TrainkitError(exit_code) on failure."""
     binary = find_ansible_playbook()
     try:
-        import ansible_runner
+        import ansible_runner  # ansible-runner: imported only when a playbook runs
     except ImportError:
         raise MissingToolError("ansible-runner is not installed",
                                fix="pip install 'trainkit[control]'") from None

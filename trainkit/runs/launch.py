@@ -31,6 +31,7 @@ from trainkit.errors import InputError, TrainkitError, TRAIN
 from trainkit.provision.reach import Node
 from trainkit.runs.record import Job
 from trainkit.runs.remote import Layout
+import hashlib
 
 SUPERVISOR = Path(__file__).parents[1] / "node" / "supervise.py"
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
@@ -93,7 +94,6 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
         lines.append(_torchrun(job, node, nodes, lay, attempt))
         return "\n".join(lines) + "\n"
     if job.setup:  # once per node and setup text: a marker keyed by the setup's hash
-        import hashlib
         marker = f"{lay.root}/code/.setup-{hashlib.sha256(job.setup.encode()).hexdigest()[:12]}.done"
         lines.append(f"if [ ! -e {q(marker)} ]; then (cd {q(lay.code_dir if job.workdir else lay.run_dir)} "
                      f"&& bash {q(nd + '/setup.sh')}) && mkdir -p {q(lay.root + '/code')} && touch {q(marker)}; fi")

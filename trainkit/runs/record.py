@@ -28,6 +28,7 @@ from trainkit.util import yamlload
 from trainkit.errors import InputError
 from trainkit.workspace import write_atomic
 from trainkit.train.config import LAUNCH_KEYS
+from trainkit.staging.section import load_section
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # Keys of a train config that belong to the launcher, not to the engine (docs/runs.md).
@@ -93,7 +94,6 @@ def _stage(path: Path, value: Any) -> Any:
     """The job's `stage:` section (the fields of the spec's `data:`), or None when absent/empty."""
     if value is None:
         return None
-    from trainkit.staging.section import load_section
 
     section = load_section(value, f"{path}: stage")
     return section if section.sources else None

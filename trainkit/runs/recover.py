@@ -31,6 +31,10 @@ from trainkit.money import cost
 from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace, write_atomic
+from trainkit import clouds
+from trainkit.util import progress
+from trainkit.provision.inventory import stage_vars
+from trainkit.provision.playbook import run_playbook
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 
@@ -77,7 +81,6 @@ def notice_url(cluster: Cluster, configured: str | None) -> str | None:
     if configured:
         return configured
     if cluster.spec.spot.enabled:
-        from trainkit import clouds
         return clouds.get(cluster.spec.cloud).spot_notice_url
     return None
 
@@ -111,7 +114,6 @@ def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int,
                                 "reached, so nothing was destroyed", exit_code=DESTROY,
                                 fix=f"make the node reachable and destroy again, or give the results up: "
                                     f"`trainkit destroy {cluster.source} --yes`")
-        from trainkit.util import progress
 
         progress.info(f"warning: run {run_dir.name}: {nodes[0].name} cannot be reached; the results it "
                       "holds go with the cluster")
@@ -187,8 +189,6 @@ def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> N
     attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
     if not (cluster.spec.data.sources or job.stage):
         return
-    from trainkit.provision.inventory import stage_vars
-    from trainkit.provision.playbook import run_playbook
 
     if cluster.spec.data.sources:
         run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)

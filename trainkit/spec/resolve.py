@@ -18,6 +18,8 @@ from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
 from trainkit.spec.safety import check_ttl
 from trainkit.spec.schema import RESERVED_TAG, ClusterSpec, load_spec, node_count
+from trainkit.spec.safety import parse_minutes
+import getpass
 
 # Sizing advice (docs/design.md, "Sizing advice"); warnings, never errors.
 VCPU_PER_GPU = (6, 8)          # vCPUs per GPU to keep data loading ahead of the GPUs
@@ -198,8 +200,6 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
 def safety_variables(cluster: Cluster) -> dict[str, Any]:
     """ttl_minutes for clouds with a release-at argument (else the node-side guard does it), and
     whether a node's own shutdown terminates it (the guard's ttl/idle timers rely on that)."""
-    from trainkit import clouds
-    from trainkit.spec.safety import parse_minutes
 
     s, room = cluster.spec, clouds.get(cluster.spec.cloud)
     ttl = None if s.ttl is None else math.ceil(parse_minutes(s.ttl))
@@ -218,5 +218,4 @@ def nat_gateway(spec: ClusterSpec) -> bool:
 
 
 def _current_user() -> str:
-    import getpass
     return getpass.getuser()

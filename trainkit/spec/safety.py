@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from trainkit import clouds
+from trainkit.errors import InputError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
 _UNIT_MINUTES = {"m": 1, "h": 60, "d": 1440}
@@ -42,7 +43,6 @@ def idle_minutes(spec) -> float | None:
 
 def check_ttl(spec) -> None:
     """InputError when the cloud's release-at argument cannot take a TTL this short."""
-    from trainkit.errors import InputError
 
     room = _room(spec.cloud)
     least = (room.limits.get("ttl_min_minutes") if room else None) or 0

@@ -25,6 +25,7 @@ from trainkit.util import grammar
 from trainkit.spec.problems import pydantic_problems
 from trainkit.errors import SpecError
 from trainkit.staging.section import DataSection
+from trainkit.spec.safety import parse_minutes
 
 RESERVED_TAG = "trainkit-cluster"
 
@@ -277,7 +278,6 @@ class ClusterSpec(_Model):
     @field_validator("ttl", "idle")
     @classmethod
     def _duration(cls, v: str | None) -> str | None:
-        from trainkit.spec.safety import parse_minutes
         if v is not None:
             parse_minutes(v)
         return v

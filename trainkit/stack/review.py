@@ -15,6 +15,8 @@ from typing import Any
 from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
 from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
 from trainkit.spec.resolve import Cluster
+from trainkit.money.cost import no_cost
+from trainkit.spec import safety as safety_nets
 
 ROLES = ("network", "compute", "storage", "nas")
 # Most dangerous first: the review lists replace and delete before anything else.
@@ -143,7 +145,6 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
 def no_terraform_review(cluster: Cluster) -> dict[str, Any]:
     """The review of a target terraform does not manage (local, hosts): same keys, no changes,
     no cost, a `note` saying so."""
-    from trainkit.money.cost import no_cost
 
     rev = _review(cluster, changes({}), no_cost(cluster), [], [])
     rev["note"] = f"{cluster.spec.cloud}: nothing to provision with terraform ({cluster.nodes} node(s))"
@@ -159,5 +160,4 @@ def _review(cluster: Cluster, changes_: dict, cost_: dict, found: list[dict], sa
 
 def safety(cluster: Cluster) -> list[str]:
     """What the cloud and the nodes will do about a forgotten cluster (ttl, idle), in words."""
-    from trainkit.spec import safety as safety_nets
     return safety_nets.describe(cluster)

@@ -15,6 +15,9 @@ from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import key_files
 from trainkit.util import progress
 from trainkit.workspace import Workspace
+from trainkit.stack.render import write_stack
+from trainkit.stack.terraform import TerraformRunner, terraform_path
+from trainkit.stack.render import backend_config
 
 
 def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
@@ -25,8 +28,6 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
     key the cluster already has in its state (so every workspace of a cluster renders the same
     key), this workspace's generated key, a newly generated one.
     """
-    from trainkit.stack.render import write_stack
-    from trainkit.stack.terraform import TerraformRunner, terraform_path
 
     terraform_path()  # fail first, with install instructions, when terraform is missing
     ws.ensure()
@@ -74,7 +75,6 @@ _INIT_ONLY_KEY = "ssh-ed25519 AAAA-trainkit-init-only"
 
 def backend_description(cluster: Cluster, ws: Workspace) -> str:
     """Where the cluster's state lives, for messages: "s3 bucket/key" or the local file."""
-    from trainkit.stack.render import backend_config
 
     kind, args, _ = backend_config(cluster)
     if kind == "local":

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainkit.errors import InputError
+from trainkit.staging.stores import schemes
 
 
 class Source(BaseModel):
@@ -32,7 +33,6 @@ class Source(BaseModel):
     @field_validator("url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
-        from trainkit.staging.stores import schemes
 
         scheme = url.partition("://")[0]
         known = [*sorted(schemes()), "https", "http"]

@@ -66,7 +66,7 @@ class S3Store:
 
     def __init__(self, url: str, room: clouds.Cloud, endpoint: str | None, region: str | None) -> None:
         try:
-            import boto3
+            import boto3  # boto3 (an SDK): imported only when an S3-compatible store is used
             from botocore.config import Config
         except ImportError:
             raise TrainkitError("boto3 is not installed", fix="pip install 'trainkit[train]'") from None
@@ -90,7 +90,7 @@ class S3Store:
     def list(self) -> list[Remote]:
         """The object named by the URL, or every object under it as a prefix; InputError naming
         the variables to set when the environment holds no credentials."""
-        from botocore.exceptions import NoCredentialsError
+        from botocore.exceptions import NoCredentialsError  # botocore (an SDK): imported only when an S3-compatible store is used
 
         try:
             return self._list()
@@ -101,7 +101,7 @@ class S3Store:
                                                 "(credentials come only from the environment)") from None
 
     def _list(self) -> list[Remote]:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore (an SDK): imported only when an S3-compatible store is used
 
         if self.prefix and not self.prefix.endswith("/"):
             try:
