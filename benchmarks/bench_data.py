@@ -25,10 +25,11 @@ def engine(run_dir: str, workers: str) -> tuple[float, float]:
     from pathlib import Path
 
     from benchmarks.bench_train import _cfg
-    from trainkit.train import checkpoint as ckpt, data, dist
+    from trainkit.train import checkpoint as ckpt
+    from trainkit.train import data, dist
     from trainkit.train.engine import fit
-    from trainkit.train.run import build_run
     from trainkit.train.monitor import Monitor
+    from trainkit.train.run import build_run
 
     cfg = _cfg(run_dir, workers=workers, max_steps=STEPS)
     Path(run_dir).mkdir(parents=True, exist_ok=True)

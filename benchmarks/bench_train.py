@@ -36,8 +36,8 @@ def engine_loop(run_dir: str) -> tuple[float, float]:
     """Seconds for STEPS engine steps and the data-wait share (%), trainkit's fit()."""
     from trainkit.train import dist
     from trainkit.train.engine import fit
-    from trainkit.train.run import build_run, make_saver
     from trainkit.train.monitor import Monitor
+    from trainkit.train.run import build_run, make_saver
 
     cfg = _cfg(run_dir)
     Path(run_dir).mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ def main(strategy: str, steps: int, out: str) -> None:
     from trainkit.train import dist
     from trainkit.train.config import load_config
     from trainkit.train.engine import fit
-    from trainkit.train.run import build_run, make_saver
     from trainkit.train.monitor import Monitor
+    from trainkit.train.run import build_run, make_saver
 
     run_dir = Path(out).parent / strategy
     cfg = load_config("examples/train/gpt.yaml", [f"strategy={strategy}", f"max_steps={steps}",

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Callable, Iterator
 from urllib.parse import parse_qs, urlparse
 

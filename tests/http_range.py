@@ -11,7 +11,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-
 _ETAGS: dict[tuple[str, float, int], str] = {}
 
 

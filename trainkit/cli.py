@@ -15,7 +15,7 @@ try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, no
     import click
 
     from trainkit import __version__
-    from trainkit.errors import TrainkitError, UNEXPECTED
+    from trainkit.errors import UNEXPECTED, TrainkitError
 except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
     sys.exit(130)

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from trainkit.errors import InputError, LockedError, MissingToolError
 import yaml
+
+from trainkit.errors import InputError, LockedError, MissingToolError
 
 DEFAULT_BASE = Path(".trainkit")
 LOGS_KEPT = 3  # terraform.log of this command plus the two before it

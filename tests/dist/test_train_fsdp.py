@@ -31,8 +31,7 @@ import torch
 
 from trainkit.errors import PREEMPTED
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import restore
-from trainkit.train import schedule, sharded
+from trainkit.train import restore, schedule, sharded
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 60

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from netns import NetnsCluster, missing_tools
 
 # Names of the namespaces and links (<prefix>-h1, <prefix>-br, ...); change it to run two

@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 import yaml
-
 from netns import NetnsCluster
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from netns import NetnsCluster, missing_tools
 from test_hosts_multinode import SITE_VARS, _env, _kill_group
 

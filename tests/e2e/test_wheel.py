@@ -19,7 +19,6 @@ import sys
 import sysconfig
 from pathlib import Path
 
-
 SKIP = shutil.ignore_patterns(".git", ".venv*", ".trainkit", "build", "dist", "*.egg-info", "__pycache__",
                               ".pytest_cache", "tests", "benchmarks", "runs", ".terraform")
 

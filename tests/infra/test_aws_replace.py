@@ -11,7 +11,6 @@ import json
 
 import boto3
 import pytest
-
 from test_aws_lifecycle import trainkit, write_spec
 
 pytestmark = pytest.mark.usefixtures("tf_cli_config")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.stack.render import write_stack
 from trainkit.spec.resolve import load_cluster
+from trainkit.stack.render import write_stack
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainkit.errors import InputError
-from trainkit.stack.render import backend_config, render_stack
 from trainkit.spec.resolve import check, module_variables, resolve
 from trainkit.spec.schema import ClusterSpec
+from trainkit.stack.render import backend_config, render_stack
 
 EXAMPLES = 500
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK test"

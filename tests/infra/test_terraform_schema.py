@@ -24,8 +24,8 @@ import hcl2
 import pytest
 
 from trainkit.catalog import load_catalog
-from trainkit.stack.render import render_stack
 from trainkit.spec.resolve import load_cluster
+from trainkit.stack.render import render_stack
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"

@@ -6,9 +6,9 @@ traceback and loses no file. (Workspace folders and files: test_bad_inputs_works
 from __future__ import annotations
 
 import pytest
+from cli_run import run_cli as run
 
 from trainkit.cli import main
-from cli_run import run_cli as run
 
 
 @pytest.mark.parametrize("args", [["plan", "{spec}", "--out", "{missing}/review.md"],

@@ -6,9 +6,9 @@ and loses no file."""
 from __future__ import annotations
 
 import pytest
+from cli_run import run_cli as run
 
 from trainkit.cli import main
-from cli_run import run_cli as run
 
 
 def main_code(args: list[str]) -> int:

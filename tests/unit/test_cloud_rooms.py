@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from trainkit import clouds
-from trainkit.stack.render import render_stack
 from trainkit.spec.resolve import check, load_cluster, resolve
 from trainkit.spec.schema import ClusterSpec
+from trainkit.stack.render import render_stack
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "trainkit"

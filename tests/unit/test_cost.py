@@ -11,8 +11,8 @@ import yaml
 from trainkit.cluster import lifecycle
 from trainkit.money import billing
 from trainkit.spec.resolve import resolve
-from trainkit.stack.review import review
 from trainkit.spec.schema import ClusterSpec
+from trainkit.stack.review import review
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]

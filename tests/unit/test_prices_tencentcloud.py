@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 
-
 def answer(req: dict) -> dict:
     spot = req["body"]["InstanceChargeType"] == "SPOTPAID"
     price = {"UnitPrice": 10.0, "ChargeUnit": "HOUR", "UnitPriceDiscount": 2.5 if spot else 8.8,

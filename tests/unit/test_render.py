@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from trainkit.errors import BAD_INPUT, InputError, SpecError
-from trainkit.stack.render import hcl, render_stack, write_files
 from trainkit.spec.resolve import load_cluster, module_variables
+from trainkit.stack.render import hcl, render_stack, write_files
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"

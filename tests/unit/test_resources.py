@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.util import resources
 from trainkit.errors import InputError
+from trainkit.util import resources
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 
 from trainkit.spec.resolve import resolve
+from trainkit.spec.schema import ClusterSpec
 from trainkit.stack.review import review
 from trainkit.stack.review_render import to_markdown, to_text
-from trainkit.spec.schema import ClusterSpec
-
 
 # A spec per cloud shape; the review reads a plan with the room of the spec's cloud.
 SPEC_OF = {

@@ -5,8 +5,8 @@ cancel of a run that already ended keeping its true status."""
 
 from __future__ import annotations
 
-import yaml
 import pytest
+import yaml
 
 from trainkit.errors import InputError
 from trainkit.provision.inventory import HEAD_GROUP, WORKER_GROUP

@@ -9,13 +9,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from trainkit.runs import launch
-from trainkit.runs import remote
-from trainkit.runs import record as runs
-from trainkit.provision import reach
 from trainkit.errors import InputError
+from trainkit.provision import reach
+from trainkit.runs import launch, remote
+from trainkit.runs import record as runs
 
 
 def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:

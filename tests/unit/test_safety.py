@@ -7,9 +7,9 @@ import pytest
 from trainkit.cluster import lifecycle
 from trainkit.provision.inventory import guard_vars
 from trainkit.spec.resolve import module_variables, resolve
-from trainkit.stack.review import review
 from trainkit.spec.safety import parse_minutes
 from trainkit.spec.schema import ClusterSpec
+from trainkit.stack.review import review
 
 BASE = {"alicloud": ("cn-hangzhou", "cn-hangzhou-i", "ecs.gn7i-c8g1.2xlarge"),
         "huaweicloud": ("cn-north-4", "cn-north-4a", "p2s.2xlarge.8"),

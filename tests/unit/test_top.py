@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from trainkit.node import top_sampler
 from trainkit.cluster import top
+from trainkit.node import top_sampler
 
 pytestmark = pytest.mark.unit
 

@@ -15,8 +15,8 @@ from trainkit.errors import InputError
 from trainkit.train import dist, parallel, rng, schedule
 from trainkit.train.config import load_config
 from trainkit.train.data import GlobalBatchSampler, split_dataset
-from trainkit.train.sharded import SavePolicy
 from trainkit.train.monitor import Monitor
+from trainkit.train.sharded import SavePolicy
 
 REPO = Path(__file__).resolve().parents[2]
 

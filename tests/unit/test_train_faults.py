@@ -17,10 +17,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from user_package import installed
 
 from trainkit.cli import main
-from cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["max_steps=4", "batch=64", "workers=0", "tensorboard=false", "plot=false",

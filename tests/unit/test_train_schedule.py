@@ -7,8 +7,14 @@ import math
 import pytest
 
 from trainkit.errors import InputError
-from trainkit.train.schedule import (lr_factor, plan_batch, scaled_lr, suggested_workers,
-                                     warmup_steps, young_daly_interval)
+from trainkit.train.schedule import (
+    lr_factor,
+    plan_batch,
+    scaled_lr,
+    suggested_workers,
+    warmup_steps,
+    young_daly_interval,
+)
 
 
 @pytest.mark.parametrize("world, micro_max, accum, expect", [

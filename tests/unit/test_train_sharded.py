@@ -7,8 +7,7 @@ import torch
 from torch import nn
 
 from trainkit.train import checkpoint as ckpt
-from trainkit.train import restore
-from trainkit.train import sharded
+from trainkit.train import restore, sharded
 
 
 def saved(tmp_path, steps=(1, 2)):

@@ -10,11 +10,11 @@ import textwrap
 import pytest
 import yaml
 
-from trainkit.util import yamlload
 from trainkit.cli import main
 from trainkit.errors import InputError
-from trainkit.train.config import OTHER_NAMES, TrainConfig, load_config
 from trainkit.spec.train_config import BUILTINS, builder_problems, static_params
+from trainkit.train.config import OTHER_NAMES, TrainConfig, load_config
+from trainkit.util import yamlload
 
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@laptop"
 
@@ -142,8 +142,8 @@ def test_the_users_public_key_is_installed_not_a_generated_one(tmp_path, capsys,
 
 
 def test_inventory_logs_in_with_the_private_key_beside_the_users_public_key(tmp_path):
-    from trainkit.spec.sshkeys import key_files, private_key_path
     from trainkit.spec.schema import SshSpec
+    from trainkit.spec.sshkeys import key_files, private_key_path
     from trainkit.workspace import Workspace
 
     ssh = SshSpec(public_key="~/keys/me.pub")

@@ -104,8 +104,8 @@ def test_the_users_public_key_is_read_as_given_and_a_private_key_is_refused(tmp_
 
 
 def test_a_workspace_without_the_clusters_private_key_is_told_where_to_put_it(tmp_path, repo):
-    from trainkit.errors import InputError
     from trainkit.cluster.lifecycle import require_private_key
+    from trainkit.errors import InputError
     from trainkit.spec.resolve import load_cluster
 
     cluster = load_cluster(repo / "examples/clusters/aws.yaml")

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from trainkit import clouds
-from trainkit.util import yamlload
 from trainkit.errors import InputError
+from trainkit.util import yamlload
 
 CATALOG_DIR = Path(__file__).parent
 PRICE_KEYS = ("on_demand", "spot", "subscription_month")

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from trainkit.util import resources
 from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
 from trainkit.errors import InputError
+from trainkit.util import resources
 
 PACKAGE = Path(__file__).resolve().parent
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of,
-                                  port_range)
+from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of, port_range
 
 _KEYS = CredentialSet(
     label="access key",

@@ -16,9 +16,9 @@ import functools
 import json
 from typing import Any
 
-from trainkit.util import progress
-from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
 from trainkit.clouds.prices_alicloud import _env
+from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
+from trainkit.util import progress
 
 TAG = "trainkit-cluster"
 TYPES = {"instance": "instance", "disk": "disk", "filesystem": "file-system", "securitygroup": "security-group",
@@ -43,7 +43,9 @@ class _Api:
     """One product's RPC API through the SDK's generic call_api (signed with the access key)."""
 
     def __init__(self, cluster, product: str, version: str):
-        from alibabacloud_tea_openapi import models as api_models  # the Alibaba Cloud SDK: imported only when its API is called
+        from alibabacloud_tea_openapi import (
+            models as api_models,  # the Alibaba Cloud SDK: imported only when its API is called
+        )
         from alibabacloud_tea_openapi.client import Client
 
 

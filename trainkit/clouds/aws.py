@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of)
+from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of
 
 _KEYS = (
     CredentialSet(label="access key", variables=(("AWS_ACCESS_KEY_ID",), ("AWS_SECRET_ACCESS_KEY",))),

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import (Cloud, CredentialSet, DiskRules, Ingress, NasRules, TagRules,
-                                  index_of, port_range)
+from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, NasRules, TagRules, index_of, port_range
 
 
 def _backend(b: Any, region: str, prefix: str, endpoints: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:

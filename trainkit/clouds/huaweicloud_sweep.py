@@ -18,9 +18,9 @@ import os
 import time
 from typing import Any
 
-from trainkit.util import progress
 from trainkit.clouds.sweep_common import in_order
 from trainkit.errors import InputError
+from trainkit.util import progress
 
 TAG = "trainkit-cluster"
 # TMS resource type -> the type trainkit reports, in dependency (delete) order

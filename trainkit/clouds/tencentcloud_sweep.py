@@ -16,8 +16,8 @@ import functools
 import os
 from typing import Any
 
-from trainkit.util import progress
 from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
+from trainkit.util import progress
 
 TAG = "trainkit-cluster"
 # resource prefix in the six-segment resource name -> the type trainkit reports

@@ -20,9 +20,9 @@ from typing import Any, Mapping
 from trainkit.clouds.base import Cloud
 from trainkit.clouds.credentials import describe_sets, presence
 from trainkit.errors import MissingToolError
+from trainkit.provision.playbook import find_ansible_playbook
 from trainkit.stack.render import TERRAFORM_MIN_VERSION
 from trainkit.stack.terraform import terraform_path, terraform_version
-from trainkit.provision.playbook import find_ansible_playbook
 
 TERRAFORM_INSTALL = "https://developer.hashicorp.com/terraform/install"
 

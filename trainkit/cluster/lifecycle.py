@@ -14,20 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit import errors
-from trainkit.util import progress
+from trainkit import clouds, errors
 from trainkit.errors import InputError, TrainkitError
-from trainkit.spec.resolve import Cluster
 from trainkit.money.cost import running_cost
-from trainkit.stack.review import no_terraform_review, review
-from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
-from trainkit import clouds
-from trainkit.provision.reach import wait_for_ssh
-from trainkit.workspace import Workspace
-from trainkit.stack.review_render import to_markdown
-from trainkit.stack.checkov import scan_plan
 from trainkit.provision.playbook import prepare_inventory, run_site
+from trainkit.provision.reach import wait_for_ssh
+from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
+from trainkit.stack.checkov import scan_plan
+from trainkit.stack.review import no_terraform_review, review
+from trainkit.stack.review_render import to_markdown
+from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
+from trainkit.util import progress
+from trainkit.workspace import Workspace
 
 
 def is_cloud(cluster: Cluster) -> bool:

@@ -13,14 +13,14 @@ import importlib
 from typing import Any, Callable
 
 from trainkit import clouds, errors
-from trainkit.util import progress
-from trainkit.errors import TrainkitError
 from trainkit.cluster.lifecycle import is_cloud
-from trainkit.stack.state import backend_description, render_and_init
+from trainkit.errors import TrainkitError
+from trainkit.provision.playbook import run_cleanup
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
+from trainkit.stack.state import backend_description, render_and_init
+from trainkit.util import progress
 from trainkit.workspace import Workspace
-from trainkit.provision.playbook import run_cleanup
 
 
 def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,

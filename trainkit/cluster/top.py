@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
+from trainkit.provision.inventory import inventory_hosts
 from trainkit.provision.reach import ssh_argv
 from trainkit.train.monitor import DATA_BOUND_PCT, GPU_BUSY_PCT
-from trainkit.provision.inventory import inventory_hosts
-from rich.table import Table
 
 SAMPLER = Path(__file__).parents[1] / "node" / "top_sampler.py"
 SSH_TIMEOUT_S = 20

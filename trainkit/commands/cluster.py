@@ -7,16 +7,23 @@ from pathlib import Path
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
-from trainkit.commands.options import (check_region, dump_json, format_option, load, prices_option,
-                                       spec_argument, workdir_option)
+from trainkit.commands.options import (
+    check_region,
+    dump_json,
+    format_option,
+    load,
+    prices_option,
+    spec_argument,
+    workdir_option,
+)
+from trainkit.runs import record
+from trainkit.runs.launch import workdir_files
 from trainkit.spec.resolve import load_cluster
 from trainkit.spec.schema import check_key_files
-from trainkit.runs import record
-from trainkit.util.resources import train_config
-from trainkit.spec.train_config import check_train_config, world_size
-from trainkit.runs.launch import workdir_files
-from trainkit.stack.render import require_terraform, write_stack
 from trainkit.spec.sshkeys import public_key_text
+from trainkit.spec.train_config import check_train_config, world_size
+from trainkit.stack.render import require_terraform, write_stack
+from trainkit.util.resources import train_config
 
 
 @click.command()

@@ -8,9 +8,9 @@ import click
 
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError
-from trainkit.util import yamlload
 from trainkit.staging.fetch import stage as run_stage
 from trainkit.staging.section import load_section
+from trainkit.util import yamlload
 
 
 @click.command("stage")

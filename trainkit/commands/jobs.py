@@ -11,17 +11,16 @@ from pathlib import Path
 import click
 
 from trainkit import clouds
-from trainkit.runs import status as run_status
-from trainkit.runs import recover
-from trainkit.runs import launch
-from trainkit.runs import record as runs
-from trainkit.cluster.replace import effective_cluster
-from trainkit.util import resources
-from trainkit.commands.options import (Finite, dump_json, format_option, load as _load, require_applied,
-                                       spec_argument, workdir_option)
-from trainkit.errors import InputError, TrainkitError
-from trainkit.spec.train_config import check_train_config, world_size
 from trainkit.cluster import lifecycle
+from trainkit.cluster.replace import effective_cluster
+from trainkit.commands.options import Finite, dump_json, format_option, require_applied, spec_argument, workdir_option
+from trainkit.commands.options import load as _load
+from trainkit.errors import InputError, TrainkitError
+from trainkit.runs import launch, recover
+from trainkit.runs import record as runs
+from trainkit.runs import status as run_status
+from trainkit.spec.train_config import check_train_config, world_size
+from trainkit.util import resources
 
 
 @click.command()

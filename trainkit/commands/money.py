@@ -7,14 +7,21 @@ from pathlib import Path
 
 import click
 
-from trainkit.commands.options import (Finite, check_region, dump_json, format_option, prices_option,
-                                       spec_argument, workdir_option)
+from trainkit import clouds
+from trainkit.commands.options import (
+    Finite,
+    check_region,
+    dump_json,
+    format_option,
+    prices_option,
+    spec_argument,
+    workdir_option,
+)
 from trainkit.errors import InputError
 from trainkit.money import billing
+from trainkit.money import prices as price_api
 from trainkit.spec.resolve import load_cluster, nat_gateway
 from trainkit.workspace import Workspace
-from trainkit import clouds
-from trainkit.money import prices as price_api
 
 
 @click.command()

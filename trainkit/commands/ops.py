@@ -14,20 +14,27 @@ import click
 
 from trainkit import errors
 from trainkit.cluster import lifecycle
-from trainkit.util import progress
-from trainkit.provision.reach import ssh_argv
-from trainkit.commands.options import (FORMATS, ask, dump_json, format_option, load, prices_option,
-                                       require_applied, spec_argument, workdir_option, yes_option)
+from trainkit.commands.options import (
+    FORMATS,
+    ask,
+    dump_json,
+    format_option,
+    load,
+    prices_option,
+    require_applied,
+    spec_argument,
+    workdir_option,
+    yes_option,
+)
 from trainkit.commands.options import out_file as out_file_check
-from trainkit.errors import InputError
-from trainkit.workspace import write_atomic
-from trainkit.stack.review_render import to_markdown, to_text
-from trainkit.runs import status as run_status
+from trainkit.errors import InputError, LockedError
+from trainkit.provision.inventory import inventory_hosts, load_inventory
+from trainkit.provision.reach import ssh_argv
 from trainkit.runs import recover
-from trainkit.errors import LockedError
-from trainkit.stack.review_render import money
-from trainkit.provision.inventory import inventory_hosts
-from trainkit.provision.inventory import load_inventory
+from trainkit.runs import status as run_status
+from trainkit.stack.review_render import money, to_markdown, to_text
+from trainkit.util import progress
+from trainkit.workspace import write_atomic
 
 
 def _load(spec: str, workdir: str | None, price_file: str | None = None):

@@ -9,23 +9,23 @@ never by destroy/status/ssh and never between a prompt and its answer.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
+import re
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from trainkit.util import progress
-from trainkit.errors import InputError
-import re
 from trainkit import clouds
-from pathlib import Path
-import sys
+from trainkit.cluster import lifecycle
+from trainkit.errors import InputError
 from trainkit.spec.resolve import load_cluster
 from trainkit.spec.schema import check_key_files
+from trainkit.util import progress
 from trainkit.workspace import Workspace
-from trainkit.cluster import lifecycle
-import difflib
 
 FORMATS = ("text", "json", "markdown")
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from trainkit.commands.options import out_file
-from trainkit.errors import InputError, TrainkitError, TRAIN
-from trainkit.train.config import load_config
+from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.spec.train_config import builder_problems
-from trainkit.train.config import config_from_dict
-import os
+from trainkit.train.config import config_from_dict, load_config
 
 
 @click.command("run", context_settings={"ignore_unknown_options": False})
@@ -133,7 +132,10 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
 
 
 def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
-    from trainkit.train.export import export_onnx, verify_onnx  # the engine imports torch: kept off the CLI's start-up path
+    from trainkit.train.export import (  # the engine imports torch: kept off the CLI's start-up path
+        export_onnx,
+        verify_onnx,
+    )
 
     out = export_onnx(model, shape, out, opset or cfg.export.opset,
                       {"run_id": Path(cfg.run_dir).name, "model": cfg.model})

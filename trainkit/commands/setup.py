@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, errors
+from trainkit.cluster.check import run_checks
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError, TrainkitError
-from trainkit.cluster.check import run_checks
 from trainkit.spec.schema import load_spec
 from trainkit.util.resources import examples as shipped
 

@@ -6,13 +6,12 @@ import json
 import time
 
 import click
-
-from trainkit.commands.options import (Finite, format_option, load, require_applied, spec_argument,
-                                       workdir_option)
-from trainkit.cluster.top import collect, nodes_from_inventory, table
-from trainkit.provision.inventory import load_inventory
 from rich.console import Console
 from rich.live import Live
+
+from trainkit.cluster.top import collect, nodes_from_inventory, table
+from trainkit.commands.options import Finite, format_option, load, require_applied, spec_argument, workdir_option
+from trainkit.provision.inventory import load_inventory
 
 
 @click.command()

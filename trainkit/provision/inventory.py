@@ -23,19 +23,19 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-
-import yaml
 from pathlib import Path
 from typing import Any
 
-from trainkit.util import grammar
+import yaml
+
+from trainkit import clouds
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster
-from trainkit.spec.sshkeys import key_files, private_key_path
-from trainkit.workspace import REAPPLY, Workspace
-from trainkit import clouds
 from trainkit.spec.safety import idle_minutes, ttl_hours
+from trainkit.spec.sshkeys import key_files, private_key_path
 from trainkit.staging.stores import env_names
+from trainkit.util import grammar
+from trainkit.workspace import REAPPLY, Workspace
 
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
 HEAD_GROUP, WORKER_GROUP = "head", "workers"

@@ -18,8 +18,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from trainkit.util import resources
 from trainkit.errors import PROVISION, TrainkitError
+from trainkit.util import resources
 
 # Written by the installer, not part of the wheel (PEP 376 / PEP 610 / PEP 627).
 INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")

@@ -16,6 +16,7 @@ PID 1 and we are root. The job's result travels as data: the state file, never a
 
 from __future__ import annotations
 
+import hashlib
 import io
 import shlex
 import tarfile
@@ -27,11 +28,10 @@ from typing import Any
 
 import yaml
 
-from trainkit.errors import InputError, TrainkitError, TRAIN
+from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.provision.reach import Node
 from trainkit.runs.record import Job
 from trainkit.runs.remote import Layout
-import hashlib
 
 SUPERVISOR = Path(__file__).parents[1] / "node" / "supervise.py"
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainkit.util import yamlload
 from trainkit.errors import InputError
-from trainkit.workspace import write_atomic
-from trainkit.train.config import LAUNCH_KEYS
 from trainkit.staging.section import load_section
+from trainkit.train.config import LAUNCH_KEYS
+from trainkit.util import yamlload
+from trainkit.workspace import write_atomic
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # Keys of a train config that belong to the launcher, not to the engine (docs/runs.md).

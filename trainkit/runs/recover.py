@@ -20,21 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit.runs import status as run_status
-from trainkit.runs import launch
-from trainkit.runs import remote
-from trainkit.runs import record as runs
-from trainkit.provision import reach
+from trainkit import clouds
 from trainkit.cluster import teardown
 from trainkit.cluster.replace import effective_cluster, replace_lost
+from trainkit.errors import BAD_INPUT, DESTROY, PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
 from trainkit.money import cost
-from trainkit.errors import BAD_INPUT, DESTROY, InputError, LockedError, PREEMPTED, TRAIN, TrainkitError
-from trainkit.spec.resolve import Cluster
-from trainkit.workspace import Workspace, write_atomic
-from trainkit import clouds
-from trainkit.util import progress
+from trainkit.provision import reach
 from trainkit.provision.inventory import stage_vars
 from trainkit.provision.playbook import run_playbook
+from trainkit.runs import launch, remote
+from trainkit.runs import record as runs
+from trainkit.runs import status as run_status
+from trainkit.spec.resolve import Cluster
+from trainkit.util import progress
+from trainkit.workspace import Workspace, write_atomic
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 

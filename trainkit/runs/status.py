@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from trainkit.runs import remote
-from trainkit.runs import record as runs
 from trainkit.errors import InputError
 from trainkit.provision import reach
+from trainkit.runs import record as runs
+from trainkit.runs import remote
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 

@@ -6,20 +6,18 @@ a cluster onto the Terraform module interface shared by every cloud (docs/design
 
 from __future__ import annotations
 
+import getpass
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainkit import clouds
-from trainkit.catalog import (Catalog, InstanceType, load_catalog, refreshed_price_file, select,
-                              with_prices)
+from trainkit.catalog import Catalog, InstanceType, load_catalog, refreshed_price_file, select, with_prices
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
-from trainkit.spec.safety import check_ttl
+from trainkit.spec.safety import check_ttl, parse_minutes
 from trainkit.spec.schema import RESERVED_TAG, ClusterSpec, load_spec, node_count
-from trainkit.spec.safety import parse_minutes
-import getpass
 
 # Sizing advice (docs/design.md, "Sizing advice"); warnings, never errors.
 VCPU_PER_GPU = (6, 8)          # vCPUs per GPU to keep data loading ahead of the GPUs

@@ -18,14 +18,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainkit import clouds
-from trainkit.spec import sshkeys
-from trainkit.spec import checks
-from trainkit.util import yamlload
-from trainkit.util import grammar
-from trainkit.spec.problems import pydantic_problems
 from trainkit.errors import SpecError
-from trainkit.staging.section import DataSection
+from trainkit.spec import checks, sshkeys
+from trainkit.spec.problems import pydantic_problems
 from trainkit.spec.safety import parse_minutes
+from trainkit.staging.section import DataSection
+from trainkit.util import grammar, yamlload
 
 RESERVED_TAG = "trainkit-cluster"
 

@@ -25,9 +25,9 @@ from typing import Any
 import jinja2
 
 from trainkit import clouds
-from trainkit.util import resources
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, module_variables
+from trainkit.util import resources
 from trainkit.workspace import write_atomic
 
 # The root stack's minimum Terraform: the s3 backend's `use_lockfile` (S3-native state locking)

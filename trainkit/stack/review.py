@@ -12,11 +12,10 @@ import ipaddress
 from collections import Counter
 from typing import Any
 
-from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
-from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
-from trainkit.spec.resolve import Cluster
-from trainkit.money.cost import no_cost
+from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost, no_cost
 from trainkit.spec import safety as safety_nets
+from trainkit.spec.resolve import Cluster
+from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
 
 ROLES = ("network", "compute", "storage", "nas")
 # Most dangerous first: the review lists replace and delete before anything else.

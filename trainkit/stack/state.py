@@ -13,11 +13,10 @@ from trainkit import errors
 from trainkit.errors import TrainkitError
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import key_files
+from trainkit.stack.render import backend_config, write_stack
+from trainkit.stack.terraform import TerraformRunner, terraform_path
 from trainkit.util import progress
 from trainkit.workspace import Workspace
-from trainkit.stack.render import write_stack
-from trainkit.stack.terraform import TerraformRunner, terraform_path
-from trainkit.stack.render import backend_config
 
 
 def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):

@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-
 from trainkit.errors import InputError, TrainkitError
 from trainkit.staging.section import DataSection, Source
 from trainkit.staging.stores import Remote, open_store

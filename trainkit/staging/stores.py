@@ -90,7 +90,9 @@ class S3Store:
     def list(self) -> list[Remote]:
         """The object named by the URL, or every object under it as a prefix; InputError naming
         the variables to set when the environment holds no credentials."""
-        from botocore.exceptions import NoCredentialsError  # botocore (an SDK): imported only when an S3-compatible store is used
+        from botocore.exceptions import (
+            NoCredentialsError,  # botocore (an SDK): imported only when an S3-compatible store is used
+        )
 
         try:
             return self._list()
@@ -101,7 +103,9 @@ class S3Store:
                                                 "(credentials come only from the environment)") from None
 
     def _list(self) -> list[Remote]:
-        from botocore.exceptions import ClientError  # botocore (an SDK): imported only when an S3-compatible store is used
+        from botocore.exceptions import (
+            ClientError,  # botocore (an SDK): imported only when an S3-compatible store is used
+        )
 
         if self.prefix and not self.prefix.endswith("/"):
             try:

@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainkit.util import yamlload
 from trainkit.errors import InputError, capped
+from trainkit.util import yamlload
 
 
 class _Section(BaseModel):

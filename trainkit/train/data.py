@@ -11,9 +11,9 @@ import importlib
 import importlib.util
 import os
 import signal
+import time
 import traceback
 from pathlib import Path
-import time
 from typing import Any, Callable
 
 import numpy as np

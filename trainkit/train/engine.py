@@ -10,8 +10,8 @@ input.
 
 from __future__ import annotations
 
-import math
 import logging
+import math
 import os
 import signal
 import time
@@ -23,12 +23,11 @@ import torch.nn.functional as F
 
 from trainkit.errors import OK, PREEMPTED, TRAIN
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule
-from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 from trainkit.train.config import TrainConfig, write_config
 from trainkit.train.model import loss_fn
-from trainkit.train.run import (Result, Run, build_run, describe, make_saver, resume,
-                                     summarize)
 from trainkit.train.monitor import Monitor, setup_logging
+from trainkit.train.run import Result, Run, build_run, describe, make_saver, resume, summarize
+from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 
 log = logging.getLogger("trainkit.train")
 

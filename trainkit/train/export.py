@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import trainkit
-from trainkit.errors import InputError, TrainkitError, TRAIN
+from trainkit.errors import TRAIN, InputError, TrainkitError
 
 log = logging.getLogger("trainkit.train")
 

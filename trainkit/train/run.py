@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,8 +20,8 @@ import torch
 
 import trainkit
 from trainkit.errors import InputError
-from trainkit.train import checkpoint as ckpt
 from trainkit.train import artifacts, data, dist, parallel, restore, rng, schedule, sharded
+from trainkit.train import checkpoint as ckpt
 from trainkit.train.config import TrainConfig
 from trainkit.train.model import build_model, build_optimizer, check_fits
 

@@ -41,8 +41,8 @@ import trainkit
 from trainkit.errors import TRAIN, TrainkitError
 from trainkit.train import checkpoint as ckpt
 from trainkit.train import dist, schedule
+from trainkit.train.checkpoint import MARKER, STATE, CheckpointError, _atomic_write, step_dir
 from trainkit.train.config import TrainConfig
-from trainkit.train.checkpoint import (MARKER, STATE, CheckpointError, _atomic_write, step_dir)
 
 log = logging.getLogger("trainkit.train")
 # one process has no process group: DCP then saves/loads alone, which is what is meant here
