@@ -194,7 +194,7 @@ class NetnsCluster:
 
     def ansible_fact_cache(self) -> dict[str, str]:
         """Environment that keeps gathered facts between playbooks (ansible.cfg gathers `smart`),
-        so train.yml and cleanup.yml reuse what site.yml gathered: seconds per playbook here."""
+        so later ones (stage.yml, cleanup.yml) reuse what site.yml gathered: seconds per playbook."""
         return {"ANSIBLE_CACHE_PLUGIN": "jsonfile",
                 "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(self.workdir / "facts"),
                 "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "3600"}

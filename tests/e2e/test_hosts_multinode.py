@@ -17,11 +17,11 @@ Choices the namespace machines force, and why they are honest:
 - Site settings go where Ansible users put them: <workspace>/group_vars/all.yml next to the
   inventory (it overrides the inventory's group vars). It leaves this machine's kernel settings,
   clock and apt alone (base_manage_kernel/time_sync false, base_packages []), says the hosts have
-  no accelerator, picks the reuse mode, polls the training every 2 s and fetches only what the test
-  reads (summary.json and the logs; each file is an SSH round trip). /etc/hosts IS managed:
-  each host's /etc/hosts is its own file, and torchrun needs the node names to resolve.
-  For speed only, Ansible keeps facts in a cache under the test's folder, so train.yml and
-  cleanup.yml do not gather them again.
+  no accelerator and picks the reuse mode. /etc/hosts IS managed: each host's /etc/hosts is its
+  own file, and torchrun needs the node names to resolve. `train` starts the run through the
+  launcher (trainkit/runs/launch.py: a supervised, detached job per host over SSH), not Ansible.
+  For speed only, Ansible keeps facts in a cache under the test's folder, so cleanup.yml does not
+  gather them again.
 - Preemption: the rank process on host 2 (the torchrun agent's child, found with `ip netns pids`)
   gets SIGTERM, as a spot notice would deliver it; every rank agrees to stop, rank 0 writes the
   checkpoint on the shared folder and `trainkit train` exits 75. `train --resume RUN` resumes it
@@ -52,7 +52,6 @@ SITE_VARS = {
     "nvidia_enabled": False,
     "ascend_enabled": False,
     "trainkit_venv_mode": "reuse", "trainkit_node_python": sys.executable,
-    "train_poll_s": 2, "train_fetch_patterns": ["*.json", "*.log"],
 }
 
 

@@ -1,4 +1,4 @@
-"""site.yml, train.yml and cleanup.yml: lint, syntax, and a real site.yml run on the local target.
+"""site.yml, stage.yml and cleanup.yml: lint, syntax, and a real site.yml run on the local target.
 
 The real run goes through trainkit.provision.playbook (ansible-runner) exactly as `trainkit apply` does;
 the second run must report no changes.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.provision import playbook as provision
 from trainkit.errors import MISSING_TOOL, PROVISION, MissingToolError, TrainkitError
+from trainkit.provision import playbook as provision
 from trainkit.provision.inventory import inventory_for
 from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
@@ -24,7 +24,7 @@ from trainkit.workspace import Workspace
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
-PLAYBOOKS = ("site.yml", "train.yml", "cleanup.yml")
+PLAYBOOKS = ("site.yml", "stage.yml", "cleanup.yml")  # runs start through trainkit/runs/launch.py
 LOCAL_SPEC = """\
 name: local-ansible
 cloud: local

@@ -1,9 +1,10 @@
 """Property-based: any string in an address, user or path field is either refused by the spec's
 grammar (exit 2, the field named, no traceback) or comes out of every writer as exactly one literal
 word or line: the inventory (YAML read back), the ssh command line (after `--`), the ProxyCommand
-ssh runs through a shell (shlex read back), /etc/hosts lines, the fstab line and the launch
-script (shlex read back). 500 generated examples per field group, seeded (derandomize) so CI
-sees the same cases every run."""
+ssh runs through a shell (shlex read back), /etc/hosts lines, the fstab line, and what the
+launcher (trainkit/runs/launch.py) writes for a node: the job's environment, launch.sh and the
+supervisor's start command (shlex read back). 500 generated examples per field group, seeded
+(derandomize) so CI sees the same cases every run."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainkit.spec import resolve
 from trainkit.cli import main
-from trainkit.provision.reach import ssh_argv
 from trainkit.provision.inventory import inventory_for, inventory_hosts
+from trainkit.provision.reach import Node, ssh_argv
+from trainkit.runs import launch, remote
+from trainkit.runs import record as runs
+from trainkit.spec import resolve
 from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 
@@ -55,6 +58,12 @@ OUTPUTS = {"nodes": [{"name": "demo-node-0", "private_ip": "10.42.1.10", "public
                      {"name": "demo-node-1", "private_ip": "10.42.1.11", "public_ip": None}],
            "nas": {"server": "fs-1.nas.example.internal", "export_path": "/", "mount_options": "vers=3"},
            "data_disk_device": "/dev/vdb"}
+
+# The two kinds of job the launcher starts: the built-in engine (torchrun) and a `command:` with a
+# workdir synced to <launch.root>/code/<run-id>.
+ENGINE = runs.Job(name="r", source=Path("/x/r.yaml"), engine_config={"epochs": 1})
+COMMAND = runs.Job(name="r", source=Path("/x/r.yaml"), engine_config={}, command="python train.py",
+                   workdir=Path("/x"))
 
 
 _CACHED_CATALOG = functools.lru_cache(maxsize=None)(resolve.load_catalog)
@@ -164,20 +173,21 @@ def test_any_node_path_is_refused_or_one_literal_word(capsys, value, field):
         fstab = f"UUID=0f0e {gv[key]} xfs defaults,nofail 0 0"  # what ansible.posix.mount writes
         assert fstab.split()[1] == value and len(fstab.split()) == 6 and "\n" not in fstab
         return
-    script = _launch_script(gv["trainkit_node_python"], gv["trainkit_work_dir"] + "/runs/r1")
-    words = shlex.split(script, comments=True)
-    assert gv["trainkit_node_python"] in words
-    assert f"run_dir={gv['trainkit_work_dir']}/runs/r1" in words
+    nodes = [Node(name, int(v["trainkit_node_rank"]), {**gv, **v})
+             for name, v in inventory_hosts(inv).items()]
+    lay = remote.layout_for(gv, "r1")
+    node = nodes[1]  # a worker: its torchrun meets the head's rendezvous
+    python, run_dir = gv["trainkit_node_python"], f"{gv['trainkit_work_dir']}/runs/r1"
+    env = launch.job_env(ENGINE, node, nodes, lay, 1)
+    assert (env["TRAINKIT_PYTHON"], env["TRAINKIT_RUN_DIR"]) == (python, run_dir)
+    words = shlex.split(launch.launch_script(ENGINE, node, nodes, lay, 1), comments=True)
+    assert python in words and f"run_dir={run_dir}" in words and f"checkpoint.dir={lay.checkpoint_dir}" in words
+    assert f"TRAINKIT_PYTHON={python}" in words and f"TRAINKIT_RUN_DIR={run_dir}" in words
+    words = shlex.split(launch.launch_script(COMMAND, node, nodes, lay, 1), comments=True)
+    assert lay.code_dir == f"{gv['trainkit_root']}/code/r1" and f"TRAINKIT_CODE_DIR={lay.code_dir}" in words
+    assert ["cd", lay.code_dir] == words[words.index("cd"):words.index("cd") + 2]
+    words = shlex.split(launch.start_script(node, lay, 1, None, 5.0, engine=True))
+    assert python in words and f"{lay.node_dir(1)}/launch.sh" in words
     if field == "launch.python":
         assert gv["trainkit_python"] == value
 
-
-def _launch_script(python: str, run_dir: str) -> str:
-    env = jinja2.Environment(keep_trailing_newline=True)
-    env.filters["quote"] = shlex.quote  # Ansible's quote filter is shlex.quote
-    template = env.from_string((REPO / "templates/launch/torchrun.sh.j2").read_text())
-    return template.render(inventory_hostname="n0", train_node_rank=0, train_nnodes=2, train_run_id="r1",
-                           train_checkpoint_dir=run_dir + "/ckpt", train_env_all={"A": "1"},
-                           train_run_dir=run_dir, train_python=python, train_rdzv_endpoint="10.0.0.1:29400",
-                           train_rdzv_id="r1", train_nproc_per_node=1, train_node_config="/x/c.yaml",
-                           train_overrides=[])

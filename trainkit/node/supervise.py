@@ -1,6 +1,6 @@
 """Node-side supervisor of one run on one node (stdlib only; copied into the run folder).
 
-    python supervise.py STATE_FILE -- bash launch-node-R.sh
+    python supervise.py STATE_FILE -- bash nodes/node-R/launch.sh
 
 Started detached from the controller's SSH session (`setsid`, or as a transient systemd unit
 where systemd is PID 1), it starts the job in its own process group and writes STATE_FILE

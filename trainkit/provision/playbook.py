@@ -1,20 +1,19 @@
 """The only module that runs Ansible (through ansible-runner).
 
     run_site(cluster, workspace)                      -> PlaybookResult   (site.yml: make nodes ready)
-    run_train(cluster, workspace, config, overrides)  -> TrainResult      (train.yml: torchrun everywhere)
     run_cleanup(cluster, workspace)                   -> PlaybookResult   (cleanup.yml: unmount storage)
+    run_playbook(playbook, cluster, workspace, ...)   -> PlaybookResult   (any of ansible/, e.g. stage.yml)
 
 Each writes workspace/inventory.yml (trainkit.provision.inventory), runs the playbook from the repo's
 ansible/ folder with workspace/ansible/ as ansible-runner's private data dir, streams every task
 result to a progress display, and on failure raises TrainkitError with one line per failed host
-and task (exit code PROVISION=5 for site/cleanup, TRAIN=6 for train, PREEMPTED=75 when a node's
-training stopped on SIGTERM after saving a checkpoint). MissingToolError (9) when
-ansible-playbook or ansible-runner is not installed.
+and task (exit code PROVISION=5 for site, DESTROY=7 for cleanup, the caller's for the rest: TRAIN=6
+when `trainkit train` stages data through stage.yml). MissingToolError (9) when ansible-playbook
+or ansible-runner is not installed. Runs are not started here: trainkit/runs/launch.py does that.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -25,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit.util import resources
-from trainkit.provision.wheel import node_wheel
-from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
-from trainkit.provision.inventory import inventory_for
-from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
-from trainkit.spec.resolve import Cluster
 from trainkit import clouds
+from trainkit.errors import DESTROY, PROVISION, MissingToolError, TrainkitError
+from trainkit.provision.inventory import inventory_for
+from trainkit.provision.wheel import node_wheel
+from trainkit.spec.resolve import Cluster
+from trainkit.util import resources
+from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.workspace import Workspace
 
 KEEP_ARTIFACTS = 10  # ansible-runner artifact folders kept in workspace/ansible/artifacts
@@ -47,7 +46,6 @@ class PlaybookResult:
     hosts: dict[str, dict[str, int]] = field(default_factory=dict)   # host -> {ok, changed, ...}
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (host, task, message)
     results: dict[str, dict[str, dict]] = field(default_factory=dict)  # task -> host -> module result
-    stats: dict[str, Any] = field(default_factory=dict)  # what the roles reported (set_stats, aggregated)
     error: str = ""                     # ansible-playbook's own error when no task ran or failed
 
     @property
@@ -57,14 +55,6 @@ class PlaybookResult:
     @property
     def ok(self) -> bool:
         return self.status == "successful" and self.rc == 0
-
-
-@dataclass
-class TrainResult:
-    run_dir: Path                       # workspace/runs/<run-id>, artifacts fetched here
-    exit_codes: dict[str, int]          # node -> torchrun exit code
-    files: list[Path]                   # what was fetched into run_dir
-    playbook: PlaybookResult
 
 
 def find_ansible_playbook() -> str:
@@ -95,7 +85,7 @@ def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
 
 def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravars: dict | None = None,
                  *, exit_code: int = PROVISION, display: Callable[[dict], bool] | None = None,
-                 cmdline: str | None = None, raise_on_failure: bool = True) -> PlaybookResult:
+                 cmdline: str | None = None) -> PlaybookResult:
     """Run ansible/<playbook> against the cluster's inventory; TrainkitError(exit_code) on failure."""
     binary = find_ansible_playbook()
     try:
@@ -121,7 +111,7 @@ def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravar
     result = _collect(playbook, runner)
     if not result.ok and not result.failures:
         result.error = _stdout_tail(runner)
-    if raise_on_failure and not result.ok:
+    if not result.ok:
         raise _failure_error(result, cluster, exit_code)
     return result
 
@@ -179,8 +169,6 @@ def _collect(playbook: str, runner: Any) -> PlaybookResult:
         kind = ev.get("event")
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and "res" in data:
             result.results.setdefault(data.get("task", ""), {})[data.get("host", "")] = data["res"]
-        if kind == "playbook_on_stats":
-            result.stats = dict(data.get("artifact_data") or {})
         if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             result.failures.append((data.get("host", "?"), data.get("task", "?"),
                                     _message(data.get("res") or {})))
@@ -249,55 +237,3 @@ def run_cleanup(cluster: Cluster, workspace: Workspace, *, extravars: dict | Non
     TrainkitError(DESTROY), Ctrl-C exit 130."""
     return run_playbook("cleanup.yml", cluster, workspace, extravars, exit_code=DESTROY,
                         display=display)
-
-
-def run_train(cluster: Cluster, workspace: Workspace, config_path: str | Path,
-              overrides: list[str] | tuple[str, ...] = (), run_dir: Path | None = None, *,
-              extravars: dict | None = None,
-              display: Callable[[dict], bool] | None = None) -> TrainResult:
-    """Train on every node at once (train.yml) and fetch the run's artifacts into `run_dir`
-    (default: a new workspace/runs/<run-id>/). Raises TrainkitError(TRAIN), or (PREEMPTED=75)
-    when a node's training was stopped by SIGTERM after writing its checkpoint."""
-    config = Path(config_path)
-    if not config.is_file():
-        raise TrainkitError(f"{config}: training config not found", fix="check the --config path",
-                            exit_code=2)
-    for item in overrides:
-        if "=" not in item:
-            raise TrainkitError(f"override {item!r} is not key=value", fix="write it like epochs=3",
-                                exit_code=2)
-    run_dir = Path(run_dir) if run_dir else workspace.new_run_dir()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    extra = {"train_config": str(config.resolve()), "train_run_id": run_dir.name,
-             "train_local_run_dir": str(run_dir.resolve()), "train_overrides": list(overrides),
-             **(extravars or {})}
-    result = run_playbook("train.yml", cluster, workspace, extra, exit_code=TRAIN, display=display,
-                          raise_on_failure=False)
-    # each node's torchrun exit code, reported by the train role as data (set_stats)
-    codes = {str(host): int(rc) for host, rc in (result.stats.get("train_exit_codes") or {}).items()}
-    files = sorted(p for p in run_dir.rglob("*") if p.is_file())
-    train = TrainResult(run_dir, codes, files, result)
-    preempted = [h for h, rc in codes.items() if rc == PREEMPTED]
-    if not preempted and _run_status(run_dir) == "preempted":
-        # torchrun reports workers that exited 75 as its own exit 1 (ChildFailedError); rank 0's
-        # summary.json says the ranks stopped on SIGTERM after writing their checkpoint.
-        preempted = [h for h, rc in codes.items() if rc != 0]
-    if preempted:
-        nodes = ", ".join(preempted)
-        raise TrainkitError(f"preempted: training stopped by SIGTERM on {nodes}; checkpoint saved",
-                            fix="run train again to resume from the newest checkpoint",
-                            exit_code=PREEMPTED)
-    if not result.ok or any(rc != 0 for rc in codes.values()) or not codes:
-        err = _failure_error(result, cluster, TRAIN)
-        bad = ", ".join(f"{h} exit {rc}" for h, rc in codes.items() if rc != 0)
-        err.message += (f"\n  torchrun: {bad}" if bad else "") + f"\n  logs: {run_dir}/logs/"
-        raise err
-    return train
-
-
-def _run_status(run_dir: Path) -> str | None:
-    """`status` from the fetched summary.json (completed / preempted), None when absent."""
-    try:
-        return json.loads((run_dir / "summary.json").read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None

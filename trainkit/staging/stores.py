@@ -37,7 +37,7 @@ def schemes() -> dict[str, clouds.Cloud]:
 
 def env_names() -> list[str]:
     """Names (never values) of the variables the stores read: keys, regions, endpoint overrides.
-    The train role passes those set on the controller to the stager's environment."""
+    The stage role (ansible/stage.yml) passes those set on the controller to the stager's environment."""
     names = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"]
     for room in schemes().values():
         for cs in room.credentials[:1]:
