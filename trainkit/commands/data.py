@@ -21,8 +21,8 @@ from trainkit.util import yamlload
 def stage(file: str, root: str, fmt: str) -> None:
     """Stage the `data:` section of FILE (a cluster spec, or a YAML/JSON file with `data:`) under
     ROOT: parallel ranged downloads, resumed after an interruption, verified (sha256, else size and
-    MD5 ETag), archives unpacked, skipped when already present. The stage role (ansible/stage.yml, which `trainkit train` runs) runs it on each node
-    (or once, on the NAS) before training.
+    MD5 ETag), archives unpacked, skipped when already present. The stage role (ansible/stage.yml,
+    which `trainkit train` runs) runs it on each node (or once, on the NAS) before training.
 
     \b
     Example:
