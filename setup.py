@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-DATA_FOLDERS = ("terraform", "templates", "ansible", "examples")  # = trainkit.util.resources.DATA_FOLDERS
+DATA_FOLDERS = ("terraform", "templates", "ansible", "examples", "docs")  # = trainkit.util.resources.DATA_FOLDERS
 SKIP = shutil.ignore_patterns(".terraform", "*.tfstate*", ".terraform.lock.hcl", "__pycache__", "*.pyc")
 
 

@@ -24,6 +24,7 @@ except KeyboardInterrupt:
 COMMANDS: dict[str, str] = {
     "check": "trainkit.commands.setup:check",
     "examples": "trainkit.commands.setup:examples",
+    "docs": "trainkit.commands.setup:docs",
     "validate": "trainkit.commands.cluster:validate",
     "catalog": "trainkit.commands.cluster:catalog",
     "render": "trainkit.commands.cluster:render",
@@ -47,6 +48,7 @@ COMMANDS: dict[str, str] = {
 SHORT_HELP: dict[str, str] = {
     "check": "Check credentials (names only) and tools before anything runs.",
     "examples": "List or copy the shipped example specs and training configs.",
+    "docs": "Print a guide shipped with trainkit (training, runs, data, hosts, ci, ...).",
     "validate": "Check a cluster spec and/or a train config; exit 2 with every problem.",
     "catalog": "List GPU instance types, cheapest first.",
     "render": "Write the Terraform root stack for a spec into its workspace.",

@@ -73,6 +73,8 @@ def test_wheel_installed_in_a_fresh_venv_works_without_the_source_tree(repo, tmp
     assert where[0].startswith(str(venv)) and where[0].endswith("_data") and where[1] == "None"
 
     tk("examples", "--copy", "ex")
+    assert (here / "ex/custom/train.py").is_file() and (here / "ex/ci/gitlab-ci.yml").is_file()
+    assert tk("docs", "training").startswith("# Training with trainkit")  # docs/ ships in the wheel
     specs = sorted((here / "ex/clusters").glob("*.yaml"))
     assert {p.stem for p in specs} >= {"local", "hosts", "aws", "aws-moto", "alicloud", "tencentcloud",
                                       "huaweicloud"}

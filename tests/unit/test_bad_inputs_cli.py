@@ -5,6 +5,8 @@ traceback and loses no file. (Workspace folders and files: test_bad_inputs_works
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cli_run import run_cli as run
 
@@ -105,7 +107,7 @@ def test_a_mistyped_command_names_the_closest_one(capsys, typo, suggested):
     assert f"No such command '{typo}'. Did you mean {suggested}?" in err
 
 
-def test_examples_copy_under_a_file_names_the_option_and_keeps_the_users_copies(capsys, tmp_path):
+def test_examples_copy_under_a_file_names_the_option_and_keeps_the_users_copies(capsys, repo, tmp_path):
     (tmp_path / "afile").write_text("x")
     code, err = run(capsys, "examples", "--copy", str(tmp_path / "afile" / "mine"))
     assert code == 2, err
@@ -115,6 +117,20 @@ def test_examples_copy_under_a_file_names_the_option_and_keeps_the_users_copies(
     assert main_code(["examples", "--copy", str(tmp_path / "ex")]) == 0
     assert (tmp_path / "ex" / "clusters" / "local.yaml").read_text() == "my edits\n"
     assert (tmp_path / "ex" / "train" / "digits.yaml").is_file()
+    # everything the wheel ships under examples/, not only specs and configs
+    shipped = {p.relative_to(repo / "examples") for p in (repo / "examples").rglob("*") if p.is_file()}
+    copied = {p.relative_to(tmp_path / "ex") for p in (tmp_path / "ex").rglob("*") if p.is_file()}
+    assert copied == shipped and Path("custom/train.py") in copied and Path("ci/gitlab-ci.yml") in copied
+
+
+def test_docs_lists_and_prints_the_shipped_guides_and_names_them_on_a_typo(capsys, repo):
+    assert main_code(["docs"]) == 0
+    listing = capsys.readouterr().out
+    assert all(f"  {p.stem}" in listing for p in (repo / "docs").glob("*.md"))
+    assert main_code(["docs", "training"]) == 0
+    assert capsys.readouterr().out == (repo / "docs" / "training.md").read_text()
+    code, err = run(capsys, "docs", "trainin")
+    assert code == 2 and "no guide named 'trainin'" in err and "training" in err
 
 
 def test_stage_without_credentials_names_the_variables(tmp_path):

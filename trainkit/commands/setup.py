@@ -1,4 +1,5 @@
-"""Commands for getting started: `check` (credentials and tools) and `examples` (the built-in specs)."""
+"""Commands for getting started: `check` (credentials and tools), `examples` (the built-in specs and
+configs) and `docs` (the guides shipped with trainkit)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from trainkit.cluster.check import run_checks
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.schema import load_spec
+from trainkit.util.resources import docs as shipped_docs
+from trainkit.util.resources import example_files
 from trainkit.util.resources import examples as shipped
 
 
@@ -101,15 +104,39 @@ def examples(copy_to: str | None) -> None:
         click.echo(f"{kind}:")
         for name, path in files.items():
             click.echo(f"  {name:<14} {path}")
+    others = sorted({rel.split("/")[0] for rel in example_files()} - set(found))
+    if others:
+        click.echo("also: " + ", ".join(f"{name}/" for name in others) + " (a custom training script, CI pipelines)")
     if copy_to:
         try:
-            for kind, files in found.items():
-                folder = Path(copy_to) / kind
-                folder.mkdir(parents=True, exist_ok=True)
-                for path in files.values():
-                    if not (folder / path.name).exists():
-                        shutil.copy2(path, folder / path.name)
+            for rel, path in example_files().items():
+                dest = Path(copy_to) / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if not dest.exists():
+                    shutil.copy2(path, dest)
         except OSError as err:
             raise InputError(f"--copy {copy_to}: cannot copy there ({err.strerror}: {err.filename})",
                              fix="choose a folder you can write, whose parents are folders, not files") from None
         click.echo(f"copied to {copy_to}/ (existing files kept)")
+
+
+@click.command("docs")
+@click.argument("name", required=False)
+def docs(name: str | None) -> None:
+    """Print one of the guides shipped with trainkit (the ones error messages name), or list them.
+
+    \b
+    Example:
+      trainkit docs
+      trainkit docs training
+    """
+    found = shipped_docs()
+    if name is None:
+        for doc, path in found.items():
+            first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.strip()), "")
+            click.echo(f"  {doc:<12} {first}")
+        return
+    key = name.removesuffix(".md").removeprefix("docs/")
+    if key not in found:
+        raise InputError(f"no guide named {name!r}", fix="one of: " + ", ".join(found) + " (`trainkit docs` lists them)")
+    click.echo(found[key].read_text(), nl=False)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainkit.errors import InputError, MissingToolError
 
-DATA_FOLDERS = ("terraform", "templates", "ansible", "examples")
+DATA_FOLDERS = ("terraform", "templates", "ansible", "examples", "docs")
 DEFAULT_TRAIN_CONFIG = "digits"   # examples/train/digits.yaml, shipped with the package
 
 
@@ -52,6 +52,19 @@ def examples() -> dict[str, dict[str, Path]]:
     root = data_root() / "examples"
     return {kind: {p.stem: p for p in sorted((root / kind).glob("*.yaml"))}
             for kind in ("clusters", "train")}
+
+
+def example_files() -> dict[str, Path]:
+    """Every file the examples folder ships, by its path under examples/ ("clusters/local.yaml",
+    "custom/train.py", "ci/gitlab-ci.yml", ...): what `trainkit examples --copy` copies."""
+    root = data_root() / "examples"
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def docs() -> dict[str, Path]:
+    """The guides shipped with trainkit by name ("training" -> docs/training.md): `trainkit docs`."""
+    return {p.stem: p for p in sorted((data_root() / "docs").glob("*.md"))}
 
 
 def train_config(value: str | Path | None) -> Path:
