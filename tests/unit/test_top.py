@@ -73,3 +73,42 @@ def test_ssh_options_go_before_the_destination_and_the_sampler_after_it():
     dash = argv.index("--")
     assert argv[dash + 1:] == ["root@198.51.100.11"]
     assert "BatchMode=yes" in argv[:dash] and argv[argv.index("-p") + 1] == "2222"
+
+
+def _row(node: str, **more) -> dict:
+    return {"node": node, "gpus": [{"util_pct": 97.0, "mem_used_mb": 40960}] * 8, "cpu_pct": 55.0,
+            "iowait_pct": 2.0, "mem_used_gb": 310.5, "mem_total_gb": 1024, "net_rx_mbs": 1250.3,
+            "net_tx_mbs": 1190.8, "disk": {"read_mbs": 812.4, "write_mbs": 15.2, "util_pct": 64.0},
+            "job": {"samples_per_s": 12890, "data_wait_pct": 1.5}, "verdict": "compute-bound", **more}
+
+
+@pytest.mark.parametrize("width", [80, 100, 200])
+def test_the_table_fits_the_terminal_with_whole_headers_dropping_the_least_useful_columns(width):
+    from rich.console import Console
+
+    rows = [_row("gpu-node-0"), _row("gpu-node-1", flagged=True, verdict="data-bound: wait 14% > 10%"),
+            {"node": "gpu-node-2", "error": "ssh: connect timed out"}]
+    console = Console(width=width, record=True, color_system=None)
+    console.print(top.table(rows, "demo: 3 node(s)", width))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    header = next(line for line in lines if "NODE" in line)
+    shown = [c for c in top.COLUMNS if c in header]
+    assert "…" not in header and shown[0] == "NODE" and shown[-1] == "VERDICT"
+    dropped = [c for c in top.COLUMNS if c not in shown]
+    assert all(top.PRIORITY.index(d) > top.PRIORITY.index(s) for d in dropped for s in shown if s != "VERDICT")
+    assert (width >= 200) == (not dropped), (width, dropped)  # 80 and 100 columns drop a few
+    assert {"NODE", "GPU%", "SMP/s", "WAIT", "VERDICT"} <= set(shown)  # what a glance needs
+    assert "unreachable" in text
+
+
+def test_a_node_with_eight_gpus_is_summarised_in_a_few_characters():
+    gpus = [{"util_pct": u, "mem_used_mb": 1024} for u in (61, 97, 97, 97, 80, 97, 97, 97)]
+    cells = top.cells(_row("n0", gpus=gpus))
+    assert (cells["GPU%"], cells["GMEM"]) == ("61-97%x8", "8G")
+    assert top.cells(_row("n1", gpus=gpus[1:2]))["GPU%"] == "97%"
+
+
+def test_wide_keeps_every_column():
+    assert [c.header for c in top.table([_row("n0")], "t", None).columns] == list(top.COLUMNS)

@@ -104,25 +104,65 @@ def _fmt(value: Any, spec: str = ".0f", unit: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{unit}"
 
 
-def table(rows: list[dict[str, Any]], title: str):
-    """A rich Table of `rows` (flagged rows in red)."""
+# Columns of `top`: (short header, the row's cell). Order on screen = this order; at a narrow
+# terminal the ones last in PRIORITY are dropped first (`--wide` keeps all, letting rich wrap).
+COLUMNS = ("NODE", "GPU%", "GMEM", "CPU%", "IOW%", "MEM", "DISK r/w", "DUTIL", "NET rx/tx", "SMP/s", "WAIT",
+           "VERDICT")
+PRIORITY = ("NODE", "VERDICT", "GPU%", "SMP/s", "WAIT", "CPU%", "GMEM", "MEM", "NET rx/tx", "DISK r/w",
+            "DUTIL", "IOW%")
+VERDICT_MIN = 24  # the verdict column wraps; it needs this much to stay readable
 
+
+def cells(r: dict[str, Any]) -> dict[str, str]:
+    """One node's row as text per column (an unreachable node: its error as the verdict)."""
+    if "error" in r:
+        return {**{c: "-" for c in COLUMNS}, "NODE": r["node"], "VERDICT": f"unreachable: {r['error']}"}
+    gpus, disk, job = r.get("gpus") or [], r.get("disk") or {}, r.get("job") or {}
+    return {"NODE": r["node"], "GPU%": _gpu_util(gpus),
+            "GMEM": f"{sum(g['mem_used_mb'] for g in gpus) / 1024:.0f}G" if gpus else "-",
+            "CPU%": _fmt(r["cpu_pct"], ".0f", "%"), "IOW%": _fmt(r["iowait_pct"], ".0f", "%"),
+            "MEM": f"{r['mem_used_gb']:.1f}/{r['mem_total_gb']:.0f}G",
+            "DISK r/w": f"{_fmt(disk.get('read_mbs'), '.1f')}/{_fmt(disk.get('write_mbs'), '.1f')}",
+            "DUTIL": _fmt(disk.get("util_pct"), ".0f", "%"),
+            "NET rx/tx": f"{r['net_rx_mbs']:.1f}/{r['net_tx_mbs']:.1f}",
+            "SMP/s": _fmt(job.get("samples_per_s"), ".0f"), "WAIT": _fmt(job.get("data_wait_pct"), ".1f", "%"),
+            "VERDICT": r["verdict"]}
+
+
+def _gpu_util(gpus: list[dict[str, Any]]) -> str:
+    """A node's GPU utilisation in a few characters: `97%` (one GPU, or all equal: `97%x8`),
+    else the range `61-97%x8`; per-GPU figures are in `--json`."""
+    utils = [g["util_pct"] for g in gpus if g.get("util_pct") is not None]
+    if not utils:
+        return "-"
+    lo, hi = round(min(utils)), round(max(utils))
+    text = f"{hi}%" if lo == hi else f"{lo}-{hi}%"
+    return text if len(gpus) == 1 else f"{text}x{len(gpus)}"
+
+
+def fit_columns(texts: list[dict[str, str]], width: int) -> list[str]:
+    """The columns that fit `width` characters (rich's box: 3 per column + 1), dropping by PRIORITY
+    from the end; NODE and VERDICT always stay."""
+    def need(col: str) -> int:
+        widest = max([len(col)] + [len(t[col]) for t in texts])
+        return (min(widest, VERDICT_MIN) if col == "VERDICT" else widest) + 3
+
+    keep = list(COLUMNS)
+    for col in reversed(PRIORITY[2:]):
+        if sum(need(c) for c in keep) + 1 <= width:
+            break
+        keep.remove(col)
+    return keep
+
+
+def table(rows: list[dict[str, Any]], title: str, width: int | None = None):
+    """A rich Table of `rows` (flagged rows in red), with the columns that fit `width` (None: all)."""
+    texts = [cells(r) for r in rows]
+    shown = list(COLUMNS) if width is None else fit_columns(texts, width)
     t = Table(title=title, title_justify="left")
-    for col in ("node", "GPU util", "GPU mem", "CPU", "iowait", "mem", "disk r/w MB/s", "disk util",
-                "net rx/tx MB/s", "samples/s", "data wait", "verdict"):
-        t.add_column(col, no_wrap=col != "verdict")
-    for r in rows:
-        if "error" in r:
-            t.add_row(r["node"], *["-"] * 10, f"[red]unreachable: {r['error']}[/red]")
-            continue
-        gpus, disk, job = r.get("gpus") or [], r.get("disk") or {}, r.get("job") or {}
-        util = "/".join(_fmt(g["util_pct"], ".0f", "%") for g in gpus) or "-"
-        mem = "/".join(f"{g['mem_used_mb'] / 1024:.1f}G" for g in gpus) or "-"
-        style = "red" if r.get("flagged") else "green"
-        t.add_row(r["node"], util, mem, _fmt(r["cpu_pct"], ".0f", "%"), _fmt(r["iowait_pct"], ".0f", "%"),
-                  f"{r['mem_used_gb']:.1f}/{r['mem_total_gb']:.0f}G",
-                  f"{_fmt(disk.get('read_mbs'), '.1f')}/{_fmt(disk.get('write_mbs'), '.1f')}",
-                  _fmt(disk.get("util_pct"), ".0f", "%"),
-                  f"{r['net_rx_mbs']:.1f}/{r['net_tx_mbs']:.1f}", _fmt(job.get("samples_per_s"), ".0f"),
-                  _fmt(job.get("data_wait_pct"), ".1f", "%"), f"[{style}]{r['verdict']}[/{style}]")
+    for col in shown:
+        t.add_column(col, no_wrap=col != "VERDICT")
+    for r, text in zip(rows, texts):
+        style = "red" if r.get("flagged") or "error" in r else "green"
+        t.add_row(*(f"[{style}]{text[c]}[/{style}]" if c == "VERDICT" else text[c] for c in shown))
     return t

@@ -21,10 +21,14 @@ from trainkit.provision.inventory import load_inventory
 @format_option(help_text="json: rows as JSON (with --once: one array; else one array a line).")
 @click.option("--interval", type=Finite(1, 60), default=1.0, show_default=True,
               help="Seconds between refreshes (each sample also spans one second).")
-def top(spec, workdir, once, fmt, interval):
+@click.option("--wide", is_flag=True, help="Every column, whatever the terminal's width.")
+def top(spec, workdir, once, fmt, interval, wide):
     """Show each node's GPU utilisation and memory, CPU, memory, data-disk and network throughput,
     and the running job's samples/s and data wait, refreshed every second. Rows under the
-    thresholds (GPU util < 80%, data wait > 10%) are flagged with the bottleneck verdict.
+    thresholds (GPU util < 80%, data wait > 10%) are flagged with the bottleneck verdict. Columns
+    that do not fit the terminal are dropped, least useful first (--wide shows all): NODE, GPU%
+    and GMEM (per GPU), CPU%, IOW% (iowait), MEM, DISK r/w and DUTIL (data disk MB/s, busy %),
+    NET rx/tx (MB/s), SMP/s (samples/s), WAIT (data wait), VERDICT.
 
     \b
     Example:
@@ -42,12 +46,13 @@ def top(spec, workdir, once, fmt, interval):
         if as_json:
             click.echo(json.dumps(rows, indent=2))
         else:
-            Console().print(table(rows, f"{cluster.name}: {len(rows)} node(s)"))
+            console = Console()
+            console.print(table(rows, f"{cluster.name}: {len(rows)} node(s)", None if wide else console.width))
         return
-    _live(cluster.name, nodes, interval, as_json)
+    _live(cluster.name, nodes, interval, as_json, wide)
 
 
-def _live(name, nodes, interval, as_json) -> None:
+def _live(name, nodes, interval, as_json, wide) -> None:
 
 
     if as_json:  # one JSON array a line, for a pipe
@@ -55,11 +60,12 @@ def _live(name, nodes, interval, as_json) -> None:
             click.echo(json.dumps(collect(nodes)))
             time.sleep(max(0.0, interval - 1))
     with Live(table([], f"{name}: sampling..."), auto_refresh=False) as live:
+        width = None if wide else live.console.width
         try:
             while True:
                 rows = collect(nodes)
                 live.update(table(rows, f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
-                                        "(Ctrl-C to quit)"), refresh=True)
+                                        "(Ctrl-C to quit)", width), refresh=True)
                 time.sleep(max(0.0, interval - 1))
         except KeyboardInterrupt:
             pass
