@@ -81,5 +81,7 @@ def test_cancel_of_a_run_that_ended_keeps_its_status_and_touches_nothing(tmp_pat
     ws = workspace(tmp_path)
     run_dir = a_run(ws, "completed")
     before = (run_dir / "run.json").read_text()
-    assert recover.cancel(None, ws, run_dir, wait_s=1) == ("completed", run_dir)
+    assert recover.cancel(None, ws, run_dir, wait_s=1) == ("completed", True, run_dir)
+    cancelled = a_run(ws, "cancelled")  # cancelled twice: the second says it had ended already
+    assert recover.cancel(None, ws, cancelled, wait_s=1) == ("cancelled", True, cancelled)
     assert (run_dir / "run.json").read_text() == before

@@ -197,8 +197,8 @@ def cancel(spec, run, workdir, wait_s):
     """
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
-    status, where = recover.cancel(cluster, ws, run_dir, wait_s)
-    if status != "cancelled":
+    status, ended, where = recover.cancel(cluster, ws, run_dir, wait_s)
+    if ended:
         click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {where}")
         return
     click.echo(f"run {run_dir.name} cancelled; results in {where}")

@@ -352,11 +352,11 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": status, **summary}
 
 
-def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, Path]:
+def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path]:
     """Stop a run cleanly: SIGTERM to its job on every node (it writes a checkpoint), wait up to
     `wait_s`, then SIGKILL what is left, fetch the results and close the record as cancelled.
     A run that has already ended keeps its true status (its results are fetched if not yet).
-    Returns (status, the run folder the results are in)."""
+    Returns (status, whether it had ended before this call, the run folder the results are in)."""
     record = runs.read_record(run_dir)
     if not ws.inventory_yml.exists():
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
@@ -364,12 +364,12 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     if status not in runs.OPEN:
         if record.get("status") in runs.OPEN:
             finish(cluster, ws, run_dir, status)
-        return status, run_dir
+        return status, True, run_dir
     nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
     attempt = len(record.get("attempts") or [])
     stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
     runs.event(run_dir, "cancelled", attempt=attempt)
-    return "cancelled", Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
+    return "cancelled", False, Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
 
 
 def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unreachable_ok: bool
