@@ -127,3 +127,16 @@ def test_a_single_process_command_job_gets_rank_with_world_size(tmp_path):
     assert launch.job_env(job, two[1], two, lay, 1)["RANK"] == "1"   # one process per node
     many = Node("n0", 0, {"trainkit_nproc_per_node": 4})
     assert "RANK" not in launch.job_env(job, many, [many], lay, 1)   # torchrun sets it per worker
+
+
+def test_the_supervisor_is_started_with_the_rooms_token_endpoint_beside_the_notice_url():
+    from trainkit import clouds
+
+    aws = clouds.get("aws")
+    node = Node("n0", 0, {"trainkit_node_python": "/usr/bin/python3"})
+    lay = remote.Layout(work="/w", root="/r", run_id="r1")
+    script = launch.start_script(node, lay, 1, aws.spot_notice_url, 5.0, True, aws.spot_notice_token)
+    for arg in ("--notice-url", aws.spot_notice_url, "--notice-token-url", aws.spot_notice_token.url,
+                "--notice-ttl-header", aws.spot_notice_token.ttl_header, "--notice-token-header"):
+        assert arg in script
+    assert "--notice-token-url" not in launch.start_script(node, lay, 1, "http://x/n", 5.0, True)

@@ -63,8 +63,8 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     backend=_backend,
     spot_notice_url="http://metadata.tencentyun.com/latest/meta-data/spot/termination-time",
-    # None: a plain GET. The CVM metadata docs ("Viewing instance metadata") query it with plain
-    # GETs, and the tencentcloud module turns on no token mode.
+    # None: a plain GET, as CVM docs "Spot instance repossession" read it (`curl .../spot/
+    # termination-time`); the tencentcloud module turns on no token mode.
     spot_notice_token=None,
     ttl_argument=None,
     zone_pattern=r"{region}-\d+",
