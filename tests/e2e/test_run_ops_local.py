@@ -277,3 +277,55 @@ def test_logs_of_an_ended_run_come_from_its_fetched_folder_and_follow_ends_when_
     os.kill(state["supervisor_pid"], signal.SIGKILL)
     follow = tk("logs", going, "--follow", timeout=60)  # ends instead of waiting forever
     assert follow.returncode == 0 and "node 0 attempt 1 starting" in follow.stdout
+
+
+def _state(ws: Path, run_id: str) -> dict:
+    (state_file,) = ws.glob(f"node/work/runs/{run_id}/nodes/node-0/attempt-1.json")
+    return json.loads(state_file.read_text())
+
+
+def test_a_command_run_ends_with_a_status_in_its_summary_and_rank_beside_world_size(cluster, tmp_path):
+    tk, ws = cluster
+    (tmp_path / "rank.yaml").write_text('name: rank\ncommand: |\n  echo "$RANK/$WORLD_SIZE" > "$TRAINKIT_RUN_DIR/rank.txt"\n')
+    proc = tk("train", "--config", "rank.yaml")
+    assert proc.returncode == 0, proc.stderr
+    (run,) = (ws / "runs").glob("rank-*")
+    assert json.loads((run / "summary.json").read_text())["status"] == "completed"
+    assert (run / "rank.txt").read_text().strip() == "0/1"
+
+
+def test_a_run_whose_supervisor_was_killed_before_its_job_completed_reads_completed(cluster, tmp_path):
+    tk, ws = cluster
+    (tmp_path / "short.yaml").write_text(JOB % 4)
+    going = started(tk, "short.yaml")
+    wait_status(tk, going, "running")
+    os.kill(_state(ws, going)["supervisor_pid"], signal.SIGKILL)   # the job completes unsupervised
+    attach = tk("train", "--attach", going, "--poll", "1")
+    no_traceback(attach)
+    assert attach.returncode == 0, attach.stdout + attach.stderr
+    assert json.loads((ws / "runs" / going / "run.json").read_text())["status"] == "completed"
+
+
+def test_recovery_with_every_node_lost_closes_the_run_with_the_documented_exit(cluster):
+    """The only node (local: nothing replaces it) loses its supervisor and job: exit 75, a closed
+    record, not `internal error: ValueError: max_workers must be greater than 0`."""
+    tk, ws = cluster
+    proc = subprocess.Popen([str(TRAINKIT), "train", "spec.yaml", "--workdir", str(ws), "--config", "slow.yaml",
+                             "--recover", "--poll", "1", "--backoff", "1"], cwd=ws.parent, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        for _ in range(120):
+            runs = list((ws / "runs").glob("job-*"))
+            if runs and list(ws.glob(f"node/work/runs/{runs[0].name}/nodes/node-0/attempt-1.json")) and \
+                    _state(ws, runs[0].name).get("status") == "running":
+                break
+            time.sleep(0.5)
+        state = _state(ws, runs[0].name)
+        os.kill(state["supervisor_pid"], signal.SIGKILL)   # the machine's processes are gone
+        os.killpg(state["pid"], signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert proc.returncode == 75 and "nothing to replace it with" in err, err
+    assert json.loads((runs[0] / "run.json").read_text())["status"] == "preempted"

@@ -108,10 +108,14 @@ def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
     script = launch.launch_script(job, nodes[1], nodes, lay, 3)
     assert "export TRAINKIT_NODE_RANK=1" in script and "export TRAINKIT_RDZV_ENDPOINT=10.0.0.1:29400" in script
     assert "export WORLD_SIZE=4" in script and "export TRAINKIT_CHECKPOINT_DIR=/w/checkpoints/j-1" in script
-    last = shlex.split(script.splitlines()[-1].replace("$TRAINKIT_", "TRAINKIT_"))
-    assert last[:4] == ["exec", "/usr/bin/python3", "-m", "torch.distributed.run"]
+    # in the foreground (not exec), so launch.sh records how it ended, and exits with its status
+    [line] = [ln for ln in script.splitlines() if "torch.distributed.run" in ln]
+    last = shlex.split(line.replace("$TRAINKIT_", "TRAINKIT_"))
+    assert last[:5] == ["rc=0;", "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes"]
     assert "--rdzv-id" in last and last[last.index("--rdzv-id") + 1] == "j-1-a3"
-    assert last[-4:] == ["run_dir=/w/runs/j-1", "checkpoint.dir=/w/checkpoints/j-1", "resume=true", "epochs=2"]
+    assert last[-6:] == ["run_dir=/w/runs/j-1", "checkpoint.dir=/w/checkpoints/j-1", "resume=true", "epochs=2",
+                         "||", "rc=$?"]
+    assert "/w/runs/j-1/nodes/node-1/attempt-3.exit" in script and script.splitlines()[-1] == 'exit "$rc"'
 
 
 def test_replace_addresses_picks_the_lost_index_instance_by_id_and_its_data_resources():

@@ -444,3 +444,25 @@ def test_a_resume_with_another_batch_trains_at_the_new_configs_lr(tmp_path, caps
                                       cosine=cfg.cos_lr) for r in resumed]
     assert len(resumed) == 4
     assert [r["lr"] for r in resumed] == pytest.approx(want, rel=1e-6)
+
+
+def test_resume_over_checkpoints_of_which_none_verifies_is_exit_6_naming_them(tmp_path, capsys):
+    """Before: resume=true skipped every corrupt folder, trained from step 0 and exited 0."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "run", *FAST, "max_steps=2", "checkpoint.every_n_steps=1", f"run_dir={run}")[0] == 0
+    ckpts = run / "checkpoints"
+    steps = sorted(p for p in ckpts.iterdir() if p.name.startswith("step-"))
+    assert len(steps) == 2
+    for step in steps:   # bit rot in every data file: the checksums no longer match
+        for f in (p for p in step.rglob("*") if p.is_file() and p.stat().st_size > 64 and "marker" not in p.name):
+            data = bytearray(f.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            f.write_bytes(bytes(data))
+    before = {p: p.read_bytes() for p in ckpts.rglob("*") if p.is_file()}
+    code, err = run_cli(capsys, "run", *FAST, "max_steps=4", f"run_dir={run}")
+    assert code == 6 and "no checkpoint under" in err and all(s.name in err for s in steps), err
+    assert "resume=false" in err and "new checkpoint.dir" in err
+    assert {p: p.read_bytes() for p in ckpts.rglob("*") if p.is_file()} == before   # kept for repair
+    # starting over on purpose: resume=false into a fresh checkpoint.dir
+    code, err = run_cli(capsys, "run", *FAST, "resume=false", f"checkpoint.dir={tmp_path / 'fresh'}", f"run_dir={run}")
+    assert code == 0, err

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of, port_range
+from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, MetadataToken, TagRules, index_of, port_range
 
 _KEYS = CredentialSet(
     label="access key",
@@ -68,6 +68,11 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     backend=_backend,
     spot_notice_url="http://100.100.100.200/latest/meta-data/instance/spot/termination-time",
+    # The module sets http_tokens = "required" (security hardening mode only). Alibaba ECS docs
+    # "Instance metadata", security hardening mode: PUT /latest/api/token with
+    # X-aliyun-ecs-metadata-token-ttl-seconds (1-21600), then GET with X-aliyun-ecs-metadata-token.
+    spot_notice_token=MetadataToken("http://100.100.100.200/latest/api/token",
+                                    "X-aliyun-ecs-metadata-token-ttl-seconds", "X-aliyun-ecs-metadata-token"),
     ttl_argument="auto_release_time",
     zone_pattern="{region}-[a-z]",
     tags=TagRules(max_count=20, key_max=128, value_max=128, reserved_prefixes=("aliyun", "acs:"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of
+from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, MetadataToken, TagRules, index_of
 
 _KEYS = (
     CredentialSet(label="access key", variables=(("AWS_ACCESS_KEY_ID",), ("AWS_SECRET_ACCESS_KEY",))),
@@ -99,6 +99,11 @@ CLOUD = Cloud(
     backend_credentials=_KEYS,
     backend=_backend,
     spot_notice_url="http://169.254.169.254/latest/meta-data/spot/instance-action",
+    # The module sets metadata_options.http_tokens = "required": IMDSv2 only (EC2 user guide, "Use
+    # the Instance Metadata Service to access instance metadata": PUT /latest/api/token, then GET
+    # with the token; a GET without one is 401).
+    spot_notice_token=MetadataToken("http://169.254.169.254/latest/api/token",
+                                    "X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token"),
     ttl_argument=None,
     zone_pattern="{region}[a-z]",
     tags=TagRules(max_count=50, key_max=128, value_max=256, reserved_prefixes=("aws:",),

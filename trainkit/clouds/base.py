@@ -66,6 +66,17 @@ class NasRules:
 
 
 @dataclass(frozen=True)
+class MetadataToken:
+    """A metadata service's session-token endpoint: PUT `url` with header `ttl_header: <seconds>`
+    returns a token; every GET then sends it as `token_header: <token>` (AWS IMDSv2; Alibaba's
+    security hardening mode, with its own header names). trainkit/node/supervise.py uses it."""
+
+    url: str
+    ttl_header: str
+    token_header: str
+
+
+@dataclass(frozen=True)
 class Cloud:
     """Everything trainkit's Python knows about one cloud. Immutable; one instance per room."""
 
@@ -88,6 +99,9 @@ class Cloud:
     credential_errors: tuple[tuple[str, str], ...] = ()
     # Spot termination notice on the instance metadata service (None: not documented).
     spot_notice_url: str | None = None
+    # The metadata host's session-token endpoint, where reading spot_notice_url needs a token
+    # (None: a plain GET; the room says why).
+    spot_notice_token: MetadataToken | None = None
     # Terraform argument that releases an instance at a time (TTL), or None: use the node timer.
     ttl_argument: str | None = None
     # Regions: region -> known zones ([] = not listed); filled from data/<name>-regions.yaml.

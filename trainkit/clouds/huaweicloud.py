@@ -65,6 +65,7 @@ CLOUD = Cloud(
                                                   ("AWS_SECRET_ACCESS_KEY",))),),
     backend=_backend,
     spot_notice_url=None,
+    spot_notice_token=None,  # no notice endpoint to read (docs/runs.md, "Spot notices")
     ttl_argument="auto_terminate_time",
     zone_pattern="{region}[a-z]",
     tags=TagRules(max_count=20, key_max=128, value_max=255, reserved_prefixes=("_sys_",),

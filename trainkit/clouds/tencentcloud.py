@@ -63,6 +63,9 @@ CLOUD = Cloud(
     backend_credentials=(_KEYS,),
     backend=_backend,
     spot_notice_url="http://metadata.tencentyun.com/latest/meta-data/spot/termination-time",
+    # None: a plain GET, as CVM docs "Spot instance repossession" read it (`curl .../spot/
+    # termination-time`); the tencentcloud module turns on no token mode.
+    spot_notice_token=None,
     ttl_argument=None,
     zone_pattern=r"{region}-\d+",
     tags=TagRules(max_count=50, key_max=127, value_max=255,

@@ -1,27 +1,44 @@
 """Node-side supervisor of one run on one node (stdlib only; copied into the run folder).
 
     python supervise.py STATE_FILE -- bash nodes/node-R/launch.sh
+    python supervise.py --hard-stop STATE_FILE        # SIGKILL the supervisor and its whole job
 
 Started detached from the controller's SSH session (`setsid`, or as a transient systemd unit
 where systemd is PID 1), it starts the job in its own process group and writes STATE_FILE
 (JSON, replaced atomically) at each change:
 
     {"status": "running" | "completed" | "preempted" | "failed" | "cancelled",
-     "pid", "supervisor_pid", "exit_code", "started_at", "ended_at", "host", "notice"}
+     "pid", "supervisor_pid", "exit_code", "started_at", "ended_at", "host", "notice",
+     "notice_error", "tree"}
 
 and appends events to STATE_FILE's sibling `<stem>.events.jsonl`. Status rules (the
 resumable-command contract, docs/runs.md): exit 0 = completed; exit 75, or the job's status file
 ($TRAINKIT_STATUS_FILE) saying "preempted", = preempted (checkpoint saved); a SIGTERM the
 supervisor received (`trainkit cancel`) = cancelled; anything else = failed.
 
+The job's processes: the supervisor is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a
+process of the job that leaves its session (setsid, as torchrun's workers do) and loses its parent
+is re-parented to the supervisor, not to init: the job is every descendant of the supervisor.
+`tree` in the state lists them ([pid, start time] pairs, refreshed every TREE_POLL_S) for a hard
+stop after the supervisor itself was killed. When the job's main process ends, what it left
+behind gets SIGTERM, then SIGKILL after LEFTOVER_GRACE_S, before the final state is written.
+`--hard-stop` gathers the supervisor, every descendant and every recorded process still alive
+(same pid and start time), stops them all (SIGSTOP: none can fork or be re-parented away while
+it works), then SIGKILLs them, until a walk finds none.
+
 With --notice-url it also polls the cloud's spot-termination metadata every --notice-poll
 seconds; a 200 answer with a body is a notice: the job gets SIGTERM at once so it can write its
 checkpoint inside the notice window (minutes long; each cloud room cites its provider's docs).
+With --notice-token-url (AWS IMDSv2, Alibaba's security hardening mode) it first PUTs for a
+session token from that endpoint and sends it with every poll, taking a new one before the old
+one's TTL ends or when a poll answers 401. A 401/403 (or a refused token) is not "no notice": it is
+logged loudly, once per kind, in the supervisor's log, the events and the state's `notice_error`.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -35,6 +52,13 @@ import urllib.request
 
 PREEMPTED = 75       # EX_TEMPFAIL (sysexits.h): "try again later", trainkit's preempted code
 NOTICE_TIMEOUT_S = 2
+# The longest token both services issue: AWS EC2 user guide ("Use IMDSv2": TTL up to six hours)
+# and Alibaba ECS "Instance metadata" (X-aliyun-ecs-metadata-token-ttl-seconds: 1 to 21600).
+TOKEN_TTL_S = 21600
+TOKEN_REFRESH_S = 60         # take a new token this long before the old one expires
+TREE_POLL_S = 1.0            # how often the job's process tree is recorded in the state
+LEFTOVER_GRACE_S = 5.0       # SIGTERM -> SIGKILL for processes the job's main process left behind
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 class Supervisor:
@@ -44,9 +68,10 @@ class Supervisor:
         self.argv = argv
         self.status_file = status_file
         self.state = {"status": "starting", "host": socket.gethostname(), "supervisor_pid": os.getpid(),
-                      "pid": None, "exit_code": None, "started_at": time.time(), "ended_at": None,
-                      "notice": None}
+                      "supervisor_start": start_time(os.getpid()), "pid": None, "exit_code": None,
+                      "started_at": time.time(), "ended_at": None, "notice": None, "tree": []}
         self.proc: subprocess.Popen | None = None
+        self.done = threading.Event()     # the job's main process has ended
         self.cancelled = False
         self.lock = threading.Lock()
 
@@ -64,8 +89,11 @@ class Supervisor:
         with self.lock, open(self.events_file, "a") as f:
             f.write(json.dumps({"time": time.time(), "event": kind, "host": self.state["host"], **data}) + "\n")
 
+    def running(self) -> bool:
+        return self.proc is not None and not self.done.is_set()
+
     def signal_job(self, sig: int) -> None:
-        if self.proc and self.proc.poll() is None:
+        if self.running():
             try:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
@@ -79,6 +107,7 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_term)
         signal.signal(signal.SIGINT, self.on_term)
+        become_subreaper()
         self.write(status="starting")
         try:
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -86,18 +115,58 @@ class Supervisor:
             self.write(status="failed", exit_code=127, ended_at=time.time(), error=str(err))
             self.event("exited", exit_code=127, status="failed", error=str(err))
             return 127
-        self.write(status="running", pid=self.proc.pid)
+        self.write(status="running", pid=self.proc.pid, tree=tree_of([os.getpid()]))
         self.event("started", pid=self.proc.pid)
-        while True:
-            try:
-                rc = self.proc.wait()
-                break
-            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
-                continue
+        threading.Thread(target=self.record_tree, daemon=True).start()
+        rc = self.reap_until_job_ends()
+        self.end_leftovers()
         status = self.classify(rc)
-        self.write(status=status, exit_code=rc, ended_at=time.time())
+        self.write(status=status, exit_code=rc, ended_at=time.time(), tree=[])
         self.event("exited", exit_code=rc, status=status)
         return rc
+
+    def reap_until_job_ends(self) -> int:
+        """Wait for any child (the job, or an orphan re-parented to this subreaper) until the job's
+        main process ends; its exit status (negative: the signal), as subprocess reports it."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
+                continue
+            except ChildProcessError:  # pragma: no cover - the job is our child until reaped here
+                return self.proc.wait()
+            if pid == self.proc.pid:
+                rc = os.waitstatus_to_exitcode(status)
+                self.proc.returncode = rc
+                self.done.set()
+                return rc
+
+    def end_leftovers(self) -> None:
+        """SIGTERM what the job left behind (descendants still alive), SIGKILL it after the grace."""
+        left = _descendants()
+        if not left:
+            return
+        self.event("leftovers", pids=left)
+        for pid in left:
+            _kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + LEFTOVER_GRACE_S
+        while _descendants() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for _ in range(50):
+            left = _descendants()
+            if not left:
+                return
+            for pid in left:
+                _kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def record_tree(self) -> None:
+        """Keep `tree` in the state up to date while the job runs (for a hard stop without us)."""
+        while self.running():
+            tree = tree_of([os.getpid()])
+            if tree != self.state.get("tree") and self.running():
+                self.write(tree=tree)
+            time.sleep(TREE_POLL_S)
 
     def classify(self, rc: int) -> str:
         if rc == 0:
@@ -119,42 +188,247 @@ class Supervisor:
         except (ValueError, AttributeError):
             return text.split()[0] if text else None
 
-    def watch(self, url: str, every_s: float) -> None:
+    def watch(self, notices: Notices, every_s: float) -> None:
         """Poll the spot-termination URL; on the first notice, SIGTERM the job (once)."""
-        while self.proc is None or self.proc.poll() is None:
-            body = fetch_notice(url)
+        while self.proc is None or self.running():
+            body = notices.fetch()
+            for kind, text in notices.take_errors():
+                print(f"supervise: WARNING: {text}", file=sys.stderr, flush=True)
+                self.write(notice_error={"time": time.time(), "kind": kind, "message": text})
+                self.event("notice_error", kind=kind, message=text)
             if body is not None:
                 self.write(notice={"time": time.time(), "body": body[:500]})
-                self.event("notice", url=url, body=body[:500])
+                self.event("notice", url=notices.url, body=body[:500])
                 self.signal_job(signal.SIGTERM)
                 return
             time.sleep(every_s)
 
 
+class Notices:
+    """Reads a spot-termination URL as its metadata service requires: with a session token from
+    `token_url` (PUT, `ttl_header: TOKEN_TTL_S`; each GET sends `token_header`) when one is
+    given, else a plain GET. `fetch()` is the notice body or None; an answer that means "not
+    allowed" (401/403, a token refused) is kept, once per kind, for `take_errors()`."""
+
+    def __init__(self, url: str, token_url: str | None = None, ttl_header: str | None = None,
+                 token_header: str | None = None, ttl_s: int = TOKEN_TTL_S):
+        self.url, self.token_url, self.ttl_header, self.token_header = url, token_url, ttl_header, token_header
+        self.ttl_s = ttl_s
+        self.token: str | None = None
+        self.token_until = 0.0
+        self.seen: set[str] = set()
+        self.errors: list[tuple[str, str]] = []
+
+    def fetch(self) -> str | None:
+        if self.token_url and not self._token():
+            return None
+        status, body = self._get()
+        if status == 401 and self.token_url:   # IMDSv2: "the GET request uses an invalid token"
+            self.token = None
+            if not self._token():
+                return None
+            status, body = self._get()
+        if status in (401, 403):
+            self._error(f"get-{status}", f"spot notices: {self.url} answered {status} "
+                        f"({'with' if self.token_url else 'without'} a session token): notices "
+                        "cannot be read, so a reclaim comes without warning; "
+                        + ("check the metadata service is on for this instance" if self.token_url else
+                           "the cloud room (trainkit/clouds/<cloud>.py) must name its spot_notice_token"))
+            return None
+        return body if status == 200 and body else None
+
+    def take_errors(self) -> list[tuple[str, str]]:
+        out, self.errors = self.errors, []
+        return out
+
+    def _token(self) -> bool:
+        if self.token and time.monotonic() < self.token_until - min(TOKEN_REFRESH_S, self.ttl_s / 2):
+            return True
+        asked = time.monotonic()
+        req = urllib.request.Request(self.token_url, method="PUT", headers={self.ttl_header: str(self.ttl_s)})
+        try:
+            with urllib.request.urlopen(req, timeout=NOTICE_TIMEOUT_S) as resp:  # noqa: S310 - metadata URL
+                token = resp.read().decode(errors="replace").strip()
+        except urllib.error.HTTPError as err:
+            self._error(f"token-{err.code}", f"spot notices: the token endpoint {self.token_url} answered "
+                        f"{err.code} to PUT with {self.ttl_header}: {self.ttl_s}; notices cannot be read")
+            return False
+        except (urllib.error.URLError, OSError, ValueError):
+            return False   # no metadata service (yet): like an unreachable notice URL, no notice
+        if not token:
+            self._error("token-empty", f"spot notices: {self.token_url} gave an empty token")
+            return False
+        self.token, self.token_until = token, asked + self.ttl_s
+        return True
+
+    def _get(self) -> tuple[int | None, str | None]:
+        headers = {self.token_header: self.token} if self.token_url and self.token else {}
+        try:
+            req = urllib.request.Request(self.url, headers=headers)
+            with urllib.request.urlopen(req, timeout=NOTICE_TIMEOUT_S) as resp:  # noqa: S310 - metadata URL
+                return resp.status, resp.read().decode(errors="replace").strip()
+        except urllib.error.HTTPError as err:
+            return err.code, None
+        except (urllib.error.URLError, OSError, ValueError):
+            return None, None
+
+    def _error(self, kind: str, text: str) -> None:
+        if kind not in self.seen:
+            self.seen.add(kind)
+            self.errors.append((kind, text))
+
+
 def fetch_notice(url: str) -> str | None:
-    """The notice body when `url` answers 200 with one; None for 404 (no notice) or no answer."""
+    """The notice body when `url` answers a plain GET with 200 and a body; None for 404 (no
+    notice) or no answer. For services that need a token, use `Notices`."""
+    return Notices(url).fetch()
+
+
+# ------------------------------------------------------------------ the job's processes
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to this process, not to init (Linux >= 3.4)."""
     try:
-        with urllib.request.urlopen(url, timeout=NOTICE_TIMEOUT_S) as resp:  # noqa: S310 - metadata URL
-            body = resp.read().decode(errors="replace").strip()
-            return body if resp.status == 200 and body else None
-    except (urllib.error.URLError, OSError, ValueError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return False
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) from /proc/<pid>/stat (proc(5): fields 4 and 22,
+    counted after the parenthesised command name, which may hold spaces)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, IndexError, ValueError):
         return None
+
+
+def start_time(pid: int) -> int | None:
+    st = _stat(pid)
+    return st[1] if st else None
+
+
+def tree_of(roots: list[int]) -> list[list[int]]:
+    """[[pid, start time]] of `roots` and all their descendants alive now (one /proc scan)."""
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st:
+                stats[int(name)] = st
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [p for p in roots if p in stats]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.append(pid)
+            todo += children.get(pid, [])
+    return sorted([pid, stats[pid][1]] for pid in found)
+
+
+def _group(pgid: int) -> list[int]:
+    """The processes of process group `pgid` (proc(5) stat field 5)."""
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                if name.isdigit() and int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                    out.append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _descendants() -> list[int]:
+    """This process's live descendants (zombie children reaped first)."""
+    _reap_any()
+    return [pid for pid, _ in tree_of([os.getpid()]) if pid != os.getpid()]
+
+
+def _reap_any() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def hard_stop(state_file: str) -> int:
+    """SIGKILL the supervisor of `state_file` and every process of its job: the supervisor, all
+    its descendants, and the processes its state recorded that still run (same pid and start
+    time). Each round gathers them all first, SIGSTOPs them, then SIGKILLs them; rounds repeat
+    until none is found. Returns how many were killed."""
+    try:
+        with open(state_file) as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        state = {}
+    known = [[state.get("supervisor_pid"), state.get("supervisor_start")]]
+    known += [list(x) for x in state.get("tree") or [] if isinstance(x, (list, tuple)) and len(x) == 2]
+    if isinstance(state.get("pid"), int) and state.get("status") in ("running", "starting"):
+        known += [[pid, start_time(pid)] for pid in _group(state["pid"])]   # its group, as before
+    me, killed = os.getpid(), set()
+    for _ in range(50):   # each round kills what it found; a job cannot outgrow SIGSTOP for long
+        roots = [pid for pid, t in known if isinstance(pid, int) and pid != me and t is not None
+                 and start_time(pid) == t]
+        victims = [(p, t) for p, t in tree_of(roots) if p != me and (p, t) not in killed]
+        if not victims:
+            break
+        for pid, _ in victims:
+            _kill(pid, signal.SIGSTOP)
+        for pid, _ in tree_of([p for p, _ in victims]):   # forked before it stopped
+            if pid != me and all(pid != v for v, _ in victims):
+                victims.append((pid, start_time(pid)))
+                _kill(pid, signal.SIGSTOP)
+        for pid, t in victims:
+            _kill(pid, signal.SIGKILL)
+            killed.add((pid, t))
+        known = [list(v) for v in victims]
+        time.sleep(0.05)
+    return len(killed)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("state_file")
+    parser.add_argument("--hard-stop", action="store_true",
+                        help="SIGKILL the supervisor of STATE_FILE and every process of its job, then exit.")
     parser.add_argument("--status-file", help="The job's own status file (contract: 'preempted').")
     parser.add_argument("--notice-url", help="Spot-termination metadata URL to poll.")
     parser.add_argument("--notice-poll", type=float, default=5.0, help="Seconds between polls.")
+    parser.add_argument("--notice-token-url", help="The metadata host's session-token endpoint (PUT).")
+    parser.add_argument("--notice-ttl-header", help="Header carrying the token's TTL in the PUT.")
+    parser.add_argument("--notice-token-header", help="Header carrying the token in each GET.")
+    parser.add_argument("--notice-token-ttl", type=int, default=TOKEN_TTL_S, help="Token TTL, seconds.")
     argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)
     args, job = parser.parse_args(argv[:cut]), argv[cut + 1:]
+    if args.notice_token_url and not (args.notice_ttl_header and args.notice_token_header):
+        parser.error("--notice-token-url needs --notice-ttl-header and --notice-token-header (the cloud room's)")
+    if args.hard_stop:
+        print(f"killed {hard_stop(args.state_file)} processes")
+        return 0
     if not job:
         parser.error("give the job's command after --")
     sup = Supervisor(args.state_file, job, args.status_file)
     if args.notice_url:
-        threading.Thread(target=sup.watch, args=(args.notice_url, args.notice_poll), daemon=True).start()
+        notices = Notices(args.notice_url, args.notice_token_url, args.notice_ttl_header,
+                          args.notice_token_header, args.notice_token_ttl)
+        threading.Thread(target=sup.watch, args=(notices, args.notice_poll), daemon=True).start()
     return sup.run()
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from trainkit.clouds.base import MetadataToken
 from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.provision.reach import Node
 from trainkit.runs.record import Job
@@ -63,6 +64,10 @@ def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) 
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     if job.workdir:
         env["TRAINKIT_CODE_DIR"] = lay.code_dir
+    if job.command is not None and nproc == 1:
+        # one process per node: it is global rank NODE_RANK, as torch.distributed's env:// init
+        # reads RANK with WORLD_SIZE (under torchrun, torchrun sets both per worker itself)
+        env.update(RANK=str(node.rank), LOCAL_RANK="0")
     return {**env, **job.env}
 
 
@@ -75,7 +80,8 @@ def data_root(job: Job, node_vars: dict[str, Any]) -> str:
 
 
 def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
-    """launch.sh for one node: exports (quoted literals), setup once, then the job via exec."""
+    """launch.sh for one node: exports (quoted literals), setup once, then the job in the
+    foreground, and how it ended recorded (`_recorded`)."""
     nd = lay.node_dir(node.rank)
     q = shlex.quote
     lines = ["#!/usr/bin/env bash", f"# Written by trainkit: run {lay.run_id}, node {node.rank} of "
@@ -89,17 +95,35 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
               "'index($4, ip \"/\") == 1 {print $2; exit}' || true)",
               'if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"; fi',
               f"rm -f {q(nd + '/status')}"]
+    status = f"{lay.run_dir}/summary.json" if job.command is None else f"{nd}/status"
+    end = _recorded(lay.exit_file(node.rank, attempt), status)
+    lines.append(f"rm -f {q(lay.exit_file(node.rank, attempt))}")
+    lines.append("trap ':' TERM INT  # before the job starts: see _recorded")
     if job.command is None:  # a summary.json left by an earlier attempt must not speak for this one
         lines.append(f"rm -f {q(lay.run_dir + '/summary.json')}")
         lines.append(_torchrun(job, node, nodes, lay, attempt))
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + end) + "\n"
     if job.setup:  # once per node and setup text: a marker keyed by the setup's hash
         marker = f"{lay.root}/code/.setup-{hashlib.sha256(job.setup.encode()).hexdigest()[:12]}.done"
         lines.append(f"if [ ! -e {q(marker)} ]; then (cd {q(lay.code_dir if job.workdir else lay.run_dir)} "
                      f"&& bash {q(nd + '/setup.sh')}) && mkdir -p {q(lay.root + '/code')} && touch {q(marker)}; fi")
     lines.append(f"cd {q(lay.code_dir if job.workdir else lay.run_dir)}")
-    lines.append(f"exec bash {q(nd + '/command.sh')}")
-    return "\n".join(lines) + "\n"
+    lines.append(f"rc=0; bash {q(nd + '/command.sh')} || rc=$?")
+    return "\n".join(lines + end) + "\n"
+
+
+def _recorded(exit_file: str, status_file: str) -> list[str]:
+    """launch.sh's tail: record how the job ended (`exit=<rc> status=<preempted|>`) in `exit_file`
+    (temp + rename), so the end is known even to a controller whose supervisor was killed
+    (remote.ended_status reads it), and exit with the job's status. The job runs in the
+    foreground, not by `exec`: it shares this shell's process group, so the supervisor's SIGTERM
+    to the group reaches it, and the trap keeps this shell waiting for it meanwhile (bash runs a
+    trap only after the foreground command ends)."""
+    q = shlex.quote
+    return [f"if grep -qs preempted {q(status_file)}; then st=preempted; else st=; fi",
+            f'printf \'exit=%s status=%s\\n\' "$rc" "$st" > {q(exit_file + ".tmp")} && '
+            f"mv -f {q(exit_file + '.tmp')} {q(exit_file)}",
+            'exit "$rc"']
 
 
 def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
@@ -115,9 +139,10 @@ def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int
              f"{lay.node_dir(node.rank)}/config.yaml", f"run_dir={lay.run_dir}",
              f"checkpoint.dir={lay.checkpoint_dir}", "resume=true", *job.overrides]
     words = [a if a.startswith("$TRAINKIT_") else q(a) for a in argv]
-    # exec: SIGTERM reaches torchrun, which forwards it to the ranks and gives them 30 s to
-    # checkpoint before SIGKILL (pytorch PR #61602); the engine writes summary.json "preempted".
-    return "cd " + q(lay.run_dir) + "\nexec " + " ".join(words)
+    # SIGTERM reaches torchrun through the process group, and torchrun forwards it to the ranks,
+    # giving them 30 s to checkpoint before SIGKILL (pytorch PR #61602); the engine writes
+    # summary.json "preempted".
+    return "cd " + q(lay.run_dir) + "\nrc=0; " + " ".join(words) + " || rc=$?"
 
 
 def node_files(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> dict[str, bytes]:
@@ -187,9 +212,11 @@ def _too_big(folder: Path, sizes: dict[Path, int]) -> None:
 
 
 def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float,
-                 engine: bool = False) -> str:
+                 engine: bool = False, notice_token: MetadataToken | None = None) -> str:
     """Start the supervisor detached (systemd-run where systemd is PID 1, else setsid). The
-    engine's status file is its summary.json (torchrun turns the ranks' exit 75 into 1)."""
+    engine's status file is its summary.json (torchrun turns the ranks' exit 75 into 1).
+    `notice_token`: the metadata host's session-token endpoint the supervisor must use before it
+    polls `notice_url` (IMDSv2 and Alibaba's hardening mode answer a tokenless GET with 401)."""
     q = shlex.quote
     nd = lay.node_dir(node.rank)
     py = q(str(node.vars.get("trainkit_node_python", "python3")))
@@ -197,6 +224,9 @@ def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, 
     sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", status]
     if notice_url:
         sup += ["--notice-url", notice_url, "--notice-poll", str(notice_poll)]
+        if notice_token:
+            sup += ["--notice-token-url", notice_token.url, "--notice-ttl-header", notice_token.ttl_header,
+                    "--notice-token-header", notice_token.token_header]
     sup_cmd = py + " " + " ".join(q(a) for a in sup) + " -- bash " + q(f"{nd}/launch.sh")
     unit = q(f"trainkit-{lay.run_id}-node-{node.rank}-a{attempt}")
     out = q(f"{lay.run_dir}/logs/supervisor-node-{node.rank}.log")
@@ -210,7 +240,7 @@ def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, 
 
 
 def launch(job: Job, nodes: list[Node], lay: Layout, attempt: int, *, notice_url: str | None = None,
-           notice_poll: float = 5.0) -> dict[str, str]:
+           notice_poll: float = 5.0, notice_token: MetadataToken | None = None) -> dict[str, str]:
     """Copy files to every node and start its supervisor; returns {node: 'setsid'|'systemd'}.
     TrainkitError(TRAIN) naming the nodes where it failed."""
     code = workdir_tar(job.workdir, job.excludes) if job.workdir else None
@@ -224,11 +254,15 @@ def launch(job: Job, nodes: list[Node], lay: Layout, attempt: int, *, notice_url
         if res.returncode == 0 and code is not None:
             res = node.sh(f"mkdir -p {q(lay.code_dir)} && tar -xf - -C {q(lay.code_dir)}", code)
         if res.returncode == 0:
-            res = node.sh(start_script(node, lay, attempt, notice_url, notice_poll, job.command is None))
+            res = node.sh(start_script(node, lay, attempt, notice_url, notice_poll, job.command is None,
+                                      notice_token))
         if res.returncode != 0:
             return node.name, "error: " + res.stderr.decode(errors="replace").strip()[-400:]
         return node.name, res.stdout.decode().strip().splitlines()[-1]
 
+    if not nodes:
+        raise TrainkitError("launch: the inventory lists no nodes", exit_code=TRAIN,
+                            fix="run `trainkit apply` again to rewrite the inventory")
     with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
         results = dict(pool.map(one, nodes))
     bad = {n: r for n, r in results.items() if r.startswith("error")}

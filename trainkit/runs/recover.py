@@ -19,8 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from trainkit import clouds
+from trainkit.clouds.base import MetadataToken
 from trainkit.cluster import teardown
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import BAD_INPUT, DESTROY, PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
@@ -81,6 +83,17 @@ def notice_url(cluster: Cluster, configured: str | None) -> str | None:
         return configured
     if cluster.spec.spot.enabled:
         return clouds.get(cluster.spec.cloud).spot_notice_url
+    return None
+
+
+def notice_token(cluster: Cluster, url: str | None) -> MetadataToken | None:
+    """The session-token endpoint the supervisor needs before it reads `url`: the cloud room's,
+    when `url` is on the same metadata host as it (also a --notice-url there); None otherwise."""
+    if not url or not clouds.is_cloud(cluster.spec.cloud):
+        return None
+    token = clouds.get(cluster.spec.cloud).spot_notice_token
+    if token and urlsplit(token.url).netloc == urlsplit(url).netloc:
+        return token
     return None
 
 
@@ -171,8 +184,9 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
     lay = remote.layout_for(group, run_dir.name)
-    how = launch.launch(job, nodes, lay, attempt, notice_url=notice_url(cluster, opts.notice_url),
-                        notice_poll=opts.notice_poll_s)
+    url = notice_url(cluster, opts.notice_url)
+    how = launch.launch(job, nodes, lay, attempt, notice_url=url, notice_poll=opts.notice_poll_s,
+                        notice_token=notice_token(cluster, url))
     record.setdefault("attempts", []).append({"attempt": attempt, "nodes": [n.name for n in nodes],
                                               "started_at": time.time(), "ended_at": None})
     record.update(status="running", node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
@@ -238,8 +252,11 @@ def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_
 
 
 def stop_survivors(nodes, lay: remote.Layout, attempt: int, lost: list[str], wait_s: float = 60) -> None:
-    """SIGTERM the supervisors on reachable nodes; SIGKILL the jobs' groups after `wait_s`."""
+    """SIGTERM the supervisors on reachable nodes; after `wait_s`, a hard stop (every process of
+    each job's tree: remote.signal_nodes KILL). No survivor (every node lost): nothing to stop."""
     alive = [n for n in nodes if n.name not in lost]
+    if not alive:
+        return
     remote.signal_nodes(alive, lay, attempt, "TERM")
     deadline = time.time() + wait_s
     while time.time() < deadline:
@@ -285,8 +302,13 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 return finish(cluster, ws, run_dir, "failed", raise_=True)
         stop_survivors(nodes, lay, attempt, out.lost)
         if out.lost:
-            cluster, events = replace_lost(cluster, ws, out.lost,
-                                           f"trainkit train --resume {run_dir.name}")
+            try:
+                cluster, events = replace_lost(cluster, ws, out.lost,
+                                               f"trainkit train --resume {run_dir.name}")
+            except TrainkitError as err:  # nothing to replace them with: close the run, then say so
+                finish(cluster, ws, run_dir, "preempted")
+                raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
+                                    exit_code=err.exit_code) from None
             for ev in events:
                 runs.event(run_dir, **ev)
         runs.event(run_dir, "backoff", seconds=backoff)
@@ -335,6 +357,7 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or time.time()
+    summary.setdefault("status", status)   # a `command:` run's summary is the controller's alone
     summary["cost"] = cost.run_ledger(cluster, record)
     summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
     write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True))

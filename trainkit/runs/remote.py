@@ -38,6 +38,10 @@ class Layout:
     def state_file(self, rank: int, attempt: int) -> str:
         return f"{self.node_dir(rank)}/attempt-{attempt}.json"
 
+    def exit_file(self, rank: int, attempt: int) -> str:
+        """launch.sh's record of the job's end (`exit=<rc> status=<word>`), kept without the supervisor."""
+        return f"{self.node_dir(rank)}/attempt-{attempt}.exit"
+
 
 def layout_for(group: dict[str, Any], run_id: str) -> Layout:
     """Where a run lives on the nodes. `trainkit_checkpoint_root` (local: the workspace's runs/)
@@ -55,6 +59,7 @@ class NodeState:
     state: dict[str, Any] = field(default_factory=dict)
     alive: bool = False              # the supervisor process still exists
     job_alive: bool = False          # the job's process group still exists
+    job_record: str | None = None    # what the job left of its end: launch.sh's exit file, else the engine's summary
 
     @property
     def status(self) -> str:
@@ -62,9 +67,36 @@ class NodeState:
             return "unreachable"
         st = self.state.get("status", "missing")
         if st in ("running", "starting", "missing") and not self.alive:
-            # the supervisor was killed: a job it left behind still runs (and holds the GPUs)
-            return "running" if self.job_alive else "lost"
+            # the supervisor was killed: a job it left behind still runs (and holds the GPUs); a
+            # job that ended has its end recorded by launch.sh (its exit status) or by the engine
+            if self.job_record and not self.job_record.lstrip().startswith("{"):
+                return ended_status(self.job_record)   # launch.sh's last act: the job has ended
+            return "running" if self.job_alive else ended_status(self.job_record)
         return st
+
+
+PREEMPTED_EXIT = 75  # trainkit.errors.PREEMPTED (EX_TEMPFAIL), the resumable-command contract
+
+
+def ended_status(record: str | None) -> str:
+    """The status a job's own end record means (launch.sh writes `exit=<rc> status=<word>`: its
+    exit status and what $TRAINKIT_STATUS_FILE said; the engine's summary.json is `{"status": ...}`);
+    "lost" when there is none (the job was killed with its supervisor, or never wrote one)."""
+    if not record:
+        return "lost"
+    if record.lstrip().startswith("{"):
+        try:
+            word = json.loads(record).get("status")
+        except (ValueError, AttributeError):
+            return "lost"
+        return word if word in ("completed", "preempted", "failed") else "lost"
+    fields = dict(part.split("=", 1) for part in record.split() if "=" in part)
+    rc = fields.get("exit", "")
+    if rc == "0":
+        return "completed"
+    if rc == str(PREEMPTED_EXIT) or fields.get("status") == "preempted":
+        return "preempted"
+    return "failed" if rc.lstrip("-").isdigit() else "lost"
 
 
 # Shell: the supervisor's pid and its job's (a process group leader) from a state file {sf}.
@@ -72,42 +104,58 @@ _PIDS = ("sup=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/de
          "job=$(sed -n 's/.*\"pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null)")
 
 
+def _pool(nodes: list, one) -> list:
+    """`one` over `nodes` in parallel (at most 16 ssh at once); [] for no nodes (a pool of 0
+    workers is a ValueError: every node of a run can be lost at once)."""
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        return list(pool.map(one, nodes))
+
+
 def node_states(nodes: list[Node], lay: Layout, attempt: int) -> list[NodeState]:
-    """Each node's supervisor state (one ssh per node, in parallel)."""
+    """Each node's supervisor state (one ssh per node, in parallel); [] for no nodes."""
     def one(node: Node) -> NodeState:
         sf = shlex.quote(lay.state_file(node.rank, attempt))
+        ends = " ".join(shlex.quote(p) for p in (lay.exit_file(node.rank, attempt), f"{lay.run_dir}/summary.json"))
         script = (f"cat {sf} 2>/dev/null || printf '{{}}'; echo; {_PIDS.format(sf=sf)}; "
+                  f"for f in {ends}; do if [ -s \"$f\" ]; then tr '\\n' ' ' < \"$f\"; break; fi; done; echo; "
                   "if [ -n \"$sup\" ] && kill -0 \"$sup\" 2>/dev/null; then echo alive; else echo dead; fi; "
                   "if [ -n \"$job\" ] && kill -0 -- -\"$job\" 2>/dev/null; then echo job; else echo nojob; fi")
         res = node.sh(script, timeout=20)
         if res.returncode != 0:
             return NodeState(node.name, node.rank, reachable=False)
-        lines = res.stdout.decode(errors="replace").strip().splitlines()
+        lines = res.stdout.decode(errors="replace").splitlines()
         try:
             state = json.loads(lines[0]) if lines else {}
         except ValueError:  # written atomically; a torn read cannot happen, garbage can
             state = {}
         return NodeState(node.name, node.rank, True, state, alive=lines[-2:-1] == ["alive"],
-                         job_alive=lines[-1:] == ["job"])
+                         job_alive=lines[-1:] == ["job"],
+                         job_record=(lines[1].strip() or None) if len(lines) >= 4 else None)
 
-    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-        return list(pool.map(one, nodes))
+    return _pool(nodes, one)
 
 
 def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM") -> None:
     """Send `sig` to each node's supervisor, which forwards SIGTERM to the job; with the
-    supervisor gone (killed), to the job's process group itself. KILL cannot be forwarded: it
-    goes to the job's group and to the supervisor alike, so no job outlives a stop."""
-    first = 'kill -KILL -- -"$job"; ' if sig == "KILL" else ""
-
+    supervisor gone (killed), to the job's process group itself. KILL cannot be forwarded: it is a
+    hard stop, `supervise.py --hard-stop`, which SIGKILLs the supervisor and every process of its
+    job's tree (also workers in sessions of their own, as torchrun starts them), found before any
+    is signalled; where the node has no Python, the job's group and the supervisor. No nodes: nothing."""
     def one(node: Node) -> None:
         sf = shlex.quote(lay.state_file(node.rank, attempt))
-        node.sh(f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$job\" ]; then {first}true; fi; "
-                f"if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
+        if sig == "KILL":
+            py = shlex.quote(str(node.vars.get("trainkit_node_python", "python3")))
+            helper = shlex.quote(f"{lay.node_dir(node.rank)}/supervise.py")
+            node.sh(f"{py} {helper} --hard-stop {sf} 2>/dev/null || {{ {_PIDS.format(sf=sf)}; "
+                    "{ if [ -n \"$job\" ]; then kill -KILL -- -\"$job\"; fi; "
+                    "if [ -n \"$sup\" ]; then kill -KILL \"$sup\"; fi; } 2>/dev/null; }; true", timeout=20)
+            return
+        node.sh(f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
                 f"elif [ -n \"$job\" ]; then kill -{sig} -- -\"$job\"; fi; }} 2>/dev/null; true", timeout=20)
 
-    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-        list(pool.map(one, nodes))
+    _pool(nodes, one)
 
 
 def read_from(node: Node, path: str, offset: int) -> tuple[bytes, bool]:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import trainkit
-from trainkit.errors import InputError
+from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.train import artifacts, data, dist, parallel, restore, rng, schedule, sharded
 from trainkit.train import checkpoint as ckpt
 from trainkit.train.config import TrainConfig
@@ -166,7 +166,7 @@ def resume(run: Run, saver: sharded.Checkpointer) -> None:
     """
     cfg, info = run.cfg, run.info
     found = dist.broadcast_object(info, find_resume(cfg, saver) if info.is_main else None)
-    if isinstance(found, InputError):
+    if isinstance(found, TrainkitError):
         raise found
     if found is None:
         return
@@ -191,13 +191,16 @@ def resume(run: Run, saver: sharded.Checkpointer) -> None:
              run.step_in_epoch)
 
 
-def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | InputError | None:
+def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | TrainkitError | None:
     """Rank 0: the checkpoint folder to resume from, None for a fresh start, or the InputError an
-    explicit `resume` deserves (it is broadcast, then raised on every rank): a path that is not a
+    explicit `resume` deserves (it is broadcast, then raised on every rank): checkpoints under
+    checkpoint.dir of which none verifies (exit 6: `unusable_checkpoints`), a path that is not a
     checkpoint, or a checkpoint.dir holding steps past where this run starts (its saves would
     replace them and keep-N would prune its own, leaving another run's newest for the next resume)."""
     if cfg.resume is True:
         hit = restore.newest_valid(saver.root)
+        if hit is None and any(saver.root.glob("step-*")):
+            return unusable_checkpoints(saver.root)
         return str(hit) if hit else None
     found = None if cfg.resume is False else _explicit_resume(Path(cfg.resume))
     if isinstance(found, InputError):
@@ -211,6 +214,19 @@ def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | InputErr
                           fix="give this run its own checkpoint.dir (or run_dir), or resume=true to "
                               "continue from the newest")
     return found
+
+
+def unusable_checkpoints(root: Path) -> TrainkitError:
+    """resume=true over a checkpoint.dir whose step folders all fail to verify: exit 6, naming
+    them. Training from step 0 there would silently throw the run's work away (and its saves would
+    replace the folders one might still repair)."""
+    names = sorted(p.name for p in root.glob("step-*"))
+    shown = ", ".join(names[-5:]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+    return TrainkitError(f"resume: no checkpoint under {root} verifies: {shown} (the log says why each "
+                         "was skipped), so there is nothing to resume from",
+                         fix="restore a good copy of one of them, or start over on purpose: resume=false "
+                             "with a new checkpoint.dir (trainkit train: a new run, without --resume)",
+                         exit_code=TRAIN)
 
 
 def _explicit_resume(path: Path) -> str | InputError:
