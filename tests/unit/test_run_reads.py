@@ -28,9 +28,9 @@ def workspace(tmp_path, nodes: int = 2, per: int = 2) -> Workspace:
     return ws
 
 
-def a_run(ws: Workspace, status: str, **more) -> "Path":  # noqa: F821
-    run_dir = ws.runs_dir / "job-1"
-    runs.write_record(run_dir, {"run_id": "job-1", "status": status, "attempts": [{}], **more})
+def a_run(ws: Workspace, status: str, run_id: str = "job-1", **more) -> Path:
+    run_dir = ws.runs_dir / run_id
+    runs.write_record(run_dir, {"run_id": run_id, "status": status, "attempts": [{}], **more})
     return run_dir
 
 
@@ -82,6 +82,6 @@ def test_cancel_of_a_run_that_ended_keeps_its_status_and_touches_nothing(tmp_pat
     run_dir = a_run(ws, "completed")
     before = (run_dir / "run.json").read_text()
     assert recover.cancel(None, ws, run_dir, wait_s=1) == ("completed", True, run_dir)
-    cancelled = a_run(ws, "cancelled")  # cancelled twice: the second says it had ended already
+    cancelled = a_run(ws, "cancelled", "job-2")  # cancelled twice: the second says it had ended already
     assert recover.cancel(None, ws, cancelled, wait_s=1) == ("cancelled", True, cancelled)
     assert (run_dir / "run.json").read_text() == before
