@@ -5,6 +5,8 @@ cancel of a run that already ended keeping its true status."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
