@@ -19,13 +19,22 @@ import sys
 import sysconfig
 from pathlib import Path
 
-SKIP = shutil.ignore_patterns(".git", ".venv*", ".trainkit", "build", "dist", "*.egg-info", "__pycache__",
-                              ".pytest_cache", "tests", "benchmarks", "runs", ".terraform")
+_SKIP_ANYWHERE = shutil.ignore_patterns(".git", ".venv*", ".trainkit", "*.egg-info", "__pycache__",
+                                       ".pytest_cache", ".terraform")
+# Only at the top (what .gitignore's /build/, /dist/, /runs/ mean): trainkit/runs/ is a package.
+_SKIP_AT_TOP = {"build", "dist", "tests", "benchmarks", "runs"}
+
+
+def skip(repo: Path):
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = _SKIP_AT_TOP & set(names) if Path(folder) == repo else set()
+        return set(_SKIP_ANYWHERE(folder, names)) | top
+    return ignore
 
 
 def build_wheel(repo: Path, tmp: Path) -> Path:
     src = tmp / "src"
-    shutil.copytree(repo, src, ignore=SKIP, symlinks=False)
+    shutil.copytree(repo, src, ignore=skip(repo), symlinks=False)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                            "--no-index", "-q", "-w", str(tmp / "dist"), str(src)],
                           capture_output=True, text=True, timeout=300)
