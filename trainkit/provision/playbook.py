@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit.util import resources
-from trainkit.provision.wheel import node_wheel
+from trainkit import clouds
 from trainkit.errors import DESTROY, PREEMPTED, PROVISION, TRAIN, MissingToolError, TrainkitError
 from trainkit.provision.inventory import inventory_for
-from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
+from trainkit.provision.wheel import node_wheel
 from trainkit.spec.resolve import Cluster
-from trainkit import clouds
+from trainkit.util import resources
+from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.workspace import Workspace
 
 KEEP_ARTIFACTS = 10  # ansible-runner artifact folders kept in workspace/ansible/artifacts

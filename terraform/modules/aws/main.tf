@@ -180,7 +180,10 @@ resource "aws_instance" "node" {
   lifecycle {
     # The AWS API emulator used in tests keeps no spot request id, so every plan would replace
     # spot nodes; a real spot request cannot be changed in place anyway.
-    ignore_changes = [instance_market_options]
+    # The image is fixed when the node is created: a newly published image (the data source in
+    # image.tf picks the newest) or a changed `image` must not replace running nodes.
+    # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
+    ignore_changes = [ami, instance_market_options]
   }
 }
 

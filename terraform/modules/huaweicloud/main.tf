@@ -131,7 +131,10 @@ resource "huaweicloud_compute_instance" "node" {
 
   lifecycle {
     # plantimestamp() moves on every plan; the terminate time is set once, when the node is created.
-    ignore_changes = [auto_terminate_time]
+    # The image is fixed when the node is created: a newly published image (the data source in
+    # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
+    # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
+    ignore_changes = [auto_terminate_time, image_id]
   }
 }
 
