@@ -85,3 +85,42 @@ def test_a_newer_image_replaces_no_node_until_upgrade_image(repo, tmp_path, moto
     trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", "--upgrade-image")
     assert set(_instances(url).values()) == {newer}
     trainkit("destroy", spec, "--workdir", ws, "--yes")
+
+
+def test_a_spot_toggle_replaces_the_nodes_and_nat_gateway_replaces_none(repo, tmp_path, moto):
+    spec_off = write_spec(repo, tmp_path, moto, spot={"enabled": False},
+                          network={"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head",
+                                   "placement_group": False, "nat_gateway": False},
+                          storage={"data_disk": {"category": "gp3", "size_gb": 100}})
+    ws = tmp_path / "ws"
+    trainkit("apply", spec_off, "--workdir", ws, "--no-provision", "--yes")
+
+    # spot on: EC2 cannot move a running instance to the spot market, so the nodes are replaced,
+    # and the review says so, why, and what is lost.
+    (tmp_path / "on").mkdir()
+    spec_on = write_spec(repo, tmp_path / "on", moto, spot={"enabled": True, "max_price": 3.5},
+                         network={"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head",
+                                  "placement_group": False, "nat_gateway": False},
+                         storage={"data_disk": {"category": "gp3", "size_gb": 100}})
+    changes, rev = _changes(spec_on, ws)
+    assert changes["module.cluster.aws_instance.node[0]"] == "replace"
+    assert changes["module.cluster.aws_instance.node[1]"] == "replace"
+    node0, = [a for a in rev["changes"]["addresses"] if a["address"] == "module.cluster.aws_instance.node[0]"]
+    assert "billing (max_price None -> 3.5; spot False -> True)" in node0["reason"]
+    assert "public IP" in node0["loses"] and "job" in node0["loses"]
+    text = trainkit("plan", spec_on, "--workdir", ws).stdout
+    assert "!! REPLACE module.cluster.aws_instance.node[0]: replaced with billing (" in text
+    assert "spot False -> True" in text and "loses its local disks" in text
+    md = (ws / "review.md").read_text()
+    assert "**REPLACE** `module.cluster.aws_instance.node[1]` (compute): replaced with billing" in md
+
+    # nat_gateway on: routes change, the head keeps its subnet, no node is replaced.
+    (tmp_path / "nat").mkdir()
+    spec_nat = write_spec(repo, tmp_path / "nat", moto, spot={"enabled": False},
+                          network={"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head",
+                                   "placement_group": False, "nat_gateway": True},
+                          storage={"data_disk": {"category": "gp3", "size_gb": 100}})
+    changes, _ = _changes(spec_nat, ws)
+    assert "module.cluster.aws_nat_gateway.this[0]" in changes
+    assert not [a for a in changes if ".aws_instance." in a or ".aws_eip.node" in a], changes
+    trainkit("destroy", spec_off, "--workdir", ws, "--yes")

@@ -37,3 +37,15 @@ def test_a_node_keeps_the_image_it_was_created_with(cloud):
     assert image in body, f"{cloud}: the instance sets no `{image}`"
     ignored = [str(x).strip("${}") for x in lifecycle(body).get("ignore_changes", [])]
     assert image in ignored, f"{cloud}: a newer image would replace or reinstall every node"
+
+
+@pytest.mark.parametrize("cloud", ["aws", "huaweicloud"])
+def test_a_spot_toggle_replaces_the_nodes_where_the_cloud_cannot_change_billing_in_place(cloud):
+    """EC2 cannot move a running instance to or from the spot market; Huawei ECS refuses to change
+    charging_mode to or from spot in place: the instances are replaced with terraform_data.billing."""
+    _, body = instance(cloud)
+    triggers = [str(x).strip("${}") for x in lifecycle(body).get("replace_triggered_by", [])]
+    assert triggers == ["terraform_data.billing"]
+    text = (MODULES / cloud / "main.tf").read_text()
+    assert 'resource "terraform_data" "billing"' in text
+    assert "input = { spot = var.spot.enabled, max_price = var.spot.max_price }" in text
