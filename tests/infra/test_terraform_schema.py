@@ -87,6 +87,11 @@ def test_the_supplement_adds_resources_without_redefining_the_snapshot(snapshot,
             assert block in schema["required"] + schema["optional"], f"{rtype}.{block}"
 
 
+# Resources built into Terraform itself (provider terraform.io/builtin/terraform): their arguments
+# from the Terraform language docs, "The terraform_data Managed Resource Type" (Terraform 1.4+).
+BUILTIN = {"terraform_data": {"required": [], "optional": ["input", "triggers_replace"]}}
+
+
 def resources(files: dict[str, str], kind: str = "resource"):
     """(file, type, name, body) for every `kind` block (resource or data) in the rendered .tf files."""
     for rel, text in sorted(files.items()):
@@ -152,6 +157,10 @@ def test_every_rendered_resource_matches_the_provider_schema(schemas, name):
         where = f"{rel}: {rtype}.{rname}"
         if rtype.startswith("aws_"):
             continue  # validated against the real provider by `terraform validate`
+        if rtype in BUILTIN:  # Terraform's own resources (no provider; the terraform binary's schema)
+            problems += problems_in(body, BUILTIN[rtype], where)
+            checked += 1
+            continue
         if rtype not in schemas:
             problems.append(f"{where}: resource type not in the provider schema snapshot")
             continue

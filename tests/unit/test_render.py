@@ -243,3 +243,17 @@ def test_cli_render_rejects_a_bad_spec_with_exit_2(tmp_path):
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "name" in result.stderr
+
+
+
+# The providers' documented default retry counts (each provider's registry docs, `max_retries`:
+# hashicorp/aws "If omitted, the default value is 25"; huaweicloud 5). A rendered stack never
+# retries fewer times than the provider would by default.
+PROVIDER_DEFAULT_RETRIES = {"aws": 25, "huaweicloud": 5}
+
+
+@pytest.mark.parametrize("name", CLOUD_EXAMPLES)
+def test_no_rendered_provider_retries_fewer_times_than_its_default(name):
+    cloud = load_cluster(EXAMPLES / f"{name}.yaml").spec.cloud
+    for value in re.findall(r"^\s*max_retries\s*=\s*(\d+)", rendered(name)["providers.tf"], re.MULTILINE):
+        assert int(value) >= PROVIDER_DEFAULT_RETRIES.get(cloud, 0), f"{name}: max_retries = {value}"

@@ -189,3 +189,37 @@ def test_markdown_fits_a_github_comment_with_a_note_when_cut():
     assert len(md) <= 65536 and "more change(s) not shown" in md and md.rstrip().endswith("</details>")
     small = to_markdown(review(plan_of(*NODES), resolve(spec())))
     assert "not shown" not in small
+
+
+def test_every_replace_says_why_and_what_is_lost():
+    """terraform's plan JSON gives `replace_paths` (attributes that force a new resource) and
+    `action_reason`; the review shows them next to every REPLACE."""
+    node = rc("module.cluster.alicloud_instance.node[0]", "alicloud_instance",
+              {"internet_max_bandwidth_out": 10}, ("delete", "create"), 0)
+    node["change"]["before"] = {"internet_max_bandwidth_out": 10}
+    node["change"]["replace_paths"] = [["vswitch_id"], ["system_disk", 0, "category"]]
+    node["action_reason"] = "replace_because_cannot_update"
+    disk = rc("module.cluster.alicloud_ecs_disk.data[0]", "alicloud_ecs_disk", {"encrypted": True},
+              ("create", "delete"), 0)
+    disk["change"]["before"] = {"encrypted": True}
+    disk["action_reason"] = "replace_by_request"
+    billing = rc("module.cluster.terraform_data.billing", "terraform_data",
+                 {"input": {"spot": True, "max_price": None}}, ("update",))
+    billing["change"]["before"] = {"input": {"spot": False, "max_price": None}}
+    billing["module_address"] = "module.cluster"
+    trig = rc("module.cluster.alicloud_instance.node[1]", "alicloud_instance",
+              {"internet_max_bandwidth_out": 0}, ("delete", "create"), 1)
+    trig["change"]["before"] = {"internet_max_bandwidth_out": 0}
+    trig["action_reason"], trig["module_address"] = "replace_by_triggers", "module.cluster"
+    rev = review(plan_of(node, disk, billing, trig), resolve(spec()))
+    by = {a["address"]: a for a in rev["changes"]["addresses"]}
+    assert by[node["address"]]["reason"] == "vswitch_id, system_disk.0.category cannot change in place"
+    assert by[node["address"]]["replace_paths"] == ["vswitch_id", "system_disk.0.category"]
+    assert "public IP" in by[node["address"]]["loses"] and "local disks" in by[node["address"]]["loses"]
+    assert "--upgrade-image" in by[disk["address"]]["reason"] and by[disk["address"]]["loses"] == "the data on it"
+    assert by[trig["address"]]["reason"] == "replaced with billing (spot False -> True) (replace_triggered_by)"
+    text, md = to_text(rev), to_markdown(rev)
+    assert "!! REPLACE module.cluster.alicloud_instance.node[0]: vswitch_id, system_disk.0.category " \
+           "cannot change in place; loses its local disks" in text
+    assert "**REPLACE** `module.cluster.alicloud_instance.node[1]` (compute): replaced with billing " \
+           "(spot False -> True)" in md

@@ -9,6 +9,7 @@ to Ansible.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,21 +37,36 @@ def is_cloud(cluster: Cluster) -> bool:
 # ---------------------------------------------------------------- plan
 
 
-def plan(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
-    """Render, init, plan to plan.bin, show -json to plan.json; returns the review (also review.md)."""
+def plan(cluster: Cluster, ws: Workspace, upgrade_image: bool = False) -> dict[str, Any]:
+    """Render, init, plan to plan.bin, show -json to plan.json; returns the review (also review.md).
+
+    The modules fix each node's image when it is created (a newer published image changes
+    nothing); `upgrade_image` plans every existing node replaced, onto the image the spec or the
+    module's image lookup gives now.
+    """
     if not is_cloud(cluster):
         return no_terraform_review(cluster)
     ws.rotate_log()
     runner, _ = render_and_init(cluster, ws)
-    return _plan(cluster, ws, runner)
+    return _plan(cluster, ws, runner, upgrade_image)
 
 
-def _plan(cluster: Cluster, ws: Workspace, runner) -> dict[str, Any]:
+# Every module names its instances `<type>.node[i]` (the module interface, see cluster/replace.py).
+_NODE_ADDRESS = re.compile(r"^module\.cluster\.[a-z0-9_]*instance\.node\[\d+\]$")
+
+
+def node_addresses(runner) -> list[str]:
+    """The instance addresses the state holds (what `--upgrade-image` replaces)."""
+    return [a for a in runner.state_list() if _NODE_ADDRESS.match(a)]
+
+
+def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False) -> dict[str, Any]:
     """Plan (refreshing against the cloud) into plan.bin/plan.json/review.md; returns the review."""
 
+    replace = node_addresses(runner) if upgrade_image else []
     with progress.step("terraform plan") as s:
         runner.on_line = s.line
-        runner.plan(ws.plan_bin)
+        runner.plan(ws.plan_bin, replace=replace)
         plan_data = runner.show_json(ws.plan_bin)
     ws.save_plan(plan_data, ws.stack_fingerprint())
 
@@ -73,7 +89,8 @@ class ApplyResult:
     provisioned: bool
 
 
-def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> ApplyResult:
+def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
+          upgrade_image: bool = False) -> ApplyResult:
     """Create/update the cluster, write outputs.json and inventory.yml, then run site.yml.
 
     `confirm(review) -> bool` is asked unless the new plan makes exactly the reviewed changes.
@@ -81,7 +98,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
-        rev, outputs = _terraform_apply(cluster, ws, confirm, provision)
+        rev, outputs = _terraform_apply(cluster, ws, confirm, provision, upgrade_image)
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
 
@@ -96,7 +113,8 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True) -> A
     return ApplyResult(review=rev, outputs=outputs, provisioned=provision)
 
 
-def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) -> tuple[dict | None, dict]:
+def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
+                     upgrade_image: bool = False) -> tuple[dict | None, dict]:
     """Plan again (refreshed against the cloud), then apply that plan.
 
     The plan saved by `trainkit plan` is what the user reviewed; it is never applied as such (the
@@ -109,7 +127,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
     if provision:  # before changing anything: provisioning will need the cluster's private key
         require_private_key(cluster, ws, state.get("ssh_public_key"))
     reviewed = change_set(saved[1]) if saved and saved[0] == ws.stack_fingerprint() else None
-    rev = _plan(cluster, ws, runner)
+    rev = _plan(cluster, ws, runner, upgrade_image)
     _confirm_plan(rev, ws, confirm, reviewed)
     with progress.step("terraform apply") as s:
         runner.on_line = s.line
@@ -119,7 +137,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool) 
             if "Saved plan is stale" not in err.message:
                 raise
             progress.info("the state changed while planning (another workspace?); planning again")
-            rev = _plan(cluster, ws, runner)
+            rev = _plan(cluster, ws, runner, upgrade_image)
             _confirm_plan(rev, ws, confirm, None)
             runner.apply_plan(ws.plan_bin)
         finally:

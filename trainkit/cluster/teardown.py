@@ -29,7 +29,8 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
 
     Returns {destroyed, note?, leftovers: [...], swept: [...], leftover_check: str}. Raises
     TrainkitError (exit DESTROY) when the backend cannot be reached, when the state is not empty
-    afterwards, or when tagged resources are left and not swept; the workspace is then kept.
+    afterwards, when the leftover check could not run (no SDK, no credentials, no network), or
+    when tagged resources are left and not swept; the workspace is then kept.
     """
     if not is_cloud(cluster):
         result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
@@ -79,10 +80,15 @@ def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
         return {"leftovers": [], "leftover_check": msg}
     try:
         found = sweeper.find(cluster)
-    except Exception as err:  # any SDK/credential/network failure: say so, do not hide it
-        msg = f"could not ask the cloud for resources tagged {tag}: {err}; check the console"
-        progress.info(f"warning: {msg}")
-        return {"leftovers": [], "leftover_check": msg}
+    except Exception as err:  # any SDK/credential/network failure: the check did not run
+        # Nothing says the cloud is empty: fail, and keep the workspace (keys, state pointer, logs)
+        # so that `destroy` can be run again once the check can run.
+        raise TrainkitError(f"the state is empty, but trainkit could not ask the cloud for resources tagged "
+                            f"{tag} ({err}); the workspace was kept",
+                            fix=f"fix that (install the cloud's SDK, e.g. pip install 'trainkit[aws]' or "
+                                f"'trainkit[prices]', and check its credentials), then run `trainkit destroy "
+                                f"{cluster.source}` again; or look for tag {tag} in the console",
+                            exit_code=errors.DESTROY) from None
     swept: list[dict] = []
     if found and sweep and (confirm is None or confirm(found)):
         with progress.step(f"deleting {len(found)} leftover resource(s) tagged {tag}"):

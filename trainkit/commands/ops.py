@@ -51,7 +51,9 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
               help="Also write the review here.")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 10 when the plan has changes (0 when none), like terraform's flag.")
-def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
+@click.option("--upgrade-image", is_flag=True,
+              help="Replace every node onto the current image (a node's image is otherwise fixed when it is created).")
+def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_image):
     """Render, terraform plan, and review: changes by role, cost per hour/day, findings.
 
     Exit codes: 0 ok, 10 changes pending (with --detailed-exitcode), 11 a blocking finding
@@ -67,7 +69,7 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
                          fix="write the review to another file, e.g. --out review.md")
     cluster, ws = load(spec, workdir, price_file, warn=True)
     with ws.lock("plan"):
-        rev = lifecycle.plan(cluster, ws)
+        rev = lifecycle.plan(cluster, ws, upgrade_image=upgrade_image)
     text = {"text": to_text, "markdown": to_markdown,
             "json": dump_json}[fmt](rev)
     click.echo(text)
@@ -85,7 +87,9 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode):
 @prices_option
 @yes_option("Do not ask; apply a new plan if the saved one is stale.")
 @click.option("--no-provision", is_flag=True, help="Only terraform: skip waiting for SSH and Ansible.")
-def apply(spec, workdir, price_file, yes, no_provision):
+@click.option("--upgrade-image", is_flag=True,
+              help="Replace every node onto the current image (a node's image is otherwise fixed when it is created).")
+def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
     """Create or update the cluster, then provision it.
 
     Plans again first, refreshed against the cloud: the plan saved by `trainkit plan` is applied
@@ -107,7 +111,7 @@ def apply(spec, workdir, price_file, yes, no_provision):
         return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
-        result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision)
+        result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision, upgrade_image=upgrade_image)
     nodes = result.outputs.get("nodes") or []
     click.echo(f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); "
                f"workspace {ws.root}")

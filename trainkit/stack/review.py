@@ -41,7 +41,10 @@ def changes(plan: dict) -> dict[str, Any]:
                   "no-op" if actions in (["no-op"], ["read"]) else actions[0])
         counts[role_of(rc["type"])][action] += 1
         if action != "no-op":
-            addresses.append({"address": rc["address"], "action": action, "role": role_of(rc["type"])})
+            entry = {"address": rc["address"], "action": action, "role": role_of(rc["type"])}
+            if action == "replace":
+                entry.update(replace_reason(rc, plan))
+            addresses.append(entry)
     addresses.sort(key=lambda a: (ACTION_ORDER.index(a["action"]), ROLES.index(a["role"]), a["address"]))
     total = Counter()
     for c in counts.values():
@@ -53,6 +56,46 @@ def changes(plan: dict) -> dict[str, Any]:
         "destroy": total["delete"] + total["replace"], "addresses": addresses,
         "has_changes": bool(addresses),
     }
+
+
+# What a replaced resource loses, by role (a new instance is a new machine).
+LOSES = {"compute": "its local disks, its public IP and any job running on it (checkpoint first)",
+         "storage": "the data on it", "nas": "the files on it"}
+
+
+def replace_reason(rc: dict, plan: dict) -> dict[str, Any]:
+    """Why terraform replaces `rc` (plan JSON `replace_paths` / `action_reason`) and what is lost."""
+    paths = [".".join(str(p) for p in path) for path in rc["change"].get("replace_paths") or []]
+    why = rc.get("action_reason", "")
+    if paths:
+        reason = f"{', '.join(paths)} cannot change in place"
+    elif why == "replace_by_triggers":
+        module = rc.get("module_address", "")
+        causes = [_data_change(o) for o in plan.get("resource_changes", [])
+                  if o.get("module_address", "") == module and o["type"] == "terraform_data"
+                  and o["change"]["actions"] not in (["no-op"], ["read"])]
+        reason = f"replaced with {', '.join(causes) or 'a resource it depends on'} (replace_triggered_by)"
+    elif why == "replace_by_request":
+        reason = "asked for (terraform -replace, e.g. `--upgrade-image`)"
+    elif why == "replace_because_tainted":
+        reason = "tainted: a create or update failed part way"
+    else:
+        reason = "the provider cannot update it in place"
+    out: dict[str, Any] = {"reason": reason, "replace_paths": paths}
+    if LOSES.get(role_of(rc["type"])):
+        out["loses"] = LOSES[role_of(rc["type"])]
+    return out
+
+
+def _data_change(rc: dict) -> str:
+    name = rc.get("name") or rc["address"].rsplit(".", 1)[-1]
+    before = (rc["change"].get("before") or {}).get("input")
+    after = (rc["change"].get("after") or {}).get("input")
+    if isinstance(before, dict) and isinstance(after, dict):
+        diff = [f"{k} {before.get(k)} -> {after.get(k)}" for k in sorted(set(before) | set(after))
+                if before.get(k) != after.get(k)]
+        return f"{name} ({'; '.join(diff)})" if diff else name
+    return name
 
 
 def after_resources(plan: dict) -> list[dict]:

@@ -36,7 +36,7 @@ def to_text(rev: dict) -> str:
              f"{ch['add']} to add, {ch['change']} to change, {ch['destroy']} to destroy"]
     for a in ch["addresses"]:
         if a["action"] in _LOUD:
-            lines.append(f"  !! {a['action'].upper()} {a['address']}")
+            lines.append(f"  !! {a['action'].upper()} {a['address']}{_why(a)}")
     for role in ROLES:
         if ch["by_role"][role]:
             lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))
@@ -67,10 +67,17 @@ def _danger(rev: dict) -> list[str]:
     if not loud:
         return ["No resource is replaced or destroyed.", ""]
     out = [f"> [!CAUTION]\n> **{len(loud)} resource(s) will be replaced or destroyed:**"]
-    out += [f"> - {_LOUD[a['action']]} `{a['address']}` ({a['role']})" for a in loud[:50]]
+    out += [f"> - {_LOUD[a['action']]} `{a['address']}` ({a['role']}){_why(a)}" for a in loud[:50]]
     if len(loud) > 50:
         out.append(f"> - ... and {len(loud) - 50} more (see the change list)")
     return out + [""]
+
+
+def _why(a: dict) -> str:
+    """': why; loses what' for a replaced resource ('' otherwise)."""
+    if not a.get("reason"):
+        return ""
+    return f": {a['reason']}" + (f"; loses {a['loses']}" if a.get("loses") else "")
 
 
 def _summary(rev: dict) -> list[str]:

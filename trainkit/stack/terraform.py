@@ -78,15 +78,16 @@ class TerraformRunner:
         """`terraform init`: providers and the state backend (fails when the backend is unreachable)."""
         self._run("init", phase=phase, input=False, no_color=IsFlagged)
 
-    def plan(self, out: Path, refresh_only: bool = False, phase: int = errors.PLAN) -> bool:
+    def plan(self, out: Path, refresh_only: bool = False, phase: int = errors.PLAN,
+             replace: list[str] | None = None) -> bool:
         """Write a saved plan to `out`; True when it holds changes (terraform's exit code 2).
 
         Every plan refreshes against the cloud first; `refresh_only` plans nothing else (what the
-        cloud holds now, for `status`).
+        cloud holds now, for `status`); `replace` addresses are planned as replaced (`-replace=A`).
         """
         res = self._run("plan", phase=phase, ok=(0, 2), input=False, no_color=IsFlagged,
                         detailed_exitcode=IsFlagged, out=str(out),
-                        refresh_only=IsFlagged if refresh_only else None)
+                        refresh_only=IsFlagged if refresh_only else None, replace=list(replace or ()) or None)
         return res.returncode == 2
 
     def show_json(self, plan: Path, phase: int = errors.PLAN) -> dict:

@@ -108,7 +108,10 @@ resource "alicloud_instance" "node" {
 
   lifecycle {
     # plantimestamp() moves on every plan; the release time is set once, when the node is created.
-    ignore_changes = [auto_release_time]
+    # The image is fixed when the node is created: a newly published image (the data source in
+    # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
+    # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
+    ignore_changes = [auto_release_time, image_id]
   }
 }
 

@@ -15,8 +15,9 @@ locals {
   # flag and security groups inconsistently, which would make every later plan replace the nodes.
   public_indices = [for i, p in local.public : i if p]
 
-  # With nat_gateway, a node with a public IP lives in the public subnet (nat.tf): an Elastic IP
-  # only answers from a subnet whose default route is the internet gateway.
+  # With public_ip = "head", the head node lives in the public subnet (nat.tf), with or without a
+  # NAT gateway: an Elastic IP only answers from a subnet whose default route is the internet
+  # gateway, and a head that moved subnet when nat_gateway is switched would be replaced.
   node_subnet_ids = [for p in local.public : p ? try(aws_subnet.public[0].id, aws_subnet.this.id) : aws_subnet.this.id]
 
   # g5/p4d/p5 are Nitro instances: the first EBS data volume shows up as an NVMe device, whatever
@@ -131,6 +132,13 @@ resource "aws_placement_group" "this" {
   tags = merge(var.tags, { Name = var.name })
 }
 
+# How the nodes are billed. EC2/ECS cannot switch a running instance between spot and on-demand
+# (Huawei ECS refuses to change charging_mode to or from spot in place), so a change here replaces
+# every node (replace_triggered_by on the instances); the review names this resource as the cause.
+resource "terraform_data" "billing" {
+  input = { spot = var.spot.enabled, max_price = var.spot.max_price }
+}
+
 resource "aws_instance" "node" {
   #checkov:skip=CKV_AWS_88:the head node is the SSH entry point and carries a public IP by design (public_ip = "head")
   #checkov:skip=CKV2_AWS_41:nodes call no AWS API; an instance profile would only widen what a compromised node can do
@@ -178,9 +186,14 @@ resource "aws_instance" "node" {
   tags = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
 
   lifecycle {
-    # The AWS API emulator used in tests keeps no spot request id, so every plan would replace
-    # spot nodes; a real spot request cannot be changed in place anyway.
-    ignore_changes = [instance_market_options]
+    # The AWS API emulator used in tests keeps no spot request id, so a diff on
+    # instance_market_options would replace spot nodes on every plan; a spot toggle or a new
+    # max_price reaches the nodes through terraform_data.billing instead (replaced, not ignored).
+    # The image is fixed when the node is created: a newly published image (the data source in
+    # image.tf picks the newest) or a changed `image` must not replace running nodes.
+    # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
+    ignore_changes       = [ami, instance_market_options]
+    replace_triggered_by = [terraform_data.billing]
   }
 }
 

@@ -1,9 +1,12 @@
 # Outbound internet for the nodes without a public IP (they install packages while provisioning).
 # A NAT gateway must sit in a subnet routed to the internet gateway, and an Elastic IP only answers
-# from such a subnet, so with nat_gateway the VPC has two subnets in the one zone:
-#   public  = the last /28 of vpc_cidr -> internet gateway: the NAT gateway and the public nodes
-#             (the head node by default; public_ip = "all" and nat_gateway exclude each other)
-#   nodes   = subnet_cidr              -> NAT gateway: every node without a public IP
+# from such a subnet, so with nat_gateway or public_ip = "head" the VPC has two subnets in one zone:
+#   public  = the last /28 of vpc_cidr -> internet gateway: the NAT gateway and the head node
+#             (public_ip = "all" and nat_gateway exclude each other)
+#   nodes   = subnet_cidr              -> the NAT gateway when there is one, else the internet
+#             gateway: every node without a public IP
+# The head node is in the public subnet whether or not there is a NAT gateway, so switching
+# nat_gateway changes routes only and replaces no node.
 # Both are in one VPC, zone and security group, so nodes reach each other as before (NCCL over TCP,
 # gloo, the rendezvous port, NFS).
 
@@ -23,8 +26,12 @@ locals {
   true)
 }
 
+locals {
+  public_subnet = var.nat_gateway || var.public_ip == "head"
+}
+
 resource "aws_subnet" "public" {
-  count = var.nat_gateway ? 1 : 0
+  count = local.public_subnet ? 1 : 0
 
   vpc_id                  = aws_vpc.this.id
   cidr_block              = local.public_subnet_cidr
@@ -36,18 +43,18 @@ resource "aws_subnet" "public" {
   lifecycle {
     precondition {
       condition     = !local.public_subnet_overlaps
-      error_message = "nat_gateway puts the NAT gateway in the last /28 of vpc_cidr (${coalesce(local.public_subnet_cidr, "none: vpc_cidr is smaller than a /28")}); subnet_cidr must not overlap it."
+      error_message = "the head node and the NAT gateway live in the last /28 of vpc_cidr (${coalesce(local.public_subnet_cidr, "none: vpc_cidr is smaller than a /28")}); subnet_cidr must not overlap it."
     }
 
     precondition {
-      condition     = var.public_ip != "all"
+      condition     = !var.nat_gateway || var.public_ip != "all"
       error_message = "nat_gateway is for nodes without a public IP; with public_ip = \"all\" set nat_gateway = false."
     }
   }
 }
 
 resource "aws_route_table_association" "public" {
-  count = var.nat_gateway ? 1 : 0
+  count = local.public_subnet ? 1 : 0
 
   subnet_id      = aws_subnet.public[0].id
   route_table_id = aws_route_table.this.id

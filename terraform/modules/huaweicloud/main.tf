@@ -87,6 +87,13 @@ resource "huaweicloud_compute_servergroup" "this" {
   policies = ["anti-affinity"]
 }
 
+# How the nodes are billed. EC2/ECS cannot switch a running instance between spot and on-demand
+# (Huawei ECS refuses to change charging_mode to or from spot in place), so a change here replaces
+# every node (replace_triggered_by on the instances); the review names this resource as the cause.
+resource "terraform_data" "billing" {
+  input = { spot = var.spot.enabled, max_price = var.spot.max_price }
+}
+
 resource "huaweicloud_compute_instance" "node" {
   count = var.node_count
 
@@ -131,7 +138,11 @@ resource "huaweicloud_compute_instance" "node" {
 
   lifecycle {
     # plantimestamp() moves on every plan; the terminate time is set once, when the node is created.
-    ignore_changes = [auto_terminate_time]
+    # The image is fixed when the node is created: a newly published image (the data source in
+    # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
+    # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
+    ignore_changes       = [auto_terminate_time, image_id]
+    replace_triggered_by = [terraform_data.billing]
   }
 }
 

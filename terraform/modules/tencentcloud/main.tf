@@ -124,6 +124,11 @@ resource "tencentcloud_instance" "node" {
   tags = var.tags
 
   lifecycle {
+    # The image is fixed when the node is created: a newly published image (the data source in
+    # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
+    # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
+    ignore_changes = [image_id]
+
     precondition {
       condition     = !var.spot.enabled || var.spot.max_price != null
       error_message = "Tencent spot instances (SPOTPAID) need spot.max_price."
