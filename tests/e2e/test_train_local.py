@@ -32,7 +32,7 @@ CONFIG = REPO / "examples" / "train" / "digits.yaml"
 FETCHED = {"config.yaml", "curves.png", "events.jsonl", "hparams.yaml", "logs/node-0.log",
            "logs/rank-0.log", "logs/rank-1.log", "metrics.jsonl", "model.onnx", "run.json",
            "summary.json", "weights/best.pt", "weights/last.pt",
-           "nodes/node-0/attempt-1.events.jsonl", "nodes/node-0/attempt-1.json",
+           "nodes/node-0/attempt-1.events.jsonl", "nodes/node-0/attempt-1.json", "nodes/node-0/attempt-1.exit",
            "nodes/node-0/config.yaml", "nodes/node-0/launch.sh", "nodes/node-0/supervise.py"}
 # Only where the supervisor is started with setsid (no systemd as PID 1, or not root).
 SETSID_ONLY = {"logs/supervisor-node-0.log"}
@@ -87,7 +87,8 @@ def test_train_runs_torchrun_on_the_local_node_and_fetches_the_run(tmp_path):
     launcher = (run / "nodes" / "node-0" / "launch.sh").read_text()
     assert "--standalone" in launcher and "--nproc-per-node $TRAINKIT_GPUS_PER_NODE" in launcher
     assert "export TRAINKIT_GPUS_PER_NODE=2" in launcher and "checkpoint.dir=" in launcher
-    assert launcher.rstrip().endswith("resume=true epochs=1")
+    [torchrun] = [line for line in launcher.splitlines() if "torch.distributed.run" in line]
+    assert torchrun.endswith("resume=true epochs=1 || rc=$?")  # the override reaches the node
     assert socket_ifname(launcher) == "lo"  # gloo talks over the interface holding 127.0.0.1
 
 
@@ -165,7 +166,8 @@ def test_a_failing_training_comes_back_as_the_nodes_exit_code(tmp_path):
     assert json.loads((run / "run.json").read_text())["status"] == "failed"
     log = (run / "logs" / "node-0.log").read_text()
     assert f"data_args.path: no <class>/<item>.npy files under {missing}" in log
-    assert "status" not in json.loads((run / "summary.json").read_text())  # the engine wrote no result
+    summary = json.loads((run / "summary.json").read_text())  # the engine wrote none: trainkit's
+    assert summary["status"] == "failed" and "steps" not in summary
 
 
 def write_pets_archive(path: Path) -> None:
