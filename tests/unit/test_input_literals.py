@@ -24,6 +24,7 @@ from trainkit.cli import main
 from trainkit.provision.reach import ssh_argv
 from trainkit.provision.inventory import inventory_for, inventory_hosts
 from trainkit.spec.resolve import load_cluster
+from trainkit.util.paths import node_path
 from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,14 +163,14 @@ def test_any_node_path_is_refused_or_one_literal_word(capsys, value, field):
     if field.startswith("storage."):
         key = "disks_mount_point" if "data_disk" in field else "nas_mount_point"
         fstab = f"UUID=0f0e {gv[key]} xfs defaults,nofail 0 0"  # what ansible.posix.mount writes
-        assert fstab.split()[1] == value and len(fstab.split()) == 6 and "\n" not in fstab
+        assert fstab.split()[1] == node_path(value) and len(fstab.split()) == 6 and "\n" not in fstab
         return
     script = _launch_script(gv["trainkit_node_python"], gv["trainkit_work_dir"] + "/runs/r1")
     words = shlex.split(script, comments=True)
     assert gv["trainkit_node_python"] in words
     assert f"run_dir={gv['trainkit_work_dir']}/runs/r1" in words
     if field == "launch.python":
-        assert gv["trainkit_python"] == value
+        assert gv["trainkit_python"] == node_path(value)  # the spec keeps paths normalised
 
 
 def _launch_script(python: str, run_dir: str) -> str:

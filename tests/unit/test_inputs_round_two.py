@@ -132,3 +132,60 @@ def test_a_workdir_through_a_symlink_to_home_is_refused(outside_untouched):
     with pytest.raises(InputError) as err:
         Workspace.for_cluster("demo", link)
     assert "your home folder" in err.value.message
+
+
+# ---- 2. paths are normalised before they are judged ------------------------------------------
+
+def _hosts_spec(tmp_path: Path, extra: str) -> Path:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: lab\ncloud: hosts\nssh: {user: ops}\nhosts: [{name: gpu-a, address: 10.0.0.1}]\n"
+                    + extra)
+    return spec
+
+
+@pytest.mark.parametrize("field,yaml_text", [
+    ("launch.root", "launch: {root: /./opt}\n"), ("launch.root", "launch: {root: //opt/}\n"),
+    ("launch.root", "launch: {root: /opt/.}\n"), ("launch.root", "launch: {root: /usr//.}\n"),
+    ("storage.data_disk.mount_point", "storage: {data_disk: {mount_point: //etc}}\n"),
+    ("storage.data_disk.mount_point", "storage: {data_disk: {mount_point: /etc/.}}\n"),
+    ("storage.nas.mount_point", "storage: {data_disk: {enabled: false}, nas: {mount_point: /./var/}}\n"),
+])
+def test_a_system_folder_spelled_another_way_is_refused(capsys, outside_untouched, field, yaml_text):
+    code, err = run(capsys, "validate", str(_hosts_spec(outside_untouched, yaml_text)))
+    assert code == 2, err
+    assert field in err and "(= '/" in err, err
+
+
+def test_a_path_is_kept_in_its_normal_spelling(outside_untouched):
+    from trainkit.spec.schema import load_spec
+
+    spec = load_spec(_hosts_spec(outside_untouched, "launch: {root: //srv//trainkit/./}\n"
+                                 "storage: {data_disk: {mount_point: /data/}}\n"))
+    assert spec.launch.root == "/srv/trainkit"
+    assert spec.storage.data_disk.mount_point == "/data"
+
+
+path_text = st.one_of(st.text(alphabet=st.sampled_from(list("/.abc-_ \n$")), max_size=24),
+                      st.lists(st.sampled_from(["", ".", "..", "opt", "etc", "x"]), max_size=6).map("/".join))
+
+
+@PROPS
+@given(path_text)
+def test_a_path_that_passes_is_normal_and_its_rules_hold_for_what_it_means(value):
+    import posixpath
+
+    from trainkit.util import grammar
+
+    try:
+        out = grammar.check_path(value)
+    except ValueError:
+        return
+    assert out.startswith("/") and "//" not in out and out == grammar.check_path(out)
+    assert out == "/" or not out.endswith("/")
+    assert posixpath.normpath(out) == posixpath.normpath("/" + value.lstrip("/"))  # the same folder
+    try:
+        mount = grammar.check_mount_point(value)
+    except ValueError:
+        assert out in grammar.SYSTEM_DIRS
+    else:
+        assert mount not in grammar.SYSTEM_DIRS

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from trainkit.util.paths import node_path
+
 # RFC 1123 section 2.1 (host names): labels of letters, digits and hyphens, 1-63 characters,
 # not starting or ending with a hyphen; the whole name at most 253 characters (RFC 1035 2.3.4).
 _LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
@@ -86,7 +88,8 @@ def check_user(value: str) -> str:
 
 
 def check_path(value: str) -> str:
-    """An absolute path that is one literal shell word."""
+    """An absolute path that is one literal shell word, returned normalised (paths.node_path:
+    `//`, `.` and a trailing `/` collapsed) so every rule after this one judges the folder meant."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise ValueError(f"{_shown(value)} must be an absolute path, e.g. /data")
     if len(value) > PATH_MAX:
@@ -98,14 +101,15 @@ def check_path(value: str) -> str:
         shown = " ".join(repr(c) for c in bad[:8])
         raise ValueError(f"{_shown(value)} contains {shown}: paths may hold only letters, digits "
                          "and _ . / + @ , = - (no spaces or shell characters), e.g. /opt/trainkit")
-    return value
+    return node_path(value)
 
 
 def check_mount_point(value: str) -> str:
     """An absolute path (check_path) that is not a system folder such as / or /etc."""
-    value = check_path(value)
-    if (value.rstrip("/") or "/") in SYSTEM_DIRS:
-        raise ValueError(f"{value!r} is a system folder; mounting over it would hide the OS's own "
+    given, value = value, check_path(value)
+    if value in SYSTEM_DIRS:
+        shown = repr(given) if given == value else f"{given!r} (= {value!r})"
+        raise ValueError(f"{shown} is a system folder; mounting over it would hide the OS's own "
                          "files. Use a folder of its own, e.g. /data or /mnt/shared")
     return value
 
