@@ -189,3 +189,82 @@ def test_a_path_that_passes_is_normal_and_its_rules_hold_for_what_it_means(value
         assert out in grammar.SYSTEM_DIRS
     else:
         assert mount not in grammar.SYSTEM_DIRS
+
+
+# ---- 3. grammars match the whole value ----------------------------------------------------------
+
+def _job(tmp_path: Path, text: str):
+    from trainkit.runs import record
+
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(text)
+    return record.load_job(cfg, ())
+
+
+@pytest.mark.parametrize("text,field", [
+    ('env: {"A\\n": "1"}\n', "env"), ('env: {"A\\nrm -rf /": "1"}\n', "env"),
+    ('name: "digits\\n"\n', "name"), ('name: "digits\\necho x"\n', "name"),
+    ('env: {A: "x\\0y"}\n', "env.A"), ("env: {A: " + "x" * 200_000 + "}\n", "env.A"),
+])
+def test_a_job_value_that_would_become_a_second_line_or_cannot_be_passed_is_refused(
+        outside_untouched, text, field):
+    with pytest.raises(InputError) as err:
+        _job(outside_untouched, text)
+    assert f"{field}" in err.value.message
+
+
+env_key = st.text(alphabet=st.sampled_from(list("AZaz09_\n\r \t=-$;")), min_size=0, max_size=8)
+
+
+@PROPS
+@given(env_key)
+def test_an_env_key_that_passes_is_one_shell_name(key):
+    import re as regex
+
+    from trainkit.runs import record
+
+    try:
+        out = record._env(Path("job.yaml"), {key: "1"})
+    except InputError:
+        return
+    assert regex.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) and list(out) == [key] and "\n" not in key
+
+
+@PROPS
+@given(st.text(alphabet=st.sampled_from(list("az09._-\n/ ")), max_size=12))
+def test_a_run_name_that_passes_is_one_word(name):
+    from trainkit.runs import record
+
+    if record.NAME_RE.fullmatch(name):
+        assert "\n" not in name and "/" not in name and " " not in name and name
+
+
+@pytest.mark.parametrize("run_id", ["", " ", "a/b"])
+def test_an_empty_or_path_run_id_is_a_usage_error(outside_untouched, run_id):
+    from trainkit.runs import record
+
+    runs = outside_untouched / "runs"
+    (runs / "only-1").mkdir(parents=True)
+    (runs / "only-1" / "run.json").write_text('{"run_id": "only-1", "attempts": []}')
+    with pytest.raises(InputError) as err:
+        record.resolve_run(runs, run_id)
+    assert err.value.exit_code == 2 and "not a run id" in err.value.message
+
+
+@pytest.mark.parametrize("folder", ["my ws", "tab\tws", "100%ws"])
+def test_a_workdir_with_a_space_is_one_known_hosts_file_for_ssh(outside_untouched, folder):
+    import shlex
+
+    from trainkit.provision.inventory import _proxy_command, _ssh_args
+
+    known = outside_untouched / folder / "ssh" / "known_hosts"
+    if "\t" in folder:
+        with pytest.raises(InputError):
+            _ssh_args(None, known)
+        return
+    args = shlex.split(_ssh_args(None, known))
+    value = next(a for a in args if a.startswith("UserKnownHostsFile="))
+    # ssh's own parser (argv_split in misc.c) reads a double-quoted value as one file
+    assert shlex.split(value.removeprefix("UserKnownHostsFile=")) == [str(known).replace("%", "%%")]
+    hop = shlex.split(shlex.split(_proxy_command("ops", "10.0.0.1", "/k", known))[1].removeprefix("ProxyCommand="))
+    assert f'UserKnownHostsFile="{str(known).replace("%", "%%%%")}"' in hop

@@ -20,14 +20,14 @@ from trainkit.util.paths import node_path
 
 # RFC 1123 section 2.1 (host names): labels of letters, digits and hyphens, 1-63 characters,
 # not starting or ending with a hyphen; the whole name at most 253 characters (RFC 1035 2.3.4).
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # used with fullmatch
 HOSTNAME_MAX = 253
 # POSIX.1-2017 3.437 (User Name): characters from the portable filename character set (3.282),
 # hyphen not first; 32 characters is shadow-utils' useradd limit (LOGIN_NAME_MAX-1 on Linux is
 # larger, but useradd refuses longer names).
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 # Absolute paths: only characters that are literal in every POSIX shell and in fstab fields.
-_PATH = re.compile(r"^/[A-Za-z0-9_./+@,=-]*$")
+_PATH = re.compile(r"/[A-Za-z0-9_./+@,=-]*")
 PATH_MAX = 4095  # Linux PATH_MAX (4096) less the terminating NUL
 # Folders a data disk or NAS must never be mounted over (the Filesystem Hierarchy Standard 3.0's
 # top-level system folders).

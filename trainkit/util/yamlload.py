@@ -32,7 +32,7 @@ MAX_BYTES = 2 * 1024 * 1024
 # the result (validation, error messages, hashing).
 MAX_NODES = 100_000
 # YAML 1.2 core schema float (section 10.2.1.4), without .inf/.nan (not useful in a config).
-_FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_FLOAT_12 = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # used with fullmatch
 _MERGE = "tag:yaml.org,2002:merge"
 
 
@@ -173,7 +173,7 @@ def yaml12_floats(model: Any, data: Any) -> Any:
         if info is None:
             continue
         kinds = _kinds(info.annotation)
-        if isinstance(value, str) and float in kinds and _FLOAT_12.match(value):
+        if isinstance(value, str) and float in kinds and _FLOAT_12.fullmatch(value):
             out[key] = float(value)
         elif isinstance(value, dict):
             sub = next((k for k in kinds if isinstance(k, type) and hasattr(k, "model_fields")), None)
