@@ -268,3 +268,76 @@ def test_a_workdir_with_a_space_is_one_known_hosts_file_for_ssh(outside_untouche
     assert shlex.split(value.removeprefix("UserKnownHostsFile=")) == [str(known).replace("%", "%%")]
     hop = shlex.split(shlex.split(_proxy_command("ops", "10.0.0.1", "/k", known))[1].removeprefix("ProxyCommand="))
     assert f'UserKnownHostsFile="{str(known).replace("%", "%%%%")}"' in hop
+
+
+# ---- 4. one redaction rule for URLs -------------------------------------------------------------
+
+PLANTED = ("PLANTPASS1", "PLANTSIG2", "PLANTCRED3", "PLANTKEY4", "PLANTSECRET5", "PLANTTOKEN6",
+           "PLANTOSS7", "PLANTOSSSIG8")
+STAGING_URLS = [
+    "https://bob:PLANTPASS1@127.0.0.1:9/x.tar?X-Amz-Signature=PLANTSIG2&X-Amz-Credential=PLANTCRED3",
+    "s3://PLANTKEY4:PLANTSECRET5@bucket/x",
+    "https://127.0.0.1:9/x.bin?X-Amz-Security-Token=PLANTTOKEN6&part=1",
+    "oss://bucket/o?OSSAccessKeyId=PLANTOSS7&Expires=1&Signature=PLANTOSSSIG8",
+    "ftp://u:PLANTPASS1@h/x",
+    "https://127.0.0.1:9/a b.tar?Signature=PLANTSIG2",
+]
+
+
+@pytest.mark.parametrize("url", STAGING_URLS)
+@pytest.mark.parametrize("debug", [None, "0"])
+def test_credentials_planted_in_a_staging_url_appear_in_no_output(capsys, caplog, monkeypatch,
+                                                                  outside_untouched, url, debug):
+    from trainkit.cli import main
+
+    if debug is None:
+        monkeypatch.delenv("TRAINKIT_DEBUG", raising=False)
+    else:
+        monkeypatch.setenv("TRAINKIT_DEBUG", debug)
+    monkeypatch.setenv("OSS_REGION", "cn-hangzhou")
+    spec = outside_untouched / "data.yaml"
+    spec.write_text(f"data:\n  sources:\n    - {{url: {url!r}, endpoint: 'http://127.0.0.1:9'}}\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["stage", str(spec), "--root", str(outside_untouched / "data")])
+    out = capsys.readouterr()
+    everything = out.out + out.err + caplog.text
+    assert exc.value.code != 0 and "***" in everything, everything
+    for secret in PLANTED:
+        assert secret not in everything, everything
+    assert "Traceback" not in everything
+
+
+@pytest.mark.parametrize("url,expected", [
+    ("https://u:p@h/x?a=1", "https://***@h/x?a=1"),
+    ("https://token@h/x", "https://***@h/x"),
+    ("https://h/x?X-Amz-Signature=s&X-Amz-Credential=c&X-Amz-Date=d",
+     "https://h/x?X-Amz-Signature=***&X-Amz-Credential=***&X-Amz-Date=d"),
+    ("oss://b/o?OSSAccessKeyId=a&Signature=s&Expires=9", "oss://b/o?OSSAccessKeyId=***&Signature=***&Expires=9"),
+    ("https://h/plain/path", "https://h/plain/path"),
+])
+def test_redact_url_masks_userinfo_and_signature_parameters(url, expected):
+    from trainkit.util.redact import redact_url
+
+    assert redact_url(url) == expected
+
+
+secret_text = st.text(alphabet=st.sampled_from(list("abcXYZ019")), min_size=6, max_size=12)
+
+
+@PROPS
+@given(secret=secret_text, where=st.sampled_from(["user", "password", "X-Amz-Signature", "Signature",
+                                                   "X-Amz-Credential", "OSSAccessKeyId", "x-oss-security-token"]),
+       scheme=st.sampled_from(["https", "http", "s3", "oss", "cos", "obs"]),
+       around=st.sampled_from(["{}", "error: {}: boom", "'{}'", "({})", "data source {!r}"]))
+def test_a_planted_secret_never_survives_redaction(secret, where, scheme, around):
+    from trainkit.util.redact import redact
+
+    secret = "S3CR" + secret
+    if where == "user":
+        url = f"{scheme}://{secret}@host/p"
+    elif where == "password":
+        url = f"{scheme}://bob:{secret}@host/p"
+    else:
+        url = f"{scheme}://host/p?a=1&{where}={secret}&b=2"
+    shown = redact(around.format(url))
+    assert secret not in shown and "host/p" in shown

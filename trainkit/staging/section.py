@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainkit.errors import InputError
 from trainkit.staging.stores import schemes
+from trainkit.util.redact import redact_url
 
 
 class Source(BaseModel):
@@ -40,6 +41,9 @@ class Source(BaseModel):
             raise ValueError(f"{url!r}: use one of " + ", ".join(f"{k}://" for k in known))
         if not url.partition("://")[2].split("/", 1)[0]:
             raise ValueError(f"{url!r} names no bucket or host; write it like {scheme}://bucket/prefix/")
+        if scheme not in ("http", "https") and "@" in url.partition("://")[2].split("/", 1)[0]:
+            raise ValueError(f"{redact_url(url)!r} holds credentials before the bucket; object store "
+                             "keys come only from the environment (see `trainkit check`)")
         return url
 
 
