@@ -341,3 +341,153 @@ def test_a_planted_secret_never_survives_redaction(secret, where, scheme, around
         url = f"{scheme}://host/p?a=1&{where}={secret}&b=2"
     shown = redact(around.format(url))
     assert secret not in shown and "host/p" in shown
+
+
+# ---- 5. one error boundary per outside library --------------------------------------------------
+
+@pytest.fixture
+def header_server():
+    """An HTTP server whose HEAD reply sends the Content-Length header the test sets (None: none)."""
+    import http.server
+    import threading
+
+    state = {"length": None}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(200)
+            if state["length"] is not None:
+                self.send_header("Content-Length", state["length"])
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield state, f"http://127.0.0.1:{server.server_address[1]}/file.bin"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("length,words", [(None, "no Content-Length"), ("-5", "'-5'"),
+                                          (str(10**18), "not a size"), ("12abc", "not a size")])
+def test_a_bad_content_length_is_named(capsys, outside_untouched, header_server, length, words):
+    state, url = header_server
+    state["length"] = length
+    spec = outside_untouched / "data.yaml"
+    spec.write_text(f"data: {{sources: [{{url: '{url}'}}]}}\n")
+    code, err = run(capsys, "stage", str(spec), "--root", str(outside_untouched / "data"))
+    assert code != 0 and url in err and words in err and "fix:" in err, err
+    assert not (outside_untouched / "data").exists() or not any((outside_untouched / "data").rglob("*.part"))
+
+
+@pytest.mark.parametrize("yaml_text,field", [
+    ("{url: 's3://bucket/x', endpoint: 'not a url'}", "endpoint"),
+    ("{url: 's3://bucket/x', endpoint: 'ftp://h'}", "endpoint"),
+    ("{url: 'https://h/a b.tar'}", "url"),
+    ("{url: \"https://h/a\\tb\"}", "url"),
+])
+def test_a_source_url_or_endpoint_that_is_not_a_url_is_named(capsys, outside_untouched, yaml_text, field):
+    spec = outside_untouched / "data.yaml"
+    spec.write_text(f"data: {{sources: [{yaml_text}]}}\n")
+    code, err = run(capsys, "stage", str(spec), "--root", str(outside_untouched / "data"))
+    assert code == 2 and f"data.sources.0.{field}" in err, err
+
+
+def test_an_unreachable_endpoint_is_named_not_an_internal_error(monkeypatch):
+    pytest.importorskip("boto3")
+    from trainkit import clouds
+    from trainkit.staging.stores import S3Store
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y")
+    store = S3Store("s3://bucket/x", clouds.get("aws"), "http://127.0.0.1:9", "us-east-1")
+    store.client.meta.config.retries = {"max_attempts": 0}
+    from trainkit.errors import TrainkitError
+
+    with pytest.raises(TrainkitError) as err:
+        store.read("x", 0, 9)
+    assert "data source s3://bucket/x" in err.value.message and err.value.fix
+
+
+def _tar(path: Path, members: list) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as t:
+        for name, kind, target in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = 3
+                t.addfile(info, io.BytesIO(b"abc"))
+            else:
+                info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
+                info.linkname = target
+                t.addfile(info)
+
+
+class _OneFile:
+    """A store that serves one local file (the archive under test)."""
+
+    def __init__(self, path: Path):
+        from trainkit.staging.stores import Remote
+
+        self.path, self.remote = path, Remote(path.name, path.name, path.stat().st_size, None)
+
+    def list(self):
+        return [self.remote]
+
+    def read(self, key, start, end):
+        return self.path.read_bytes()[start:end + 1]
+
+
+@pytest.mark.parametrize("kind,members", [
+    ("tar-dotdot", [("../escaped.txt", "file", None)]),
+    ("tar-abs-symlink", [("link", "symlink", "/etc/passwd")]),
+    ("tar-hardlink-out", [("hard", "hardlink", "../../outside")]),
+    ("zip-dotdot", [("../escaped.txt", "file", None)]),
+    ("tar-corrupt", []),
+])
+def test_an_unsafe_or_broken_archive_is_named_and_nothing_escapes(outside_untouched, kind, members):
+    """(An absolute member name is not in the list: tarfile's data filter unpacks it inside.)"""
+    import zipfile
+
+    from trainkit.staging.fetch import StageError, stage
+    from trainkit.staging.section import load_section
+
+    src_dir = outside_untouched / "src"
+    src_dir.mkdir()
+    archive = src_dir / ("a.zip" if kind.startswith("zip") else "a.tar")
+    if kind.startswith("zip"):
+        with zipfile.ZipFile(archive, "w") as z:
+            z.writestr(members[0][0], "abc")
+    elif kind == "tar-corrupt":
+        archive.write_bytes(b"not a tar at all" * 64)
+    else:
+        _tar(archive, members)
+    root = outside_untouched / "data"
+    before = set(outside_untouched.rglob("*"))
+    section = load_section({"sources": [{"url": "https://h/" + archive.name, "name": "ds"}]})
+    with pytest.raises(StageError) as err:
+        stage(section, root, store_factory=lambda *a: _OneFile(archive))
+    assert str(root / "ds" / archive.name) in err.value.message and err.value.fix
+    after = set(outside_untouched.rglob("*"))
+    assert {p for p in after - before if p != root and root not in p.parents} == set()  # nothing outside the data root
+    assert not any(p.name.startswith(".unpack-") for p in after)
+
+
+@pytest.mark.parametrize("value,on", [("1", True), ("true", True), ("YES", True), ("0", False),
+                                      ("no", False), ("false", False), ("", False)])
+def test_trainkit_debug_is_on_only_for_1_true_yes(monkeypatch, capsys, value, on):
+    from trainkit import cli
+
+    monkeypatch.setenv("TRAINKIT_DEBUG", value)
+    if on:
+        with pytest.raises(RuntimeError):
+            cli._internal(RuntimeError("boom"))
+    else:
+        with pytest.raises(SystemExit):
+            cli._internal(RuntimeError("boom"))
+        assert "internal error: RuntimeError: boom" in capsys.readouterr().err
