@@ -491,3 +491,33 @@ def test_trainkit_debug_is_on_only_for_1_true_yes(monkeypatch, capsys, value, on
         with pytest.raises(SystemExit):
             cli._internal(RuntimeError("boom"))
         assert "internal error: RuntimeError: boom" in capsys.readouterr().err
+
+
+def test_a_seed_past_64_bits_is_refused_at_validate(capsys, outside_untouched):
+    code, err = run(capsys, "validate", "--config", "digits", f"seed={2**64}")
+    assert code == 2 and "seed:" in err, err
+
+
+ROOM_FIXTURE = REPO / "tests" / "unit" / "fixtures" / "fifth-cloud"
+
+
+@pytest.mark.parametrize("text", ["regions: [\n", "regions: north-1\n", "- a\n", "regions: {north-1: 5}\n",
+                                  "source: x\n"])
+def test_a_broken_regions_file_in_a_room_is_named(capsys, outside_untouched, monkeypatch, text):
+    import shutil
+
+    from trainkit import clouds
+
+    rooms = outside_untouched / "rooms"
+    shutil.copytree(ROOM_FIXTURE, rooms / "fifthcloud")
+    (rooms / "fifthcloud" / "regions.yaml").write_text(text)
+    monkeypatch.setenv(clouds.PATH_VARIABLE, str(rooms))
+    clouds._external.cache_clear()
+    spec = outside_untouched / "c.yaml"
+    spec.write_text("name: five\ncloud: fifthcloud\nregion: north-1\nzone: north-1b\n"
+                    "instance: {gpu: A100}\nnetwork: {admin_cidrs: [203.0.113.0/24]}\n")
+    try:
+        code, err = run(capsys, "validate", str(spec))
+    finally:
+        clouds._external.cache_clear()
+    assert code == 2 and str(rooms / "fifthcloud" / "regions.yaml") in err, err
