@@ -23,7 +23,6 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-
 from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
 from trainkit.errors import InputError
 from trainkit.util import resources, yamlload
