@@ -521,3 +521,57 @@ def test_a_broken_regions_file_in_a_room_is_named(capsys, outside_untouched, mon
     finally:
         clouds._external.cache_clear()
     assert code == 2 and str(rooms / "fifthcloud" / "regions.yaml") in err, err
+
+
+# ---- 6. price files are validated like specs ----------------------------------------------------
+
+@pytest.mark.parametrize("head,words", [
+    ("currency: {code: USD}\n", "currency: must be an ISO 4217 code"),
+    ("currency: usd\n", "currency: must be an ISO 4217 code"),
+    ("currency: 840\n", "currency: must be an ISO 4217 code"),
+    ("currency: EUR\n", "currency: EUR, but the aws catalog's prices are in USD"),
+    ("source: [a, b]\n", "source: must be text"),
+])
+def test_a_price_file_header_is_checked(capsys, outside_untouched, head, words):
+    prices = outside_untouched / "prices.yaml"
+    prices.write_text(head + "prices:\n  g5.12xlarge: {on_demand: 5.6}\n")
+    code, err = run(capsys, "catalog", "--cloud", "aws", "--prices", str(prices), "--json")
+    assert code == 2 and str(prices) in err and words in err and "fix:" in err, err
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "-1", "'5'", "true", "[1]"])
+def test_a_price_that_is_not_a_finite_number_at_least_zero_is_refused(capsys, outside_untouched, value):
+    prices = outside_untouched / "prices.yaml"
+    prices.write_text(f"currency: USD\nprices:\n  g5.12xlarge: {{on_demand: {value}}}\n")
+    code, err = run(capsys, "catalog", "--cloud", "aws", "--prices", str(prices))
+    assert code == 2 and "prices.g5.12xlarge.on_demand" in err, err
+
+
+def test_an_unquoted_date_in_a_price_file_prints_as_json(capsys, outside_untouched):
+    import json
+
+    prices = outside_untouched / "prices.yaml"
+    prices.write_text("currency: USD\ndate: 2024-05-01\nprices:\n  g5.12xlarge: {on_demand: 5.6}\n")
+    from trainkit.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["catalog", "--cloud", "aws", "--prices", str(prices), "--json"])
+    out = capsys.readouterr()
+    assert exc.value.code == 0, out.err
+    rows = json.loads(out.out)
+    assert "2024-05-01" in {r["price_date"] for r in rows}
+
+
+@PROPS
+@given(st.recursive(st.one_of(st.floats(), st.integers(), st.text(max_size=4), st.none()),
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+                    max_leaves=10))
+def test_json_output_is_strict_json_whatever_the_numbers(value):
+    import json
+
+    from trainkit.commands.options import dump_json
+
+    text = dump_json(value)
+    assert "NaN" not in text and "Infinity" not in text
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
