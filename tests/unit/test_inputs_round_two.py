@@ -575,3 +575,73 @@ def test_json_output_is_strict_json_whatever_the_numbers(value):
     text = dump_json(value)
     assert "NaN" not in text and "Infinity" not in text
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
+
+
+# ---- 7. clear messages --------------------------------------------------------------------------
+
+HOSTS_HEAD = "name: lab\ncloud: hosts\nssh: {user: ops}\nstorage: {data_disk: {enabled: false}}\n"
+
+
+@pytest.mark.parametrize("body,words", [
+    ("hosts: [{name: a, address: '2001:db8::1'}, {name: b, address: '2001:0db8:0:0::1'}]\n",
+     "hosts[1].address: 2001:0db8:0:0::1:22 is also hosts[0]"),
+    ("hosts: [{name: a, address: 10.0.0.1}, {name: b, address: 10.0.0.2}]\ntags: {on: x}\n",
+     "key 'on' is read as the boolean true (YAML 1.1)"),
+    ("hosts: [{name: a, address: 10.0.0.1, port: 0022}]\n", "0022 is read as 18 (a YAML 1.1 octal number)"),
+    ("hosts: [{name: a, address: 10.0.0.1, port: 1:30}]\n", "1:30 is read as 90 (a YAML 1.1 base-60 number)"),
+    ("hosts: [{name: a, address: 10.0.0.1}]\nnetwork: {admin_cidrs: 10.0.0.0/8}\n", "expected a list"),
+])
+def test_a_yaml_or_address_trap_gets_a_clear_message(capsys, outside_untouched, body, words):
+    spec = outside_untouched / "spec.yaml"
+    spec.write_text(HOSTS_HEAD + body)
+    code, err = run(capsys, "validate", str(spec))
+    assert code == 2 and words in err, err
+    assert "[key]" not in err
+
+
+@pytest.mark.parametrize("ttl", ["0.5m", "0.01h", "0.0001d"])
+def test_a_ttl_under_a_minute_is_refused_not_taken_as_no_ttl(capsys, outside_untouched, ttl):
+    spec = outside_untouched / "spec.yaml"
+    spec.write_text(f"name: lab\ncloud: aws\nregion: us-east-1\nzone: us-east-1a\n"
+                    f"network: {{admin_cidrs: [203.0.113.0/24]}}\nttl: {ttl}\n")
+    code, err = run(capsys, "validate", str(spec))
+    assert code == 2 and "under a minute" in err, err
+
+
+def test_a_string_where_a_list_is_expected_is_named_not_read_by_character(outside_untouched):
+    with pytest.raises(InputError) as err:
+        _job(outside_untouched, "name: job\ncommand: echo hi\nexcludes: '*.pt'\n")
+    assert "excludes: expected a list" in err.value.message and "['*.pt']" in err.value.fix
+
+
+def test_quoted_yaml_11_lookalikes_are_kept_as_text():
+    from trainkit.util import yamlload
+
+    assert yamlload.load_text("'on': '0022'\nb: '1:30'\nc: 22\nd: 0x1F\ne: 0\nf: [1, -3]\n") == {
+        "on": "0022", "b": "1:30", "c": 22, "d": 31, "e": 0, "f": [1, -3]}
+
+
+@PROPS
+@given(st.sampled_from(["2001:db8::1", "10.0.0.1", "fe80::1", "::ffff:10.0.0.1"]), st.data())
+def test_one_ip_in_any_spelling_is_one_host(ip, data):
+    import ipaddress
+
+    from trainkit.util import grammar
+
+    addr = ipaddress.ip_address(ip)
+    spelling = data.draw(st.sampled_from([str(addr), addr.exploded, addr.exploded.upper(), str(addr).upper()]))
+    assert grammar.address_key(spelling) == grammar.address_key(ip)
+
+
+@PROPS
+@given(st.integers(min_value=0, max_value=99999), st.integers(min_value=1, max_value=3))
+def test_a_number_with_leading_zeros_is_refused_or_read_as_written(n, zeros):
+    from trainkit.util import yamlload
+
+    text = "0" * zeros + str(n)
+    try:
+        value = yamlload.load_text(f"port: {text}\n")["port"]
+    except InputError as err:
+        assert "YAML 1.1" in err.message
+    else:
+        assert str(value) == text or value == text  # never a silently different number

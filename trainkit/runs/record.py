@@ -91,8 +91,18 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
                          fix=f"edit {path} (or pass arguments inside `command:`)")
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
                workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
-               excludes=tuple(str(x) for x in (launch.get("excludes") or ())),
+               excludes=_string_list(path, "excludes", launch.get("excludes")),
                stage=_stage(path, launch.get("stage")))
+
+
+def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    """A list of strings; InputError for one string (it was read character by character)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise InputError(f"{path}: {key}: expected a list ([a, b], or one '- item' per line), got {value!r}",
+                         fix=f"write {key}: [{value!r}]" if isinstance(value, str) else None)
+    return tuple(str(v) for v in value)
 
 
 def _stage(path: Path, value: Any) -> Any:

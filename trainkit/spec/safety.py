@@ -27,6 +27,8 @@ def parse_minutes(text: str) -> float:
     if not m or float(m.group(1)) <= 0:
         raise ValueError(f"{text!r} is not a duration; write it like 90m, 12h or 2d")
     minutes = float(m.group(1)) * _UNIT_MINUTES[m.group(2)]
+    if minutes < 1:  # the node-side guard counts whole minutes: under one would mean "never"
+        raise ValueError(f"{text!r} is under a minute; the shortest ttl/idle is 1m")
     if minutes > MAX_MINUTES:
         raise ValueError(f"{text!r} is more than {MAX_MINUTES // 1440}d; write the time you mean, "
                          "like 12h or 7d")

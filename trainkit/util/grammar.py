@@ -59,6 +59,12 @@ def is_hostname(value: str) -> bool:
     return all(_LABEL.fullmatch(label) for label in value.split("."))
 
 
+def address_key(value: str) -> str:
+    """One spelling per address, for telling two hosts apart: an IP in its compressed form
+    (ipaddress: 2001:0db8:0::1 and 2001:db8::1 are one host), a host name lower-cased."""
+    return str(ipaddress.ip_address(value)) if is_ip(value) else value.lower()
+
+
 def check_address(value: str) -> str:
     """An address ssh can dial: IPv4, IPv6 or an RFC 1123 host name."""
     if not isinstance(value, str) or not value:
