@@ -16,6 +16,7 @@ try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, no
 
     from trainkit import __version__
     from trainkit.errors import UNEXPECTED, TrainkitError
+    from trainkit.util.redact import redact
 except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
     sys.exit(130)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as err:
         if err.errno not in _DISK_ERRNOS:
             _internal(err)
-        where = err.filename or "the workspace"
+        where = redact(str(err.filename)) if err.filename else "the workspace"
         click.echo(f"error: {os.strerror(err.errno)}: {where}\n  fix: free space on that disk (df -h) and run "
                    "the command again; records and caches are replaced whole, so none was left half-written",
                    err=True)
@@ -150,8 +151,8 @@ _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 def _internal(err: Exception) -> None:
     """A bug: one line and exit 1; TRAINKIT_DEBUG=1 re-raises it for the traceback."""
-    if "TRAINKIT_DEBUG" in os.environ:
+    if os.environ.get("TRAINKIT_DEBUG", "").strip().lower() in ("1", "true", "yes"):  # not "0" or "no"
         raise err
-    click.echo(f"internal error: {type(err).__name__}: {err} "
+    click.echo(f"internal error: {type(err).__name__}: {redact(str(err))} "
                "(set TRAINKIT_DEBUG=1 for a traceback and report it)", err=True)
     sys.exit(UNEXPECTED)

@@ -18,6 +18,8 @@ Exit codes, one per phase so CI can tell where a job stopped:
 
 from __future__ import annotations
 
+from trainkit.util.redact import redact  # one redaction rule: no URL credential in any message
+
 OK = 0
 UNEXPECTED = 1
 BAD_INPUT = 2
@@ -43,6 +45,7 @@ class TrainkitError(Exception):
     exit_code = UNEXPECTED
 
     def __init__(self, message: str, fix: str | None = None, exit_code: int | None = None):
+        message, fix = redact(message), (redact(fix) if fix else fix)
         super().__init__(message)
         self.message = message
         self.fix = fix

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -25,6 +26,7 @@ from typing import Any, Iterator
 import yaml
 
 from trainkit.errors import InputError, LockedError, MissingToolError
+from trainkit.util.paths import local_path
 
 DEFAULT_BASE = Path(".trainkit")
 LOGS_KEPT = 3  # terraform.log of this command plus the two before it
@@ -38,8 +40,13 @@ class Workspace:
     @classmethod
     def for_cluster(cls, name: str, workdir: str | Path | None = None) -> "Workspace":
         """`workdir` if given (a quoted `~` expanded, as the spec's key paths are; a literal `~`
-        folder invites `rm -rf ~`), else `.trainkit/<name>` under the current directory."""
-        return cls((Path(workdir).expanduser() if workdir else DEFAULT_BASE / name).absolute(), name)
+        folder invites `rm -rf ~`), else `.trainkit/<name>` under the current directory.
+        InputError for a workdir of /, the home folder or a folder at or above the current one."""
+        if not workdir:
+            return cls((DEFAULT_BASE / name).absolute(), name)
+        root = local_path(workdir)
+        check_workdir(root, workdir)
+        return cls(root, name)
 
     terraform_dir = property(lambda self: self.root / "terraform")
     plan_bin = property(lambda self: self.root / "plan.bin")
@@ -62,17 +69,53 @@ class Workspace:
     # What destroy removes once the cluster is gone (terraform.log* too); runs/ and review.md stay.
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
                      "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform")
+    # Everything else trainkit (or a tool it runs) writes here: names in a workspace outside
+    # these are someone else's, and no command runs there.
+    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars")
+    SUBTREES = {  # folder -> what trainkit, terraform, ssh and ansible-runner write in it
+        "ssh": ("id_ed25519", "id_ed25519.pub", "known_hosts", "known_hosts.old"),
+        "ansible": ("artifacts", "env", "inventory", "project", "wheels"),
+        "terraform": (".terraform", ".terraform.lock.hcl", "terraform.tfstate", "terraform.tfstate.backup",
+                      ".trainkit-rendered"),
+    }
 
     marker = property(lambda self: self.root / ".trainkit-workspace")
 
+    def _known(self, name: str) -> bool:
+        return (name in self.CLUSTER_FILES or name in self.KEPT_FILES or name.startswith("terraform.log")
+                or re.fullmatch(r"\..+\.tmp[0-9]+", name) is not None)  # write_atomic's temporary files
+
+    def _rendered(self) -> set[str]:
+        """The files under terraform/ that render wrote (its manifest)."""
+        manifest = self.terraform_dir / ".trainkit-rendered"
+        try:
+            return set(manifest.read_text().split())
+        except OSError:
+            return set()
+
     def foreign_files(self) -> list[str]:
-        """The names of CLUSTER_FILES here that trainkit did not write ([] when an earlier command
-        marked the folder: the marker, its lock or a rendered stack). render overwrites and
-        destroy deletes those names, so a folder with any of them is not used."""
-        if (self.marker.exists() or self.lock_path.exists()
-                or (self.terraform_dir / ".trainkit-rendered").exists()):
+        """Files and folders here that trainkit did not write (relative names, sorted). In a
+        folder without trainkit's marker that is everything in it: a workspace is a folder
+        trainkit made, never one guessed from the names of the files it holds."""
+        if not self.root.is_dir():
             return []
-        return [name for name in self.CLUSTER_FILES if (self.root / name).exists()]
+        names = sorted(os.listdir(self.root))
+        if not self.marker.is_file():
+            order = {n: i for i, n in enumerate(self.CLUSTER_FILES)}
+            return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+        foreign = [n for n in names if not self._known(n)]
+        for folder, known in self.SUBTREES.items():
+            sub = self.root / folder
+            if not sub.is_dir():
+                continue
+            extra = set(known) | (self._rendered() if folder == "terraform" else set())
+            for path in sorted(sub.rglob("*")):
+                rel = path.relative_to(sub)
+                if (rel.parts[0] in known or path.is_dir() or rel.as_posix() in extra
+                        or (folder == "terraform" and rel.name.startswith((".terraform.tfstate", "terraform.tfstate")))):
+                    continue
+                foreign.append(f"{folder}/{rel.as_posix()}")
+        return foreign
 
     def owner(self) -> str:
         """The cluster named in the marker ("" when unmarked or marked by an older trainkit)."""
@@ -92,10 +135,17 @@ class Workspace:
                                  f".trainkit/{self.cluster})")
         foreign = self.foreign_files()
         if foreign:
-            raise InputError(f"workspace {self.root}: {', '.join(foreign)} here were not written by "
-                             "trainkit; render would overwrite them and destroy would delete them",
-                             fix="use a new or empty folder for --workdir (or drop --workdir for "
-                                 ".trainkit/<cluster name>)")
+            shown = ", ".join(foreign[:12]) + (f" and {len(foreign) - 12} more" if len(foreign) > 12 else "")
+            if not self.marker.is_file():
+                raise InputError(f"workspace {self.root}: {shown} here were not written by trainkit "
+                                 f"(the folder has no {self.marker.name} marker, so trainkit did not "
+                                 "make it); render would overwrite them and destroy would delete them",
+                                 fix="use a new or empty folder for --workdir (or drop --workdir for "
+                                     ".trainkit/<cluster name>); if an older trainkit made this folder, "
+                                     f"write the cluster's name into {self.marker}")
+            raise InputError(f"workspace {self.root}: {shown} here were not written by trainkit; "
+                             "trainkit does not run in, or delete from, a folder holding your files",
+                             fix=f"move them out of {self.root}, then run the command again")
 
     def ensure(self) -> "Workspace":
         """Create the folder (and its marker); InputError when it is not trainkit's or cannot be made."""
@@ -143,16 +193,37 @@ class Workspace:
             path.unlink()
 
     def remove_cluster_files(self) -> None:
-        """Remove CLUSTER_FILES and the terraform logs (after destroy); runs/ and review.md stay.
-        InputError, deleting nothing, in a folder trainkit did not write (check_ours)."""
+        """Remove what trainkit wrote of CLUSTER_FILES and the terraform logs (after destroy);
+        runs/ and review.md stay. InputError, deleting nothing, in a folder trainkit did not make
+        or one holding files it did not write (check_ours)."""
         self.check_ours()
+        rendered = self._rendered()
         for name in self.CLUSTER_FILES:
             path = self.root / name
-            if path.is_dir():
+            if name == "terraform" and path.is_dir():
+                self._remove_stack(rendered)
+            elif path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
-            elif path.exists():
+            elif path.exists() or path.is_symlink():
                 path.unlink()
         self.remove_logs()
+
+    def _remove_stack(self, rendered: set[str]) -> None:
+        """terraform/: the rendered files (its manifest), terraform's own files, then empty folders."""
+        root = self.terraform_dir
+        for rel in sorted(rendered | set(self.SUBTREES["terraform"])):
+            path = root / rel
+            if rel.startswith("/") or ".." in Path(rel).parts:
+                continue
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        with contextlib.suppress(OSError):
+            root.rmdir()
 
     def stack_fingerprint(self) -> str:
         """Hash of every rendered file under terraform/ (not .terraform/, the state or the lock
@@ -255,6 +326,21 @@ class Workspace:
                 fh.seek(0)
                 fh.truncate()
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def check_workdir(root: Path, given: str | os.PathLike) -> None:
+    """InputError when `root` (a --workdir, resolved) is /, the home folder, or the current folder
+    or one above it: destroy removes what it wrote there, and those folders hold everything else."""
+    home, here = local_path("~"), local_path(".")
+    why = ("/" if root == Path("/") else "your home folder" if root == home
+           else "a folder above your home folder" if root in home.parents
+           else "the current folder" if root == here
+           else "a folder above the current folder" if root in here.parents else "")
+    if why:
+        shown = f"{given} (= {root})" if str(given) != str(root) else str(root)
+        raise InputError(f"--workdir {shown} is {why}; a workspace must be a folder of its own",
+                         fix="give --workdir a new folder, e.g. --workdir .trainkit/<cluster name> "
+                             "(or drop --workdir)")
 
 
 def write_atomic(path: Path, text: str) -> None:

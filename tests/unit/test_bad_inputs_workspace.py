@@ -36,6 +36,7 @@ def test_a_workdir_holding_the_users_files_is_refused_and_nothing_is_lost(
     code, err = run(capsys, *args, *(["--yes"] if command != "render" else []))
     assert code == 2, err
     assert f"workspace {project}: ssh, ansible, node, terraform here were not written by trainkit" in err
+    assert ".trainkit-workspace marker" in err
     assert {p: p.read_text() for p in project.rglob("*") if p.is_file()} == before
 
 
@@ -74,7 +75,7 @@ WORKSPACE_FILES = [
 def test_a_damaged_workspace_file_is_named_with_a_fix(capsys, repo, tmp_path, case, files, command, expected):
     ws = tmp_path / "ws"
     (ws / "lock").parent.mkdir(parents=True)
-    (ws / "lock").write_text("")
+    (ws / ".trainkit-workspace").write_text("local-demo\n")
     for rel, text in files.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
@@ -107,7 +108,7 @@ def test_the_workspace_caches_name_themselves_when_damaged(tmp_path, name, text)
 def test_logs_for_a_rank_the_cluster_does_not_run_says_so(capsys, repo, tmp_path):
     ws = tmp_path / "ws"
     (ws / "runs" / "digits-1").mkdir(parents=True)
-    (ws / "lock").write_text("")
+    (ws / ".trainkit-workspace").write_text("")
     (ws / "inventory.yml").write_text(GOOD_INVENTORY)
     (ws / "runs" / "digits-1" / "run.json").write_text(RECORD.replace('"attempts"', '"status": "running", "attempts"'))
     code, err = run(capsys, "logs", str(repo / "examples/clusters/local.yaml"), "--workdir", str(ws), "--rank", "99")
@@ -138,7 +139,7 @@ def test_a_cut_short_events_line_is_skipped_not_fatal(tmp_path):
 def test_a_truncated_hosts_json_is_named(capsys, repo, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "lock").write_text("")
+    (ws / ".trainkit-workspace").write_text("")
     (ws / "inventory.yml").write_text(GOOD_INVENTORY)
     (ws / "hosts.json").write_text('{"active": ["gpu-')
     spec = tmp_path / "hosts.yaml"
@@ -151,6 +152,7 @@ def test_a_truncated_hosts_json_is_named(capsys, repo, tmp_path):
 
 def test_a_lock_that_is_a_folder_is_named(capsys, repo, tmp_path):
     (tmp_path / "ws" / "lock").mkdir(parents=True)
+    (tmp_path / "ws" / ".trainkit-workspace").write_text("local-demo\n")
     code, err = run(capsys, "plan", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"))
     assert code == 2, err  # IsADirectoryError, exit 1
     assert f"{tmp_path / 'ws' / 'lock'}: cannot open the workspace lock" in err

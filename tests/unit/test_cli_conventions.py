@@ -135,6 +135,7 @@ def test_sizing_warnings_show_once_on_validate_and_render_and_never_on_destroy(r
 
 def test_destroy_dash_y_does_not_prompt(repo, capsys, tmp_path):
     (tmp_path / "runs").mkdir(parents=True)
+    (tmp_path / ".trainkit-workspace").write_text("local-demo\n")  # a workspace trainkit made
     code, out, err = run(["destroy", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path), "-y"],
                          capsys)
     assert code == 0, err

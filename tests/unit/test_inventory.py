@@ -84,7 +84,7 @@ def test_workers_without_public_ip_are_reached_through_the_head_with_the_cluster
     hop = shlex.split(proxy.removeprefix("ProxyCommand="))
     assert hop[:3] == ["ssh", "-W", "%h:%p"] and hop[-1] == "ubuntu@203.0.113.7"
     assert hop[hop.index("-i") + 1] == key
-    assert f"UserKnownHostsFile={ws.ssh_dir / 'known_hosts'}" in " ".join(args)
+    assert f'UserKnownHostsFile="{ws.ssh_dir / "known_hosts"}"' in args  # one word, quoted for ssh
 
 
 def test_storage_vars_come_from_the_module_outputs(ws):

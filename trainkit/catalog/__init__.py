@@ -9,9 +9,11 @@ sort after every known price; they are never estimated.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import math
 import os
+import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -113,6 +115,7 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
     if not isinstance(data, dict) or not isinstance(data.get("prices"), dict):
         raise InputError(f"{path}: expected a mapping with a `prices:` mapping of TYPE -> "
                          "{on_demand, spot}")
+    meta = _price_file_meta(path, data, catalog)
     known = {i.type for i in catalog.instances}
     updated = []
     for type_name, row in data["prices"].items():
@@ -129,9 +132,37 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
     for inst in catalog.instances:
         row = data["prices"].get(inst.type)
         updated.append(replace(inst, **row) if row else inst)
-    return replace(catalog, instances=tuple(updated), currency=data.get("currency", catalog.currency),
-                   price_source=str(data.get("source") or path), price_date=data.get("date", catalog.price_date),
-                   price_region=data.get("region", catalog.price_region))
+    return replace(catalog, instances=tuple(updated), currency=catalog.currency,
+                   price_source=meta.get("source") or str(path), price_date=meta.get("date", catalog.price_date),
+                   price_region=meta.get("region", catalog.price_region))
+
+
+# ISO 4217 alphabetic currency codes are three capital letters (USD, CNY, EUR).
+_CURRENCY = re.compile(r"[A-Z]{3}")
+
+
+def _price_file_meta(path: Path, data: dict, catalog: Catalog) -> dict[str, str]:
+    """The price file's currency, date, source and region, checked like a spec's fields: text
+    (an unquoted YAML date is read as a date and written back as its ISO text), the currency an
+    ISO 4217 code and the catalog's own (one currency per file; prices are never relabelled)."""
+    meta: dict[str, str] = {}
+    for key in ("currency", "date", "source", "region"):
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, (dt.date, dt.datetime)):
+            value = value.isoformat()
+        if not isinstance(value, str) or (key == "currency" and not _CURRENCY.fullmatch(value)):
+            want = "an ISO 4217 code such as USD or CNY" if key == "currency" else "text"
+            raise InputError(f"{path}: {key}: must be {want}, got {value!r}",
+                             fix=f"write it like {key}: {catalog.currency if key == 'currency' else repr('...')}")
+        meta[key] = value
+    currency = meta.get("currency", catalog.currency)
+    if currency != catalog.currency:
+        raise InputError(f"{path}: currency: {currency}, but the {catalog.cloud} catalog's prices are in "
+                         f"{catalog.currency}; one file holds one currency and never relabels the catalog's",
+                         fix=f"give the prices in {catalog.currency} (currency: {catalog.currency})")
+    return meta
 
 
 def prices_dir() -> Path:

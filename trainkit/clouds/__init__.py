@@ -23,11 +23,9 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, NasRules, TagRules
 from trainkit.errors import InputError
-from trainkit.util import resources
+from trainkit.util import resources, yamlload
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -117,8 +115,14 @@ def _with_files(cloud: Cloud, regions: Path, catalog: Path, template: Path, modu
     """The room with its file locations and its region list (from `regions` when it exists)."""
     changes: dict = {"catalog_file": catalog, "provider_template": template, "module_dir": module}
     if not cloud.regions and regions.is_file():
-        data = yaml.safe_load(regions.read_text())
-        changes["regions"] = {str(r): tuple(str(z) for z in (zones or ()))
-                              for r, zones in data["regions"].items()}
+        data = yamlload.load_file(regions, "regions file")  # InputError naming the file and line
+        table = data.get("regions") if isinstance(data, dict) else None
+        if not isinstance(table, dict) or not all(
+                isinstance(zones, (list, type(None))) and all(isinstance(z, (str, int)) for z in zones or ())
+                for zones in table.values()):
+            raise InputError(f"{regions}: not a regions file: give `regions:` as a mapping of region "
+                             "to its list of zones", fix="write it like regions: {cn-hangzhou: "
+                                                         "[cn-hangzhou-h, cn-hangzhou-i]} (source: and date: optional)")
+        changes["regions"] = {str(r): tuple(str(z) for z in (zones or ())) for r, zones in table.items()}
         changes["regions_source"] = f"{data.get('source', '')} ({data.get('date', 'undated')})"
     return dataclasses.replace(cloud, **changes)

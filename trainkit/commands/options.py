@@ -114,8 +114,21 @@ def format_option(formats: tuple[str, ...] = ("text", "json"), help_text: str = 
 
 
 def dump_json(value: Any) -> str:
-    """The one JSON rendering of every command's --format json (indented, keys sorted)."""
-    return json.dumps(value, indent=2, sort_keys=True)
+    """The one JSON rendering of every command's --format json (indented, keys sorted). Strict
+    JSON: a non-finite number (NaN, Infinity: no JSON literal, and most parsers refuse them) is
+    written as null, meaning unknown; a date as its ISO text."""
+    return json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False,
+                      default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):

@@ -10,7 +10,15 @@ from rich.console import Console
 from rich.live import Live
 
 from trainkit.cluster.top import collect, nodes_from_inventory, table
-from trainkit.commands.options import Finite, format_option, load, require_applied, spec_argument, workdir_option
+from trainkit.commands.options import (
+    Finite,
+    format_option,
+    json_safe,
+    load,
+    require_applied,
+    spec_argument,
+    workdir_option,
+)
 from trainkit.provision.inventory import load_inventory
 
 
@@ -44,7 +52,7 @@ def top(spec, workdir, once, fmt, interval, wide):
     if once:
         rows = collect(nodes)
         if as_json:
-            click.echo(json.dumps(rows, indent=2))
+            click.echo(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         else:
             console = Console()
             console.print(table(rows, f"{cluster.name}: {len(rows)} node(s)", None if wide else console.width))
@@ -57,7 +65,7 @@ def _live(name, nodes, interval, as_json, wide) -> None:
 
     if as_json:  # one JSON array a line, for a pipe
         while True:
-            click.echo(json.dumps(collect(nodes)))
+            click.echo(json.dumps(json_safe(collect(nodes)), allow_nan=False))
             time.sleep(max(0.0, interval - 1))
     with Live(table([], f"{name}: sampling..."), auto_refresh=False) as live:
         width = None if wide else live.console.width

@@ -40,7 +40,7 @@ from trainkit.workspace import REAPPLY, Workspace
 # Host groups; the head node (rank 0) is the first node of the module output / host list.
 HEAD_GROUP, WORKER_GROUP = "head", "workers"
 # Accept a node's host key on first use and keep it in the workspace, never in ~/.ssh.
-SSH_OPTIONS = "-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={known_hosts}"
+SSH_OPTIONS = "-o StrictHostKeyChecking=accept-new -o {known_hosts}"
 
 
 def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: Workspace) -> dict:
@@ -94,8 +94,20 @@ def ssh_word(value: str) -> str:
     return shlex.quote(value.replace("%", "%%"))
 
 
+def known_hosts_option(known_hosts: Path) -> str:
+    """`UserKnownHostsFile="PATH"`: ssh splits an option's value on whitespace (the option takes
+    a list of files), so the path is double-quoted for ssh's own parser, '%' doubled for its
+    TOKENS. InputError for a workspace path ssh cannot quote (a '"' or a control character)."""
+    text = str(known_hosts)
+    if '"' in text or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InputError(f"--workdir {known_hosts.parent.parent}: ssh cannot be given a file in a "
+                         "folder whose path holds a '\"' or a control character",
+                         fix="give --workdir a folder whose path has no quotes or control characters")
+    return f'UserKnownHostsFile="{text.replace("%", "%%")}"'
+
+
 def _ssh_args(key: str | None, known_hosts: Path) -> str:
-    args = SSH_OPTIONS.format(known_hosts=ssh_word(str(known_hosts)))
+    args = SSH_OPTIONS.format(known_hosts=shlex.quote(known_hosts_option(known_hosts)))
     return args + (" -o IdentitiesOnly=yes" if key else "")
 
 
@@ -160,7 +172,7 @@ def _proxy_command(user: str, jump_ip: str, key: str, known: Path) -> str:
     grammar.check_ip(jump_ip)
     hop = " ".join(["ssh", "-W", "%h:%p", "-q", "-i", ssh_word(key), "-o", "IdentitiesOnly=yes",
                     "-o", "StrictHostKeyChecking=accept-new",
-                    "-o", ssh_word(f"UserKnownHostsFile={known}"), "--", ssh_word(f"{user}@{jump_ip}")])
+                    "-o", ssh_word(known_hosts_option(known)), "--", ssh_word(f"{user}@{jump_ip}")])
     return f"-o ProxyCommand={shlex.quote(hop)}"
 
 

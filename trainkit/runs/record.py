@@ -30,7 +30,12 @@ from trainkit.train.config import LAUNCH_KEYS
 from trainkit.util import yamlload
 from trainkit.workspace import write_atomic
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# Grammars are whole-string: always fullmatch (re.match(...$) also accepts a final newline).
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX.1-2017 8.1, portable names
+# What one argv/environment string may hold: no NUL (execve ends the string there), and Linux's
+# MAX_ARG_STRLEN (32 pages = 128 KiB) per string.
+ARG_STRLEN_MAX = 128 * 1024
 # Keys of a train config that belong to the launcher, not to the engine (docs/runs.md).
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -75,7 +80,7 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
             raise InputError(f"override {item!r} is not key=value", fix="write it like epochs=3")
     launch = {k: data.pop(k) for k in LAUNCH_KEYS if k in data}
     name = launch.get("name", path.stem)
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InputError(f"{path}: name: {name!r} is not a run name",
                          fix="letters, digits, '.', '_' and '-', at most 63 characters")
     command, setup = _text(path, launch, "command"), _text(path, launch, "setup")
@@ -86,8 +91,18 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
                          fix=f"edit {path} (or pass arguments inside `command:`)")
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
                workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
-               excludes=tuple(str(x) for x in (launch.get("excludes") or ())),
+               excludes=_string_list(path, "excludes", launch.get("excludes")),
                stage=_stage(path, launch.get("stage")))
+
+
+def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    """A list of strings; InputError for one string (it was read character by character)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise InputError(f"{path}: {key}: expected a list ([a, b], or one '- item' per line), got {value!r}",
+                         fix=f"write {key}: [{value!r}]" if isinstance(value, str) else None)
+    return tuple(str(v) for v in value)
 
 
 def _stage(path: Path, value: Any) -> Any:
@@ -127,14 +142,27 @@ def _env(path: Path, value: Any) -> dict[str, str]:
         raise InputError(f"{path}: env: give a mapping NAME: value")
     out = {}
     for key, val in value.items():
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
             raise InputError(f"{path}: env: {key!r} is not an environment variable name")
         if key.startswith("TRAINKIT_"):
             raise InputError(f"{path}: env.{key}: TRAINKIT_* variables are set by trainkit")
         if isinstance(val, (dict, list)) or val is None:
             raise InputError(f"{path}: env.{key}: give a string or number")
-        out[key] = str(val)
+        out[key] = check_env_value(path, key, str(val))
     return out
+
+
+def check_env_value(path: Path, key: str, value: str) -> str:
+    """`value` when the OS can pass it as `KEY=value`; InputError naming env.KEY otherwise."""
+    if "\0" in value:
+        raise InputError(f"{path}: env.{key}: the value holds a NUL character, which no program "
+                         "can receive in its environment", fix="remove it from the value")
+    size = len(f"{key}={value}".encode())
+    if size > ARG_STRLEN_MAX:
+        raise InputError(f"{path}: env.{key}: the value is {size} bytes; the OS passes at most "
+                         f"{ARG_STRLEN_MAX} bytes per variable (Linux MAX_ARG_STRLEN)",
+                         fix="put large values in a file the job reads, and give its path in env")
+    return value
 
 
 def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
@@ -205,6 +233,10 @@ def created_at(run_dir: Path) -> float:
 
 def resolve_run(runs_dir: Path, run: str | None) -> Path:
     """The folder of run `run` (an id, or a unique prefix); None = the newest run."""
+    if run is not None and (not run.strip() or "/" in run or "\0" in run):
+        raise InputError(f"run id {run!r} is not a run id (empty, or a path)",
+                         fix="give a run id or its prefix as `trainkit runs` lists it, or leave it "
+                             "out for the newest run")
     found = sorted((p for p in runs_dir.glob("*") if (p / "run.json").is_file()),
                    key=created_at) if runs_dir.is_dir() else []
     if run is None:

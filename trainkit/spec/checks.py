@@ -11,6 +11,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from trainkit.util import grammar
+
 
 def network_problems(net: Any) -> list[str]:
     """IPv4 VPC, not the whole internet, subnet of the same family inside it."""
@@ -44,7 +46,7 @@ def host_problems(s: Any) -> list[str]:
     out: list[str] = []
     seen: dict[tuple[str, int], int] = {}
     for i, h in enumerate(s.hosts):
-        key = (h.address.lower(), h.port)
+        key = (grammar.address_key(h.address), h.port)  # one IPv6 host, two spellings: one host
         if key in seen:
             out.append(f"hosts[{i}].address: {h.address}:{h.port} is also hosts[{seen[key]}]; each "
                        "host needs its own address (or port)")

@@ -14,7 +14,7 @@ import re
 from trainkit import clouds
 from trainkit.errors import InputError
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhd])\s*$")
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([mhd])\s*")  # used with fullmatch
 _UNIT_MINUTES = {"m": 1, "h": 60, "d": 1440}
 # Any ttl/idle longer than ten years is a typo, not a safety net; the bound also keeps the
 # deadline a date that status can print (Python's time functions stop at year 9999).
@@ -23,10 +23,12 @@ MAX_MINUTES = 3650 * 1440
 
 def parse_minutes(text: str) -> float:
     """'90m' / '12h' / '2d' -> minutes. ValueError with the accepted forms otherwise."""
-    m = _DURATION.match(str(text))
+    m = _DURATION.fullmatch(str(text))
     if not m or float(m.group(1)) <= 0:
         raise ValueError(f"{text!r} is not a duration; write it like 90m, 12h or 2d")
     minutes = float(m.group(1)) * _UNIT_MINUTES[m.group(2)]
+    if minutes < 1:  # the node-side guard counts whole minutes: under one would mean "never"
+        raise ValueError(f"{text!r} is under a minute; the shortest ttl/idle is 1m")
     if minutes > MAX_MINUTES:
         raise ValueError(f"{text!r} is more than {MAX_MINUTES // 1440}d; write the time you mean, "
                          "like 12h or 7d")

@@ -235,9 +235,10 @@ class LaunchSpec(_Model):
     @field_validator("root")
     @classmethod
     def _root(cls, v: str) -> str:
-        v = grammar.check_path(v)
-        if len([p for p in v.split("/") if p]) < 2 or v.rstrip("/") in grammar.SYSTEM_DIRS:
-            raise ValueError(f"{v!r} is too close to /: `trainkit destroy` removes launch.root, so it "
+        given, v = v, grammar.check_path(v)  # normalised: /./opt and //opt/ are /opt
+        if len([p for p in v.split("/") if p]) < 2 or v in grammar.SYSTEM_DIRS:
+            shown = repr(given) if given == v else f"{given!r} (= {v!r})"
+            raise ValueError(f"{shown} is too close to /: `trainkit destroy` removes launch.root, so it "
                              "must be a folder of its own at least two levels deep, e.g. /opt/trainkit")
         return v
 

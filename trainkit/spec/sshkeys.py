@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 # OpenSSH authorized_keys key types (sshd(8), AUTHORIZED_KEYS FILE FORMAT): type, base64 key,
 # optional comment, on one line.
 _PUBLIC_KEY = re.compile(
-    r"^(ssh-ed25519|ssh-rsa|ssh-dss|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|"
-    r"sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]*)?$")
+    r"(ssh-ed25519|ssh-rsa|ssh-dss|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|"
+    r"sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]*)?")  # used with fullmatch
 MAX_KEY_BYTES = 16 * 1024  # an RSA-16384 public key is about 2.8 KB
 
 

@@ -88,8 +88,8 @@ def record(obj: Remote, sha256: str | None) -> dict[str, Any]:
 class Progress:
     """Bytes done over the total, printed at most once a second (stderr)."""
 
-    def __init__(self, total: int, out=sys.stderr) -> None:
-        self.total, self.done, self.out = total, 0, out
+    def __init__(self, total: int, out=None) -> None:
+        self.total, self.done, self.out = total, 0, out or sys.stderr  # the stream now, not at import
         self.t0 = self.last = time.monotonic()
         self.lock = threading.Lock()
 
@@ -252,6 +252,31 @@ def _finish(dest: Path, obj: Remote, src: Source, part: _Part) -> None:
     (dest.parent / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True))
 
 
+def _unpack(archive: Path, rel: str, tmp: Path, folder: Path) -> None:
+    """Extract `archive` into `tmp`: the one boundary to tarfile and zipfile. A member that would
+    land outside (`../`, an absolute path or link, a link out of the folder, a device) or a damaged
+    archive is a StageError naming the archive; `tmp` is removed and nothing is written outside."""
+    try:
+        if rel.lower().endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                for name in z.namelist():
+                    if name.startswith("/") or "\\" in name or ".." in PurePosixPath(name).parts:
+                        raise StageError(f"{archive}: unsafe path {name!r} in the archive; nothing "
+                                         "was unpacked", fix="rebuild the archive with relative paths")
+                z.extractall(tmp)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(tmp, filter="data")  # PEP 706: refuses absolute paths, .., devices
+    except (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise StageError(f"{archive}: cannot be unpacked safely: {err}; nothing was unpacked into {folder}",
+                         fix="rebuild the archive with relative member paths and no links out of it "
+                             "(or set unpack: false to keep it packed)") from None
+    except StageError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def _unpack_all(folder: Path, src: Source) -> None:
     """Unpack each archive in `folder` once (marker key `unpacked:<name>`), refusing unsafe paths."""
     if not src.unpack or not folder.is_dir():
@@ -263,15 +288,7 @@ def _unpack_all(folder: Path, src: Source) -> None:
         archive = folder / rel
         tmp = folder / f".unpack-{rel}"
         shutil.rmtree(tmp, ignore_errors=True)
-        if rel.lower().endswith(".zip"):
-            with zipfile.ZipFile(archive) as z:
-                for name in z.namelist():
-                    if name.startswith("/") or ".." in Path(name).parts:
-                        raise StageError(f"{archive}: unsafe path {name!r} in the archive")
-                z.extractall(tmp)
-        else:
-            with tarfile.open(archive) as t:
-                t.extractall(tmp, filter="data")  # PEP 706: refuses absolute paths, .., devices
+        _unpack(archive, rel, tmp, folder)
         for child in tmp.iterdir():
             target = folder / child.name
             if target.is_dir():

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainkit.errors import InputError
 from trainkit.staging.stores import schemes
+from trainkit.util.redact import redact_url
 
 
 class Source(BaseModel):
@@ -21,6 +22,17 @@ class Source(BaseModel):
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="Expected sha256 (one object).")
     unpack: bool = Field(True, description="Unpack .tar/.tar.gz/.tgz/.zip archives after download.")
     endpoint: str | None = Field(None, description="Override the store's endpoint URL (emulators).")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_url(cls, endpoint: str | None) -> str | None:
+        if endpoint is None:
+            return None
+        scheme, _, rest = endpoint.partition("://")
+        if scheme not in ("http", "https") or not rest.split("/", 1)[0] or any(c.isspace() for c in endpoint):
+            raise ValueError(f"{redact_url(endpoint)!r} is not an endpoint URL; write it like "
+                             "http://127.0.0.1:9000 or https://s3.example.com")
+        return endpoint
     region: str | None = Field(None, description="Region for the cloud's endpoint (else from env).")
 
     @field_validator("name")
@@ -34,12 +46,20 @@ class Source(BaseModel):
     @classmethod
     def _known_scheme(cls, url: str) -> str:
 
+        bad = sorted({c for c in url if c.isspace() or ord(c) < 32 or ord(c) == 127})
+        if bad:
+            shown = " ".join(repr(c) for c in bad[:4])
+            raise ValueError(f"{redact_url(url)!r} contains {shown}; a URL holds no spaces or control "
+                             "characters: percent-encode them (a space is %20)")
         scheme = url.partition("://")[0]
         known = [*sorted(schemes()), "https", "http"]
         if "://" not in url or scheme not in known:
             raise ValueError(f"{url!r}: use one of " + ", ".join(f"{k}://" for k in known))
         if not url.partition("://")[2].split("/", 1)[0]:
             raise ValueError(f"{url!r} names no bucket or host; write it like {scheme}://bucket/prefix/")
+        if scheme not in ("http", "https") and "@" in url.partition("://")[2].split("/", 1)[0]:
+            raise ValueError(f"{redact_url(url)!r} holds credentials before the bucket; object store "
+                             "keys come only from the environment (see `trainkit check`)")
         return url
 
 

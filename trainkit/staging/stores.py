@@ -8,11 +8,13 @@ as HTTP Range). Credentials come only from the environment.
 
 from __future__ import annotations
 
+import http.client
 import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from trainkit import clouds
 from trainkit.errors import InputError, TrainkitError
@@ -83,9 +85,13 @@ class S3Store:
                 raise InputError(f"data source {url}: no region for the {room.title} endpoint",
                                  fix=f"set region: in the data item or {room.region_variables[0]}")
             endpoint = room.object_store[1].format(region=region)
-        self.client = boto3.client("s3", endpoint_url=endpoint, region_name=region or "us-east-1",
-                                   config=Config(max_pool_connections=64, retries={"max_attempts": 5}),
-                                   **kwargs)
+        try:
+            self.client = boto3.client("s3", endpoint_url=endpoint, region_name=region or "us-east-1",
+                                       config=Config(max_pool_connections=64, retries={"max_attempts": 5}),
+                                       **kwargs)
+        except ValueError as err:  # botocore: "Invalid endpoint: ..."
+            raise InputError(f"data source {url}: endpoint: {err}",
+                             fix="give endpoint: a URL like http://127.0.0.1:9000 (or drop it)") from None
 
     def list(self) -> list[Remote]:
         """The object named by the URL, or every object under it as a prefix; InputError naming
@@ -95,7 +101,7 @@ class S3Store:
         )
 
         try:
-            return self._list()
+            return self._botocore(self._list)
         except NoCredentialsError:
             names = [" / ".join(v) for cs in self.room.credentials[:1] for v in cs.variables]
             raise InputError(f"data source {self.url}: no {self.room.title} credentials in the "
@@ -132,8 +138,28 @@ class S3Store:
         return found
 
     def read(self, key: str, start: int, end: int) -> bytes:
-        resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}")
-        return resp["Body"].read()
+        def get() -> bytes:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end}")
+            return resp["Body"].read()
+        return self._botocore(get)
+
+    def _botocore(self, call: Callable[[], Any]) -> Any:
+        """The one boundary to botocore: its errors (endpoint refused, bad parameters, a reply cut
+        short) become a TrainkitError naming the data source; missing credentials pass through."""
+        from botocore.exceptions import (  # botocore (an SDK): imported only when a store is used
+            BotoCoreError,
+            ClientError,
+            NoCredentialsError,
+        )
+
+        try:
+            return call()
+        except NoCredentialsError:
+            raise
+        except (BotoCoreError, ClientError) as err:
+            raise TrainkitError(f"data source {self.url}: {err}",
+                                fix="check the URL, endpoint and region, that the store is reachable "
+                                    "from here, and the keys in the environment") from None
 
 
 class HttpStore:
@@ -143,20 +169,47 @@ class HttpStore:
         self.url = url
 
     def list(self) -> list[Remote]:
-        req = urllib.request.Request(self.url, method="HEAD")
         try:
+            req = urllib.request.Request(self.url, method="HEAD")
             with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
-                size = int(resp.headers["Content-Length"])
+                length = resp.headers.get("Content-Length")
                 etag = (resp.headers.get("ETag") or "").strip('"') or None
-        except (urllib.error.URLError, OSError, TypeError, ValueError) as err:
+        except _HTTP_ERRORS as err:
             raise TrainkitError(f"{self.url}: {err}", fix="check the URL is reachable from the node") from None
+        size = content_length(self.url, length)
         name = urllib.parse.urlsplit(self.url).path.rsplit("/", 1)[-1] or "download"
         return [Remote(self.url, name, size, etag)]
 
     def read(self, key: str, start: int, end: int) -> bytes:
-        req = urllib.request.Request(key, headers={"Range": f"bytes={start}-{end}"})
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
-            body = resp.read()
-            if resp.status != 206 and (start, end + 1) != (0, len(body)):
-                raise TrainkitError(f"{key}: the server ignored the Range request (status {resp.status})")
+        try:
+            req = urllib.request.Request(key, headers={"Range": f"bytes={start}-{end}"})
+            with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
+                body = resp.read()
+                status = resp.status
+        except _HTTP_ERRORS as err:
+            raise TrainkitError(f"{key}: bytes {start}-{end}: {err}",
+                                fix="run stage again (finished ranges are kept); check the URL is "
+                                    "reachable from the node") from None
+        if status != 206 and (start, end + 1) != (0, len(body)):
+            raise TrainkitError(f"{key}: the server ignored the Range request (status {status})")
         return body
+
+
+# The one boundary to urllib/http.client: a refused or reset connection, a bad status line, a
+# reply cut short, a URL http.client will not send.
+_HTTP_ERRORS = (urllib.error.URLError, http.client.HTTPException, OSError, ValueError)
+# The largest object trainkit stages (16 TiB: the data disk's own limit on most clouds is lower).
+MAX_OBJECT_BYTES = 16 * 2**40
+
+
+def content_length(url: str, value: str | None) -> int:
+    """The size a server announced, checked: present, a decimal number, at most MAX_OBJECT_BYTES."""
+    if value is None:
+        raise TrainkitError(f"{url}: the server sent no Content-Length, so the download cannot be "
+                            "split into ranges or verified", fix="serve the file with a Content-Length "
+                                                                 "(a static file server does), or use a store URL")
+    text = value.strip()
+    if not text.isdigit() or not text.isascii() or int(text) > MAX_OBJECT_BYTES:
+        raise TrainkitError(f"{url}: the server sent Content-Length {value[:40]!r}, which is not a size "
+                            f"from 0 to {MAX_OBJECT_BYTES} bytes", fix="check the URL names the file you mean")
+    return int(text)

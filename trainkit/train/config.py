@@ -109,8 +109,9 @@ class TrainConfig(_Section):
     workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "0 for in-memory datasets, else the fastest count measured "
                                            "at start-up (trainkit/train/workers.py).")
-    seed: int = Field(0, ge=0, description="Seed for init, sampler order and dropout.")
-    split_seed: int = Field(0, ge=0, description="Seed of the train/val/test split (fixed, apart "
+    # le: torch seeds are 64-bit unsigned, and the sampler seeds seed + epoch (2**63 leaves room)
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed for init, sampler order and dropout.")
+    split_seed: int = Field(0, ge=0, le=2**63 - 1, description="Seed of the train/val/test split (fixed, apart "
                                                  "from `seed`, so every seed is tested on one set).")
     strategy: Literal["ddp", "fsdp", "auto"] = Field(
         "auto", description="ddp: every rank holds the model; fsdp: FSDP2 shards parameters, grads "

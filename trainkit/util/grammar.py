@@ -16,16 +16,18 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from trainkit.util.paths import node_path
+
 # RFC 1123 section 2.1 (host names): labels of letters, digits and hyphens, 1-63 characters,
 # not starting or ending with a hyphen; the whole name at most 253 characters (RFC 1035 2.3.4).
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # used with fullmatch
 HOSTNAME_MAX = 253
 # POSIX.1-2017 3.437 (User Name): characters from the portable filename character set (3.282),
 # hyphen not first; 32 characters is shadow-utils' useradd limit (LOGIN_NAME_MAX-1 on Linux is
 # larger, but useradd refuses longer names).
-_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
 # Absolute paths: only characters that are literal in every POSIX shell and in fstab fields.
-_PATH = re.compile(r"^/[A-Za-z0-9_./+@,=-]*$")
+_PATH = re.compile(r"/[A-Za-z0-9_./+@,=-]*")
 PATH_MAX = 4095  # Linux PATH_MAX (4096) less the terminating NUL
 # Folders a data disk or NAS must never be mounted over (the Filesystem Hierarchy Standard 3.0's
 # top-level system folders).
@@ -57,6 +59,12 @@ def is_hostname(value: str) -> bool:
     return all(_LABEL.fullmatch(label) for label in value.split("."))
 
 
+def address_key(value: str) -> str:
+    """One spelling per address, for telling two hosts apart: an IP in its compressed form
+    (ipaddress: 2001:0db8:0::1 and 2001:db8::1 are one host), a host name lower-cased."""
+    return str(ipaddress.ip_address(value)) if is_ip(value) else value.lower()
+
+
 def check_address(value: str) -> str:
     """An address ssh can dial: IPv4, IPv6 or an RFC 1123 host name."""
     if not isinstance(value, str) or not value:
@@ -86,7 +94,8 @@ def check_user(value: str) -> str:
 
 
 def check_path(value: str) -> str:
-    """An absolute path that is one literal shell word."""
+    """An absolute path that is one literal shell word, returned normalised (paths.node_path:
+    `//`, `.` and a trailing `/` collapsed) so every rule after this one judges the folder meant."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise ValueError(f"{_shown(value)} must be an absolute path, e.g. /data")
     if len(value) > PATH_MAX:
@@ -98,14 +107,15 @@ def check_path(value: str) -> str:
         shown = " ".join(repr(c) for c in bad[:8])
         raise ValueError(f"{_shown(value)} contains {shown}: paths may hold only letters, digits "
                          "and _ . / + @ , = - (no spaces or shell characters), e.g. /opt/trainkit")
-    return value
+    return node_path(value)
 
 
 def check_mount_point(value: str) -> str:
     """An absolute path (check_path) that is not a system folder such as / or /etc."""
-    value = check_path(value)
-    if (value.rstrip("/") or "/") in SYSTEM_DIRS:
-        raise ValueError(f"{value!r} is a system folder; mounting over it would hide the OS's own "
+    given, value = value, check_path(value)
+    if value in SYSTEM_DIRS:
+        shown = repr(given) if given == value else f"{given!r} (= {value!r})"
+        raise ValueError(f"{shown} is a system folder; mounting over it would hide the OS's own "
                          "files. Use a folder of its own, e.g. /data or /mnt/shared")
     return value
 

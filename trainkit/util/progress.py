@@ -15,6 +15,8 @@ from typing import Iterator, TextIO
 
 from rich.console import Console
 
+from trainkit.util.redact import redact
+
 console = Console(stderr=True, highlight=False, soft_wrap=True)  # no hard wraps in CI logs
 
 # Terraform lines worth a plain log line when there is no live display (CI logs). Errors are not
@@ -30,7 +32,7 @@ class Step:
         self.title, self.status, self.started = title, status, time.monotonic()
 
     def line(self, text: str) -> None:
-        text = text.strip().lstrip("│ ")
+        text = redact(text.strip().lstrip("│ "))
         if not text:
             return
         if self.status is not None:
@@ -60,7 +62,7 @@ def step(title: str) -> Iterator[Step]:
 
 
 def info(text: str) -> None:
-    console.print(text, markup=False)
+    console.print(redact(text), markup=False)
 
 
 @contextlib.contextmanager

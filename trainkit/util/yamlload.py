@@ -32,7 +32,7 @@ MAX_BYTES = 2 * 1024 * 1024
 # the result (validation, error messages, hashing).
 MAX_NODES = 100_000
 # YAML 1.2 core schema float (section 10.2.1.4), without .inf/.nan (not useful in a config).
-_FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_FLOAT_12 = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # used with fullmatch
 _MERGE = "tag:yaml.org,2002:merge"
 
 
@@ -42,16 +42,43 @@ class _Refused(Exception):
         self.line, self.message, self.fix = line, message, fix
 
 
+_BOOL, _INT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int"
+_TRUE = ("yes", "on", "y")
+_OCTAL_11 = re.compile(r"[-+]?0[0-9_]+")  # YAML 1.1 reads 0022 as octal 18
+_SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+")  # YAML 1.1 reads 1:30 as 90
+
+
+def _refuse_yaml11(node: Node) -> None:
+    """A plain integer YAML 1.1 converts to a number the text does not say (octal, base 60)."""
+    if isinstance(node, SequenceNode):
+        for item in node.value:
+            _refuse_yaml11(item)
+        return
+    if not isinstance(node, ScalarNode) or node.tag != _INT or node.style is not None:
+        return
+    if _OCTAL_11.fullmatch(node.value) or _SEXAGESIMAL.fullmatch(node.value):
+        value = yaml.SafeLoader.construct_yaml_int(yaml.SafeLoader(""), node)
+        raise _Refused(node.start_mark.line + 1, f"{node.value} is read as {value} (a YAML 1.1 "
+                       f"{'octal' if ':' not in node.value else 'base-60'} number), not as written",
+                       f"write {node.value.lstrip('0') or '0'} for the number, or quote it for the text"
+                       if ":" not in node.value else f"quote it: '{node.value}'")
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys at compose time (before merges are applied)."""
 
     def compose_mapping_node(self, anchor: Any) -> MappingNode:
         node = super().compose_mapping_node(anchor)
         seen: dict[tuple[str, str], int] = {}
-        for key, _ in node.value:
+        for key, value in node.value:
+            _refuse_yaml11(value)
             if not isinstance(key, ScalarNode) or key.tag == _MERGE:
                 continue
             line = key.start_mark.line + 1
+            if key.tag == _BOOL and key.style is None and key.value.lower() not in ("true", "false"):
+                raise _Refused(line, f"key {key.value!r} is read as the boolean {str(key.value.lower() in _TRUE).lower()} "
+                               "(YAML 1.1), not as the text it looks like",
+                               f"quote it: '{key.value}': ...")
             first = seen.setdefault((key.tag, key.value), line)
             if first != line:
                 raise _Refused(line, f"duplicate key {key.value!r} (first given on line {first})",
@@ -173,7 +200,7 @@ def yaml12_floats(model: Any, data: Any) -> Any:
         if info is None:
             continue
         kinds = _kinds(info.annotation)
-        if isinstance(value, str) and float in kinds and _FLOAT_12.match(value):
+        if isinstance(value, str) and float in kinds and _FLOAT_12.fullmatch(value):
             out[key] = float(value)
         elif isinstance(value, dict):
             sub = next((k for k in kinds if isinstance(k, type) and hasattr(k, "model_fields")), None)
