@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "dist", "infra", "e2e", "gpu")
@@ -73,14 +74,6 @@ def terraform_bin() -> str:
     path = shutil.which("terraform")
     assert path, "terraform is not on PATH (.ci/run checks for it)"
     return path
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import free_port
 from moto_aws import aws, trainkit, write_spec
+from ports import free_port
 
 pytestmark = pytest.mark.usefixtures("tf_cli_config")
 
