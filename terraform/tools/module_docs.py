@@ -5,7 +5,7 @@
 
 The tables sit between `<!-- BEGIN_TF_DOCS -->` and `<!-- END_TF_DOCS -->` (terraform-docs'
 markers); everything else in the README is hand-written and left alone. Needs python-hcl2 (dev
-extra). tests/unit/test_module_docs.py fails when a README and its .tf files disagree.
+extra). tests/unit/stack/test_module_docs.py fails when a README and its .tf files disagree.
 """
 
 from __future__ import annotations

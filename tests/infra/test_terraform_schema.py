@@ -238,7 +238,7 @@ def arguments_fed_by(cloud: str, variable: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("cloud", [c for c in CLOUDS if c != "aws"])
 def test_every_catalog_choice_is_a_value_the_provider_accepts(schemas, cloud):
-    """The catalog's choices (= the module's enum lists, tests/unit/test_module_catalog.py) are within
+    """The catalog's choices (= the module's enum lists, tests/unit/stack/test_module_catalog.py) are within
     the provider's enum, from the code or, where the code does not validate, from its docs."""
     choices = load_catalog(cloud).choices
     problems, checked = [], 0

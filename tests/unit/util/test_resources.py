@@ -9,7 +9,7 @@ import pytest
 from trainkit.errors import InputError
 from trainkit.util import resources
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_a_checkout_reads_its_own_folders_whatever_the_current_folder(tmp_path, monkeypatch):

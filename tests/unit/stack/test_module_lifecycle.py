@@ -9,7 +9,7 @@ from pathlib import Path
 import hcl2
 import pytest
 
-MODULES = Path(__file__).resolve().parents[2] / "terraform" / "modules"
+MODULES = Path(__file__).resolve().parents[3] / "terraform" / "modules"
 # The argument each module's instance takes its image in (the module's main.tf).
 IMAGE_ARGUMENT = {"aws": "ami", "alicloud": "image_id", "tencentcloud": "image_id", "huaweicloud": "image_id"}
 

@@ -14,7 +14,7 @@ from trainkit import clouds, errors
 from trainkit.cli import main
 from trainkit.clouds.credentials import explain_failure
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # examples/clusters/<cloud>.yaml exists for every cloud, and each names a remote state backend.
 SECRET = "S3cr3t-value-never-printed"
 

@@ -20,7 +20,7 @@ from trainkit import clouds
 from trainkit.catalog import load_catalog
 from trainkit.spec.schema import ClusterSpec, NetworkSpec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MODULES = REPO / "terraform" / "modules"
 CLOUDS = clouds.TERRAFORM_TARGETS
 CONTAINS = re.compile(r"contains\(\[([^\]]*)\],\s*var\.([\w.]+)\)")

@@ -20,7 +20,7 @@ from trainkit.provision.reach import Node
 from trainkit.runs import launch, remote
 from trainkit.runs.record import load_job
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SUPERVISOR = REPO / "trainkit" / "node" / "supervise.py"
 # The job: a child in a new session (like torchrun's workers), and an orphan in another session
 # whose parent has exited; each writes its pid, then everything sleeps.

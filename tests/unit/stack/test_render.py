@@ -2,7 +2,7 @@
 
 To regenerate the golden files after an intended change, run
 
-    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_render.py -k golden
+    TRAINKIT_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/stack/test_render.py -k golden
 
 (each golden test then writes its folder and fails on purpose, so an update run never passes), review
 `git diff tests/golden/` like any other change (it is what reviewers will read), and run the tests
@@ -25,7 +25,7 @@ from trainkit.errors import BAD_INPUT, InputError, SpecError
 from trainkit.spec.resolve import load_cluster, module_variables
 from trainkit.stack.render import hcl, render_stack, write_files
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "clusters"
 GOLDEN = REPO / "tests" / "golden"
 # A fixed, well-formed public key so the golden files do not depend on a generated one.

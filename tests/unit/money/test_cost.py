@@ -15,7 +15,7 @@ from trainkit.spec.schema import ClusterSpec
 from trainkit.stack.review import review
 from trainkit.workspace import Workspace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def aws_spec(**over) -> ClusterSpec:

@@ -18,7 +18,7 @@ from trainkit.train.data import GlobalBatchSampler, split_dataset
 from trainkit.train.monitor import Monitor
 from trainkit.train.sharded import SavePolicy
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class FakeSaver:

@@ -15,7 +15,7 @@ from trainkit.errors import TrainkitError
 from trainkit.spec.resolve import load_cluster
 from trainkit.workspace import Workspace
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_destroy_fails_and_keeps_the_workspace_when_the_leftover_check_cannot_run(tmp_path, monkeypatch):

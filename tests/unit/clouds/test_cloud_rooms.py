@@ -17,11 +17,11 @@ from trainkit.spec.resolve import check, load_cluster, resolve
 from trainkit.spec.schema import ClusterSpec
 from trainkit.stack.render import render_stack
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PACKAGE = REPO / "trainkit"
 # The catalog loader may name the clouds whose catalogs it ships (issue 9).
 ALLOWED = {PACKAGE / "catalog" / "__init__.py"}
-FIXTURE = Path(__file__).with_name("fixtures") / "fifth-cloud"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fifth-cloud"
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

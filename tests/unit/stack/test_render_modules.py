@@ -10,7 +10,7 @@ import yaml
 
 from trainkit import clouds
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MODULES = REPO / "terraform" / "modules"
 CLOUDS = clouds.TERRAFORM_TARGETS
 OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user", "ssh_public_key"]

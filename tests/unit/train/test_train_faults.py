@@ -22,7 +22,7 @@ from user_package import installed
 
 from trainkit.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FAST = ["max_steps=4", "batch=64", "workers=0", "tensorboard=false", "plot=false",
         "checkpoint.interval=null"]
 
