@@ -71,7 +71,10 @@ class Workspace:
                      "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform")
     # Everything else trainkit (or a tool it runs) writes here: names in a workspace outside
     # these are someone else's, and no command runs there.
-    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars")
+    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars", "host_vars")
+    # The user's own Ansible variables (docs/hosts.md): may be put in a folder before trainkit makes
+    # it its workspace, and are never deleted.
+    USER_FILES = ("group_vars", "host_vars")
     SUBTREES = {  # folder -> what trainkit, terraform, ssh and ansible-runner write in it
         "ssh": ("id_ed25519", "id_ed25519.pub", "known_hosts", "known_hosts.old"),
         "ansible": ("artifacts", "env", "inventory", "project", "wheels"),
@@ -102,7 +105,8 @@ class Workspace:
         names = sorted(os.listdir(self.root))
         if not self.marker.is_file():
             order = {n: i for i, n in enumerate(self.CLUSTER_FILES)}
-            return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+            unmarked = [n for n in names if n not in self.USER_FILES]
+            return sorted(unmarked, key=lambda n: (order.get(n, len(order)), n))
         foreign = [n for n in names if not self._known(n)]
         for folder, known in self.SUBTREES.items():
             sub = self.root / folder

@@ -645,3 +645,17 @@ def test_a_number_with_leading_zeros_is_refused_or_read_as_written(n, zeros):
         assert "YAML 1.1" in err.message
     else:
         assert str(value) == text or value == text  # never a silently different number
+
+
+def test_the_users_group_vars_may_be_put_in_a_folder_before_it_is_a_workspace(tmp_path, outside_untouched):
+    """docs/hosts.md: group_vars/all.yml (or host_vars/) in the workspace folder before the first apply."""
+    from trainkit.workspace import Workspace
+
+    ws = Workspace.for_cluster("lab", tmp_path / "ws")
+    (ws.root / "group_vars").mkdir(parents=True)
+    (ws.root / "group_vars" / "all.yml").write_text("base_packages: []\n")
+    assert ws.foreign_files() == []
+    ws.ensure()
+    assert ws.owner() == "lab" and (ws.root / "group_vars" / "all.yml").read_text() == "base_packages: []\n"
+    (ws.root / "notes.txt").write_text("mine\n")
+    assert ws.foreign_files() == ["notes.txt"]
