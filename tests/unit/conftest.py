@@ -1,0 +1,29 @@
+"""Every unit test leaves the machine as it found it outside its temp folder: the folders a wrong
+path would hit first (/, /opt, the real home, the repository) gain and lose no entry."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WATCHED = ("/", "/opt", os.path.expanduser("~"), str(REPO))
+# pytest, hypothesis and coverage write their caches into the repository on purpose
+TOOL_CACHES = (".pytest", ".coverage", ".hypothesis")
+
+
+def _listing() -> dict[str, set[str]]:
+    return {f: set(os.listdir(f)) if os.path.isdir(f) else set() for f in WATCHED}
+
+
+@pytest.fixture(autouse=True)
+def nothing_outside_tmp_is_touched():
+    before = _listing()
+    yield
+    after = _listing()
+    for folder in WATCHED:
+        created = {n for n in after[folder] - before[folder] if not n.startswith(TOOL_CACHES)}
+        deleted = before[folder] - after[folder]
+        assert not created and not deleted, f"{folder}: created {sorted(created)}, deleted {sorted(deleted)}"
