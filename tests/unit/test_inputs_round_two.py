@@ -23,32 +23,17 @@ PROPS = settings(max_examples=300, deadline=None, derandomize=True, database=Non
                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
-REAL_HOME = os.path.expanduser("~")
-
-
-def _listing() -> dict[str, set[str]]:
-    """The entries of the folders a wrong path would hit first: /, /opt, the real home, the repo."""
-    folders = ["/", "/opt", REAL_HOME, str(REPO)]
-    return {f: set(os.listdir(f)) if os.path.isdir(f) else set() for f in folders}
-
-
 @pytest.fixture
 def outside_untouched(tmp_path, monkeypatch):
-    """Run the test in tmp_path/project with HOME at tmp_path/home; afterwards nothing outside
-    tmp_path was created or deleted (/, /opt, the real home and the repository are compared)."""
-    before = _listing()
+    """Run the test in tmp_path/project with HOME at tmp_path/home. That nothing outside tmp_path
+    is created or deleted (/, /opt, the real home, the repository) is checked for every unit test
+    by tests/unit/conftest.py."""
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
     home.mkdir()
     monkeypatch.chdir(project)
     monkeypatch.setenv("HOME", str(home))
     yield project
-    after = _listing()
-    for folder in before:
-        created, deleted = after[folder] - before[folder], before[folder] - after[folder]
-        # other test processes come and go in the repository (.pytest_cache, coverage files)
-        created = {n for n in created if not n.startswith((".pytest", ".coverage", ".hypothesis"))}
-        assert not created and not deleted, f"{folder}: created {created}, deleted {deleted}"
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
