@@ -95,6 +95,13 @@ def test_a_shaped_link_makes_its_node_slow_with_its_busbw_the_others_ok_and_trai
         print(f"doctor {report['wall_s']}s; busbw h2 {net[h2.name]['figure']:.4f} GB/s (shaped "
               f"{shaped_gbs:.4f}), h1 {net[h1.name]['figure']:.3f} GB/s")
 
+        # top: the last doctor run's busbw under the title, and per node in --json
+        out = trainkit(cluster, "top", *common, "--once", "--wide", timeout=60)
+        assert out.returncode == 0 and "last doctor" in out.stdout and f"{h2.name} slow" in out.stdout, out.stdout
+        out = trainkit(cluster, "top", *common, "--once", "--json", timeout=60)
+        rows = json.loads(out.stdout[out.stdout.index("["):])
+        assert {r["node"]: r["doctor_busbw_gbs"] for r in rows} == {k: c["figure"] for k, c in net.items()}
+
         # train: the warning, then the run goes ahead (a command job that just says hello;
         # --detach: the warning comes before the launch, following the run adds nothing here)
         t0 = time.monotonic()

@@ -182,7 +182,7 @@ def _network(cluster, nodes, probes, opts: Options, reports, echo) -> dict[str, 
     if len(nodes) < 2:
         return None
     if any("error" in p for p in probes):
-        for name, r in reports.items():
+        for r in reports.values():
             r.checks.append(v.Check("network", v.SKIPPED, "not measured: a node did not answer the probe"))
         return None
     gpu = all(p.get("gpus") for p in probes)
@@ -220,6 +220,27 @@ def gate(cluster: Cluster, ws: Workspace, echo, opts: Options = Options()) -> di
                             fix="fix or replace the node (docs/doctor.md says what each check means), or "
                                 "skip the checks with --no-doctor", exit_code=errors.DOCTOR)
     return report
+
+
+def busbw_line(report: dict[str, Any] | None) -> str | None:
+    """`trainkit top`'s line about the last doctor run: all-node busbw and the slow or failed nodes."""
+    net = (report or {}).get("network") or {}
+    if not net.get("world"):
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(report["time"]))
+    bad = [f"{n['node']} {n['verdict']}" for n in report["nodes"] if n["verdict"] != v.OK]
+    return (f"last doctor ({when}): {net['backend']} all-reduce busbw {net['world']['busbw_gbs']:.3f} GB/s"
+            + (f"; {', '.join(bad)}" if bad else "; every node ok"))
+
+
+def node_busbw(report: dict[str, Any] | None) -> dict[str, float]:
+    """{node: its best pair's busbw in GB/s} from the last doctor report (empty when none)."""
+    out = {}
+    for node in (report or {}).get("nodes", []):
+        for c in node["checks"]:
+            if c["name"] == "network" and c.get("figure") is not None:
+                out[node["node"]] = c["figure"]
+    return out
 
 
 def last_report(ws: Workspace) -> dict[str, Any] | None:

@@ -9,7 +9,15 @@ from rich.table import Table
 from trainkit.cluster import doctor as doc
 from trainkit.cluster import lifecycle
 from trainkit.cluster.doctor_verdict import FAILED, Thresholds
-from trainkit.commands.options import Finite, dump_json, format_option, load, require_applied, spec_argument, workdir_option
+from trainkit.commands.options import (
+    Finite,
+    dump_json,
+    format_option,
+    load,
+    require_applied,
+    spec_argument,
+    workdir_option,
+)
 from trainkit.errors import DOCTOR, TrainkitError
 
 STYLE = {"ok": "green", "slow": "yellow", "failed": "red", "warn": "yellow", "skipped": "dim"}

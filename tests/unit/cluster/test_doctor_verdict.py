@@ -151,3 +151,15 @@ def test_clock_skew_is_bounded_by_the_round_trip():
     assert v.clock_check(0.2, TH).status == "ok"
     assert v.clock_check(-2.0, TH).status == "warn"
     assert v.clock_check(1000.0, TH).status == "failed"
+
+
+def test_top_reads_the_last_reports_busbw_and_names_the_nodes_not_ok():
+    from trainkit.cluster.doctor import busbw_line, node_busbw
+
+    report = {"time": 0, "network": {"backend": "gloo", "world": {"busbw_gbs": 0.25}},
+              "nodes": [{"node": "a", "verdict": "ok", "checks": [{"name": "network", "figure": 0.5}]},
+                        {"node": "b", "verdict": "slow", "checks": [{"name": "network", "figure": 0.01}]}]}
+    line = busbw_line(report)
+    assert "gloo all-reduce busbw 0.250 GB/s" in line and "b slow" in line and "a ok" not in line
+    assert node_busbw(report) == {"a": 0.5, "b": 0.01}
+    assert busbw_line(None) is None and busbw_line({"network": None}) is None and node_busbw(None) == {}
