@@ -59,12 +59,15 @@ def _python(node: Node) -> str:
 def _run_py(node: Node, source: Path, args: list[str], env: dict[str, str], timeout: float,
             python: str | None = None):
     """Pipe `source` to the node's Python (python3 where that does not exist) with `args` and `env`;
-    NCCL/gloo use the interface that holds the node's private IP (as launch.sh does)."""
+    NCCL/gloo use the interface that holds the node's private IP and the network role's nccl.env,
+    as launch.sh does, so doctor measures the network the job will use."""
     py = shlex.quote(python or _python(node))
+    env_file = shlex.quote(f"{node.vars.get('trainkit_root', '/opt/trainkit')}/nccl.env")  # ansible role `network`
     exports = " ".join(f"{k}={shlex.quote(val)}" for k, val in env.items())
     script = ("ifname=$(ip -o -4 addr show 2>/dev/null | awk -v ip=\"$TK_IP\" "
               "'index($4, ip \"/\") == 1 {print $2; exit}' || true); "
               'if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"; fi; '
+              f"if [ -r {env_file} ]; then set -a; . {env_file}; set +a; fi; "  # the job's own settings
               f"if [ -x {py} ]; then py={py}; else py=python3; fi; "
               f'exec "$py" - {shlex.join(args)}')
     ip = str(node.vars.get("trainkit_private_ip", "127.0.0.1"))
