@@ -10,6 +10,9 @@ link shaped, the pairs (h1,h2) and (h2,h3) are slow and (h1,h3) is fast, which p
 - A missing shared mount: in h3's own mount namespace a tmpfs hides the folder above the shared
   folder, so the mount point does not exist there (as a node whose NFS mount failed). doctor
   reports h3 failed naming the shared check; `train` exits 12 naming h3 and starts nothing.
+- `train --recover` with a failed node: a second spec over the same three hosts holds h3 as a
+  spare; h2 without the shared mount is replaced by h3 as if reclaimed, the checks pass on
+  (h1, h3), and the run goes ahead there.
 The all-reduce buffer is 2 MiB (`--size-mb 2`): the whole doctor run is seconds.
 """
 
@@ -135,6 +138,33 @@ def test_a_node_without_the_shared_mount_fails_and_train_exits_12_naming_it(host
         assert runs_after == runs_before  # no run was started
     finally:
         cluster.ssh(h3, f"umount {nas}", check=False)
+
+
+def test_train_recover_replaces_a_failed_node_with_the_spare_and_runs(hosts3, tmp_path):
+    cluster, _, nas = hosts3
+    h1, h2, h3 = cluster.hosts
+    spec = yaml.safe_load(Path(hosts3[1][0]).read_text())
+    spec["name"] = "doctor-spare"
+    spec["hosts"][2]["spare"] = True
+    path = tmp_path / "spare.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    ws = tmp_path / "ws"
+    (ws / "group_vars").mkdir(parents=True)
+    (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))
+    common = [str(path), "--workdir", str(ws)]
+    out = trainkit(cluster, "apply", *common, "--yes")
+    assert out.returncode == 0, out.stdout
+    cluster.ssh(h2, f"mount -t tmpfs -o size=1m tmpfs {nas}")
+    try:
+        out = trainkit(cluster, "train", *common, "--config", str(hello(tmp_path)), "--recover",
+                       "--poll", "0.5", "--backoff", "0")
+        assert out.returncode == 0, out.stdout
+        assert f"replacing failed node(s) {h2.name}" in out.stdout, out.stdout
+        assert json.loads((ws / "hosts.json").read_text())["active"] == [h1.name, h3.name]
+        report = json.loads((ws / "doctor.json").read_text())  # the checks after the replacement
+        assert [n["node"] for n in report["nodes"]] == [h1.name, h3.name] and not report["failed"], report
+    finally:
+        cluster.ssh(h2, f"umount {nas}", check=False)
 
 
 def trainkit(cluster: NetnsCluster, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

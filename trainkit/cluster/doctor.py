@@ -208,10 +208,8 @@ def _network(cluster, nodes, probes, opts: Options, reports, echo) -> dict[str, 
     return summary
 
 
-def gate(cluster: Cluster, ws: Workspace, echo, opts: Options = Options()) -> dict[str, Any]:
-    """doctor before a run: TrainkitError (exit 12) naming each failed node and check; a warning
-    line per slow node; the report otherwise."""
-    report = diagnose(cluster, ws, opts, echo)
+def _judge(report: dict[str, Any], echo) -> None:
+    """A warning line per slow node; TrainkitError (exit 12) naming every failed node and check."""
     for node in report["nodes"]:
         if node["verdict"] == v.SLOW:
             slow = "; ".join(c["detail"] for c in node["checks"] if c["status"] == v.SLOW)
@@ -222,7 +220,28 @@ def gate(cluster: Cluster, ws: Workspace, echo, opts: Options = Options()) -> di
         raise TrainkitError("doctor: node(s) failed their checks, the run was not started:\n  " + "\n  ".join(lines),
                             fix="fix or replace the node (docs/doctor.md says what each check means), or "
                                 "skip the checks with --no-doctor", exit_code=errors.DOCTOR)
-    return report
+
+
+def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str = "",
+         opts: Options = Options()) -> Cluster:
+    """doctor before a run: a warning line per slow node; TrainkitError (exit 12) naming each failed
+    node and check. With `tries` (train --recover), a failed node is first replaced as if reclaimed
+    (a spare host, or a new instance) and the checks run again, up to `tries` times; the cluster as
+    it is then is returned."""
+    from trainkit.cluster.replace import replace_lost  # terraform and ansible: only when a node failed
+
+    for left in range(tries, -1, -1):
+        report = diagnose(cluster, ws, opts, echo)
+        if not report["failed"] or left == 0:
+            break
+        echo(f"doctor: replacing failed node(s) {', '.join(report['failed'])} before the run starts")
+        try:
+            cluster, _ = replace_lost(cluster, ws, report["failed"], resume_hint)
+        except TrainkitError as err:  # no spare left, or `local`: the failed node stays, exit 12 below
+            echo(f"doctor: cannot replace {', '.join(report['failed'])}: {err.message}")
+            break
+    _judge(report, echo)
+    return cluster
 
 
 def busbw_line(report: dict[str, Any] | None) -> str | None:

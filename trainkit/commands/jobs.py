@@ -93,8 +93,9 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
 
             lifecycle.sync(cluster, ws, need_ssh=True)
-        if not no_doctor:  # exit 12 naming a failed node; a warning for a slow one
-            doctor.gate(cluster, ws, echo=lambda m: click.echo(m, err=True))
+        if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
+            cluster = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
+                                            tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
         attempt = recover.launch_attempt(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:
