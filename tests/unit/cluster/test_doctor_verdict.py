@@ -66,6 +66,9 @@ def test_two_nodes_without_a_rating_cannot_say_which_end_is_slow():
     names = ["a", "b"]
     summary = v.bandwidth_summary(bench(1.0, {(0, 1): 1.0}, 2), names, None)
     assert {c.status for c in v.bandwidth_checks(summary, names, TH).values()} == {"ok"}
+    only_world = v.bandwidth_summary(bench(0.001, {}, 2), names, 25.0)  # doctor runs no pair test for 2
+    checks = v.bandwidth_checks(only_world, names, TH)
+    assert {c.status for c in checks.values()} == {"slow"} and checks["a"].figure == pytest.approx(2**20 / 0.001 / 1e9)
 
 
 def test_rated_network_is_the_reference_when_the_catalog_knows_it():
