@@ -88,6 +88,8 @@ def probe_node(node: Node, tag: str) -> dict[str, Any]:
     """The probe's JSON, with "sent"/"received" (controller clock); {"error"} when unreachable."""
     data, shared = node_paths(node)
     args = ["--data", data, "--tag", tag, "--mark", f"node-{node.rank}"] + (["--shared", shared] if shared else [])
+    if not node.vars.get("disks_enabled"):
+        args.append("--data-on-demand")  # launch.root: made by the first run, not a mount point
     sent = time.time()
     try:
         row = _last_json(_run_py(node, PROBE, args, {}, PROBE_TIMEOUT_S))

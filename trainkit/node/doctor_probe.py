@@ -13,7 +13,8 @@ It measures and reports; the verdicts (thresholds) are the controller's (trainki
   xid       `NVRM: Xid` lines in the kernel log (the NVIDIA driver reports GPU faults there as
             Xid errors: NVIDIA "XID Errors" document), when `dmesg` may be read; else null.
   dcgm      `dcgmi diag -r 1 -j` (DCGM's quick diagnostic, level 1) only where dcgmi is installed.
-  disks     free bytes (statvfs, as `df`) of the data path and of the shared path.
+  disks     free bytes (statvfs, as `df`) of the data path and of the shared path; a data path the
+            job creates on demand (launch.root, no data disk) counts its nearest existing parent.
   shared    the shared path exists, is a directory, and a probe file can be written, read back
             and deleted there; then a marker <shared>/.trainkit-doctor/<TAG>/<NAME> is left for the
             controller's cross-node visibility check (it removes the folder afterwards).
@@ -100,10 +101,14 @@ def dcgm() -> dict | None:
     return {"rc": proc.returncode, "failed": proc.returncode != 0 or failed, "tail": text[-600:]}
 
 
-def disk(path: str) -> dict:
-    """Free and total bytes of the filesystem holding `path`; {"path", "error"} when it is missing."""
+def disk(path: str, created_on_demand: bool = False) -> dict:
+    """Free and total bytes of the filesystem holding `path`; {"path", "error"} when it is missing.
+    `created_on_demand` (a folder the job makes, not a mount point): its nearest existing parent."""
+    where = path
+    while created_on_demand and not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
     try:
-        usage = shutil.disk_usage(path)
+        usage = shutil.disk_usage(where)
     except OSError as err:
         return {"path": path, "error": err.strerror or str(err)}
     return {"path": path, "free_bytes": usage.free, "total_bytes": usage.total}
@@ -140,9 +145,9 @@ def shared(path: str, tag: str, mark: str) -> dict:
     return out
 
 
-def probe(data: str, shared_path: str | None, tag: str, mark: str) -> dict:
+def probe(data: str, shared_path: str | None, tag: str, mark: str, data_on_demand: bool = False) -> dict:
     row = {"host": socket.gethostname(), "python": sys.version.split()[0], **gpus(),
-           "xid": xid_lines(), "dcgm": dcgm(), "data": disk(data),
+           "xid": xid_lines(), "dcgm": dcgm(), "data": disk(data, data_on_demand),
            "shared": shared(shared_path, tag, mark) if shared_path else None}
     if shared_path and row["shared"]["ok"]:
         row["shared_disk"] = disk(shared_path)
@@ -156,5 +161,6 @@ if __name__ == "__main__":
     ap.add_argument("--shared", default=None)
     ap.add_argument("--tag", default="probe")
     ap.add_argument("--mark", default=socket.gethostname())
+    ap.add_argument("--data-on-demand", action="store_true", help="--data is a folder the job creates")
     args = ap.parse_args()
-    print(json.dumps(probe(args.data, args.shared, args.tag, args.mark)))
+    print(json.dumps(probe(args.data, args.shared, args.tag, args.mark, args.data_on_demand)))

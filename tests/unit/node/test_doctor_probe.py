@@ -47,3 +47,8 @@ def test_node_paths_come_from_the_inventory_vars():
     assert node_paths(node) == ("/data", "/mnt/shared")
     bare = Node("b", 1, {"disks_enabled": False, "trainkit_root": "/opt/tk", "trainkit_shared_work_dir": False})
     assert node_paths(bare) == ("/opt/tk", None)
+
+
+def test_a_folder_the_job_creates_counts_its_parent_a_missing_mount_point_does_not(tmp_path):
+    assert doctor_probe.disk(str(tmp_path / "a" / "b"), created_on_demand=True)["free_bytes"] > 0
+    assert "error" in doctor_probe.disk(str(tmp_path / "a" / "b"))
