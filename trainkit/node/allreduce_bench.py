@@ -4,8 +4,8 @@ Started on every node at once by the controller (piped to the node's Python over
 torch.distributed's env:// variables set: RANK (= the node's rank), WORLD_SIZE (= nodes),
 MASTER_ADDR/MASTER_PORT (the head node). It times all_reduce(SUM) of one float32 buffer of
 --bytes, the way nccl-tests' all_reduce_perf does (doc/PERFORMANCE.md there): --warmup untimed
-calls, then --iters timed calls, the time per call is the mean; a group's time is the slowest
-member's (the collective ends when its last rank does). Tests run one after the other, never two at
+calls, then --iters timed calls, the time per call is the mean, and a test's time is the mean
+over its ranks (nccl-tests src/common.cu: `Allreduce(args, &deltaSec, average)`). Tests run one after the other, never two at
 once: the whole world first, then each node pair of --pairs ("0-1,0-2,1-2") in its own group.
 
 Rank 0 prints one JSON object: {"backend", "world", "bytes", "iters", "tests": [{"ranks": [...],
@@ -74,9 +74,9 @@ def main() -> None:
         dist.barrier()
         if rank in ranks:
             times[i] = time_group(dist, torch, group, buf, args.iters, args.warmup, sync)
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)  # each test's slowest member
+    dist.all_reduce(times, op=dist.ReduceOp.SUM)  # non-members add 0: / members below = the mean
     if rank == 0:
-        tests = [{"ranks": ranks, "seconds": float(t)} for (ranks, _), t in zip(groups, times.tolist())]
+        tests = [{"ranks": ranks, "seconds": float(t) / len(ranks)} for (ranks, _), t in zip(groups, times.tolist())]
         print(json.dumps({"backend": args.backend, "world": world, "bytes": buf.numel() * 4,
                           "iters": args.iters, "tests": tests}), flush=True)
     dist.barrier()
