@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "export": "trainkit.commands.run:export",
     "stage": "trainkit.commands.data:stage",
     "top": "trainkit.commands.top:top",
+    "doctor": "trainkit.commands.doctor:doctor",
 }
 
 SHORT_HELP: dict[str, str] = {
@@ -68,6 +69,7 @@ SHORT_HELP: dict[str, str] = {
     "export": "Export a checkpoint to ONNX and verify it with onnxruntime.",
     "stage": "Download a data: section onto this node (parallel, resumable, verified).",
     "top": "Live per-node GPU, CPU, memory, disk, network and data-wait view of a cluster.",
+    "doctor": "Check nodes (GPUs, disks, shared mount, clock) and all-reduce bandwidth; verdict per node.",
 }
 
 

@@ -4,10 +4,10 @@ Exit codes, one per phase so CI can tell where a job stopped:
 
     0  ok                       10  plan: changes pending (with `--detailed-exitcode`)
     1  unexpected bug           11  plan: a blocking finding
-    2  bad input (spec/config)  75  training stopped by SIGTERM after a checkpoint (resume later;
-    3  plan                         EX_TEMPFAIL from BSD sysexits.h: "try again later")
-    4  apply (terraform)
-    5  provision (ansible)
+    2  bad input (spec/config)  12  doctor: a node failed its health checks (`trainkit doctor`,
+    3  plan                         and `train` before its first attempt; docs/doctor.md)
+    4  apply (terraform)        75  training stopped by SIGTERM after a checkpoint (resume later;
+    5  provision (ansible)          EX_TEMPFAIL from BSD sysexits.h: "try again later")
     6  train
     7  destroy
     8  busy: the workspace lock, the state lock or a running run
@@ -32,6 +32,7 @@ LOCKED = 8
 MISSING_TOOL = 9
 PLAN_CHANGES = 10
 PLAN_BLOCKED = 11
+DOCTOR = 12
 PREEMPTED = 75
 
 

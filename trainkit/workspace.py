@@ -65,10 +65,11 @@ class Workspace:
     refresh_bin = property(lambda self: self.root / "refresh.bin")
     applied_json = property(lambda self: self.root / "applied.json")
     node_dir = property(lambda self: self.root / "node")
+    doctor_json = property(lambda self: self.root / "doctor.json")  # the last `trainkit doctor` report
 
     # What destroy removes once the cluster is gone (terraform.log* too); runs/ and review.md stay.
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
-                     "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform")
+                     "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform", "doctor.json")
     # Everything else trainkit (or a tool it runs) writes here: names in a workspace outside
     # these are someone else's, and no command runs there.
     KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars", "host_vars")

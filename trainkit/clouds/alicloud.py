@@ -74,6 +74,10 @@ CLOUD = Cloud(
     spot_notice_token=MetadataToken("http://100.100.100.200/latest/api/token",
                                     "X-aliyun-ecs-metadata-token-ttl-seconds", "X-aliyun-ecs-metadata-token"),
     ttl_argument="auto_release_time",
+    # GPU types with eRDMA interfaces: Alibaba Cloud PAI docs "eRDMA distributed training" (table of
+    # GPU instance types and their eRDMA NIC counts). The network role installs the driver and
+    # writes NCCL's eRDMA variables on these (ansible/roles/network).
+    erdma_types=("ecs.ebmgn7v.", "ecs.ebmgn8v.", "ecs.ebmgn8is.", "ecs.ebmgn8i.", "ecs.gn8is.", "ecs.gn8is-"),
     zone_pattern="{region}-[a-z]",
     tags=TagRules(max_count=20, key_max=128, value_max=128, reserved_prefixes=("aliyun", "acs:"),
                   forbidden=("http://", "https://"),

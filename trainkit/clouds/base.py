@@ -133,6 +133,8 @@ class Cloud:
     spot_needs_max_price: bool = False
     # Whether the spec may set custom API `endpoints:` (emulators).
     supports_endpoints: bool = False
+    # Instance-type prefixes with elastic RDMA the network role sets up (Alibaba eRDMA); see the room.
+    erdma_types: tuple[str, ...] = ()
     # Where this room's files live; set by `trainkit.clouds` when it loads the room.
     catalog_file: Path | None = None
     provider_template: Path | None = None

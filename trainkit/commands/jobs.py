@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from trainkit import clouds
-from trainkit.cluster import lifecycle
+from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
 from trainkit.commands.options import Finite, dump_json, format_option, require_applied, spec_argument, workdir_option
 from trainkit.commands.options import load as _load
@@ -45,7 +45,9 @@ from trainkit.util import resources
 @click.option("--notice-url", help="Spot-termination metadata URL the nodes poll (default: the "
               "cloud's, when spot is on).")
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
-def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, **tuning):
+@click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "
+              "on a failed node; docs/doctor.md).")
+def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
 
@@ -91,6 +93,9 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
 
             lifecycle.sync(cluster, ws, need_ssh=True)
+        if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
+            cluster = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
+                                            tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
         attempt = recover.launch_attempt(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:

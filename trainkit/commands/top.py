@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
+from trainkit.cluster.doctor import busbw_line, last_report, node_busbw
 from trainkit.cluster.top import collect, nodes_from_inventory, table
 from trainkit.commands.options import (
     Finite,
@@ -49,31 +50,44 @@ def top(spec, workdir, once, fmt, interval, wide):
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
     nodes = nodes_from_inventory(load_inventory(ws.inventory_yml))
+    report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
+    doctor = busbw_line(report)
+    busbw = node_busbw(report)
     if once:
-        rows = collect(nodes)
+        rows = with_busbw(collect(nodes), busbw)
         if as_json:
             click.echo(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         else:
             console = Console()
-            console.print(table(rows, f"{cluster.name}: {len(rows)} node(s)", None if wide else console.width))
+            console.print(table(rows, _title(f"{cluster.name}: {len(rows)} node(s)", doctor),
+                                None if wide else console.width))
         return
-    _live(cluster.name, nodes, interval, as_json, wide)
+    _live(cluster.name, nodes, interval, as_json, wide, doctor, busbw)
 
 
-def _live(name, nodes, interval, as_json, wide) -> None:
+def with_busbw(rows: list[dict], busbw: dict[str, float]) -> list[dict]:
+    """Each row with `doctor_busbw_gbs`: its node's best-pair busbw in the last doctor run (or None)."""
+    return [{**r, "doctor_busbw_gbs": busbw.get(r["node"])} for r in rows]
+
+
+def _title(head: str, doctor: str | None) -> str:
+    return f"{head}\n{doctor}" if doctor else head
+
+
+def _live(name, nodes, interval, as_json, wide, doctor, busbw) -> None:
 
 
     if as_json:  # one JSON array a line, for a pipe
         while True:
-            click.echo(json.dumps(json_safe(collect(nodes)), allow_nan=False))
+            click.echo(json.dumps(json_safe(with_busbw(collect(nodes), busbw)), allow_nan=False))
             time.sleep(max(0.0, interval - 1))
     with Live(table([], f"{name}: sampling..."), auto_refresh=False) as live:
         width = None if wide else live.console.width
         try:
             while True:
                 rows = collect(nodes)
-                live.update(table(rows, f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
-                                        "(Ctrl-C to quit)", width), refresh=True)
+                live.update(table(rows, _title(f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
+                                               "(Ctrl-C to quit)", doctor), width), refresh=True)
                 time.sleep(max(0.0, interval - 1))
         except KeyboardInterrupt:
             pass

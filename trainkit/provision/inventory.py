@@ -60,6 +60,7 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
             "ansible_python_interpreter": "/usr/bin/python3"}
     head = nodes[0]
     group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs, cloud),
+                  **network_vars(cluster),
                   **_training_vars(cluster, workspace), **guard_vars(cluster), **extra}
     return {"all": {
         "vars": group_vars,
@@ -232,6 +233,16 @@ def _cluster_vars(cluster: Cluster, nodes: list[dict], head: dict) -> dict:
 def _host_in_url(host: str) -> str:
     """An IPv6 address in brackets (RFC 3986 3.2.2), as torchrun's host:port endpoint needs."""
     return f"[{host}]" if ":" in host else host
+
+
+def network_vars(cluster: Cluster) -> dict:
+    """The network role's input: whether this instance type has elastic RDMA (its cloud room says)."""
+    try:
+        prefixes = clouds.get(cluster.spec.cloud).erdma_types
+    except KeyError:  # hosts, local: no cloud
+        prefixes = ()
+    kind = cluster.instance.type if cluster.instance is not None else ""
+    return {"network_erdma_enabled": bool(kind) and kind.startswith(prefixes)}
 
 
 def guard_vars(cluster: Cluster) -> dict:

@@ -94,6 +94,8 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
               "ifname=$(ip -o -4 addr show 2>/dev/null | awk -v ip=\"$TRAINKIT_PRIVATE_IP\" "
               "'index($4, ip \"/\") == 1 {print $2; exit}' || true)",
               'if [ -n "$ifname" ]; then export NCCL_SOCKET_IFNAME="$ifname" GLOO_SOCKET_IFNAME="$ifname"; fi',
+              # the network role's NCCL settings (interface, RDMA devices, eRDMA), when it wrote them
+              f"if [ -r {q(lay.root + '/nccl.env')} ]; then set -a; . {q(lay.root + '/nccl.env')}; set +a; fi",
               f"rm -f {q(nd + '/status')}"]
     status = f"{lay.run_dir}/summary.json" if job.command is None else f"{nd}/status"
     end = _recorded(lay.exit_file(node.rank, attempt), status)

@@ -161,3 +161,17 @@ def test_written_inventory_is_yaml_ansible_reads_back(ws):
     assert path == ws.inventory_yml
     data = yaml.safe_load(Path(path).read_text())
     assert data["all"]["children"]["workers"]["hosts"]["demo-node-2"]["trainkit_node_rank"] == 2
+
+
+@pytest.mark.parametrize("kind, erdma", [("ecs.gn8is-2x.8xlarge", True), ("ecs.ebmgn8v.48xlarge", True),
+                                         ("ecs.gn7i-c32g1.8xlarge", False)])
+def test_the_network_role_sets_up_erdma_only_on_the_families_alibaba_lists(kind, erdma):
+    from trainkit.catalog import InstanceType
+    from trainkit.provision.inventory import network_vars
+
+    c = cluster(name="demo", cloud="alicloud", region="cn-shanghai", zone="cn-shanghai-b",
+                instance={"type": kind}, network={"admin_cidrs": ["203.0.113.0/24"]})
+    c = Cluster(spec=c.spec, source=c.source, instance=InstanceType(type=kind, gpu="L20"))
+    assert network_vars(c) == {"network_erdma_enabled": erdma}
+    assert network_vars(cluster(name="hosts-demo", cloud="hosts", hosts=[{"name": "a", "address": "10.0.0.1"}])) == {
+        "network_erdma_enabled": False}
