@@ -91,8 +91,9 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
 
             lifecycle.sync(cluster, ws, need_ssh=True)
-        job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
-        attempt = recover.launch_attempt(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
+        job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
+                                     recover=recover_)
+        attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:
         click.echo(run_dir.name)
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",

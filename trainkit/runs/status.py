@@ -60,6 +60,7 @@ class Follower:
         self.partial = b""
         self.last_step: int | None = None
         self.resumed_from: int | None = None
+        self.before_run: int | None = None   # the last step logged before the newest `run` record
         self.first_step_at: float | None = None
         self.step_time_s: float | None = None
 
@@ -80,6 +81,7 @@ class Follower:
                 continue
             if rec.get("kind") == "run":
                 self.resumed_from, self.first_step_at = rec.get("resumed_from_step"), None
+                self.before_run = self.last_step
             elif rec.get("kind") in ("step", "checkpoint", "epoch") and rec.get("step") is not None:
                 self.last_step = rec["step"]
                 if rec.get("kind") == "step":
