@@ -16,7 +16,7 @@ from trainkit.cluster.replace import effective_cluster
 from trainkit.commands.options import Finite, dump_json, format_option, require_applied, spec_argument, workdir_option
 from trainkit.commands.options import load as _load
 from trainkit.errors import InputError, TrainkitError
-from trainkit.runs import launch, recover
+from trainkit.runs import closing, launch, recover
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.train_config import check_train_config, world_size
@@ -198,7 +198,7 @@ def cancel(spec, run, workdir, wait_s):
     """
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
-    status, ended, where = recover.cancel(cluster, ws, run_dir, wait_s)
+    status, ended, where = closing.cancel(cluster, ws, run_dir, wait_s)
     if ended:
         click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {where}")
         return

@@ -23,7 +23,7 @@ from trainkit.errors import BAD_INPUT, TRAIN, TrainkitError
 from trainkit.provision import reach
 from trainkit.provision.inventory import stage_vars
 from trainkit.provision.playbook import run_playbook
-from trainkit.runs import launch, remote
+from trainkit.runs import launch, lock, remote
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
@@ -86,7 +86,8 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     url = notice_url(cluster, opts.notice_url)
     names, t0 = [n.name for n in nodes], time.time()
     record.update(node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
-                  shared=bool(group.get("trainkit_shared_work_dir")) or nodes[0].local)
+                  shared=bool(group.get("trainkit_shared_work_dir")) or nodes[0].local,
+                  nproc_per_node=int(nodes[0].vars.get("trainkit_nproc_per_node", 1)))
     try:
         how = launch.launch(job, nodes, lay, attempt, notice_url=url, notice_poll=opts.notice_poll_s,
                             notice_token=notice_token(cluster, url))
@@ -99,6 +100,7 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
         runs.event(run_dir, "launch_failed", attempt=attempt, failed=err.failed, stopped=stopped,
                    error=err.message[-600:])
         raise
+    lock.take(nodes, lay, attempt, ws.root)
     record.setdefault("attempts", []).append({"attempt": attempt, "nodes": names, "started_at": t0,
                                               "ended_at": None})
     record.update(status="running")

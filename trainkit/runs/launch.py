@@ -67,11 +67,23 @@ def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) 
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     if job.workdir:
         env["TRAINKIT_CODE_DIR"] = lay.code_dir
+    if job.command is not None:
+        # a torchrun in the user's command writes each local rank's stdout/stderr to files of its
+        # own (torchrun reads any option from PET_<OPTION>: torch/distributed/argparse_util.py;
+        # --tee 3 = both streams, also to the console): `logs --rank N` reads them
+        env.update(PET_LOG_DIR=command_rank_logs(lay, node.rank), PET_TEE="3")
     if job.command is not None and nproc == 1:
         # one process per node: it is global rank NODE_RANK, as torch.distributed's env:// init
         # reads RANK with WORLD_SIZE (under torchrun, torchrun sets both per worker itself)
         env.update(RANK=str(node.rank), LOCAL_RANK="0")
     return {**env, **job.env}
+
+
+def command_rank_logs(lay: Layout, node_rank: int) -> str:
+    """Where a torchrun inside a `command:` job on node `node_rank` keeps its per-rank logs:
+    <this>/<rdzv id>_<random>/attempt_<n>/<local rank>/{stdout,stderr}.log (torchrun's layout,
+    torch.distributed.elastic.multiprocessing.api.DefaultLogsSpecs)."""
+    return f"{lay.run_dir}/logs/torchrun/node-{node_rank}"
 
 
 def data_root(job: Job, node_vars: dict[str, Any]) -> str:
