@@ -14,7 +14,9 @@ where systemd is PID 1), it starts the job in its own process group and writes S
 and appends events to STATE_FILE's sibling `<stem>.events.jsonl`. Status rules (the
 resumable-command contract, docs/runs.md): exit 0 = completed; exit 75, or the job's status file
 ($TRAINKIT_STATUS_FILE) saying "preempted", = preempted (checkpoint saved); a SIGTERM the
-supervisor received (`trainkit cancel`) = cancelled; a torchrun rendezvous that failed (launch.sh's
+supervisor received = cancelled when trainkit sent it (`trainkit cancel`, the controller stopping
+the survivors of a lost node: they create STATE_FILE.cancel first), else preempted (the machine
+shutting down, as a reclaim without a notice does: whatever the job's exit code); a torchrun rendezvous that failed (launch.sh's
 end record --exit-file says `status=rendezvous`: a peer or the head is gone) = preempted; anything
 else = failed.
 
@@ -61,6 +63,9 @@ TOKEN_REFRESH_S = 60         # take a new token this long before the old one exp
 TREE_POLL_S = 1.0            # how often the job's process tree is recorded in the state
 LEFTOVER_GRACE_S = 5.0       # SIGTERM -> SIGKILL for processes the job's main process left behind
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+# trainkit's own stop (cancel, or the controller stopping survivors) creates STATE_FILE + this
+# before its SIGTERM; a SIGTERM without it comes from the machine shutting down: a preemption.
+CANCEL_SUFFIX = ".cancel"
 
 
 class Supervisor:
@@ -174,8 +179,11 @@ class Supervisor:
     def classify(self, rc: int) -> str:
         if rc == 0:
             return "completed"
-        if self.cancelled:
+        if self.cancelled and os.path.exists(self.state_file + CANCEL_SUFFIX):
             return "cancelled"
+        if self.cancelled:   # not trainkit's stop: the machine is going down (a reclaim without notice)
+            self.write(reason="sigterm")
+            return "preempted"
         if rc == PREEMPTED or self._status_file_says() == "preempted" or self.state["notice"]:
             return "preempted"
         if self._exit_file_says() == "rendezvous":  # torchrun lost its peers: not the user's code

@@ -154,7 +154,8 @@ def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM"
                     "{ if [ -n \"$job\" ]; then kill -KILL -- -\"$job\"; fi; "
                     "if [ -n \"$sup\" ]; then kill -KILL \"$sup\"; fi; } 2>/dev/null; }; true", timeout=20)
             return
-        node.sh(f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
+        node.sh(f"touch {sf}.cancel 2>/dev/null; "   # trainkit's stop, not the machine's (supervise.py)
+                f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
                 f"elif [ -n \"$job\" ]; then kill -{sig} -- -\"$job\"; fi; }} 2>/dev/null; true", timeout=20)
 
     _pool(nodes, one)

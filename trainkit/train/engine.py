@@ -95,6 +95,10 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
             fault.after_step(run.step)
             loss, stop, save = agree(loss_sum, preempt.requested, policy.due(run.step))
+            # a save started at an earlier step is committed before this step counts (is logged):
+            # the write overlaps one step, and a fault then loses at most one checkpoint interval
+            # (a commit needs every rank's shard: with a rank lost mid-write it never completes)
+            saver.wait()
             monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
                          plan.global_batch)
             if not math.isfinite(loss) and not scaler_absorbs(run):

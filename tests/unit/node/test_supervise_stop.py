@@ -165,3 +165,31 @@ def test_a_rendezvous_that_failed_is_a_preemption_not_the_users_code_failing(tmp
     assert rc == 1
     assert json.loads(state_file.read_text())["status"] == status
     assert remote.ended_status(Path(lay.exit_file(0, 1)).read_text()) == status
+
+
+@pytest.mark.parametrize("by_trainkit, status", [(False, "preempted"), (True, "cancelled")])
+def test_a_sigterm_to_the_supervisor_is_a_preemption_unless_trainkit_sent_it(tmp_path, by_trainkit, status):
+    """A machine that goes down (a reclaim without notice) SIGTERMs every process, the supervisor
+    too: the job (a script with no handler: it dies of the signal) is then preempted, to be
+    resumed, not "cancelled" (which ends a --recover loop). trainkit's own stop
+    (remote.signal_nodes: cancel, stopping survivors) is still a cancel."""
+    node, lay = _layout(tmp_path)
+    (tmp_path / "job.yaml").write_text("command: exec sleep 300\n")
+    job = load_job(tmp_path / "job.yaml")
+    nd = Path(lay.node_dir(0))
+    for name, data in launch.node_files(job, node, [node], lay, 1).items():
+        (nd / name).write_bytes(data)
+    Path(lay.run_dir, "logs").mkdir(parents=True)
+    state_file = Path(lay.state_file(0, 1))
+    sup = subprocess.Popen([sys.executable, str(SUPERVISOR), str(state_file), "--status-file", str(nd / "status"),
+                            "--exit-file", lay.exit_file(0, 1), "--", "bash", str(nd / "launch.sh")],
+                           start_new_session=True)
+    _wait(lambda: state_file.is_file() and json.loads(state_file.read_text())["status"] == "running")
+    if by_trainkit:
+        remote.signal_nodes([node], lay, 1, "TERM")
+    else:
+        os.kill(sup.pid, signal.SIGTERM)
+    assert sup.wait(timeout=30) != 0
+    assert json.loads(state_file.read_text())["status"] == status
+    [state] = remote.node_states([node], lay, 1)
+    assert state.status == status
