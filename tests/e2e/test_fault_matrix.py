@@ -183,6 +183,7 @@ def test_fault_matrix_every_row_ends_complete_with_one_interval_lost_and_nothing
     kinds = [e["event"] for e in events]
     assert record["status"] == summary["status"] == "completed" and kinds[-1] == "completed", kinds
     assert all(a["ended_at"] for a in record["attempts"]), record["attempts"]
+    assert len(record["attempts"]) == summary["cost"]["attempts"] == 2 and summary["world_size"] == 2
     resumed = [e for e in events if e["event"] == "resumed"]
     assert len(resumed) == 1, kinds
     assert resumed[0]["step"] > 0 and 0 <= resumed[0]["lost_steps"] <= CKPT_EVERY, resumed
@@ -265,9 +266,12 @@ def test_a_second_workspace_on_the_same_hosts_is_locked_out_and_its_destroy_stop
     ws2 = b.base / "ws2"
     (ws2 / "group_vars").mkdir(parents=True)
     (ws2 / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))
-    if (b.ws / "hosts.json").is_file():                      # the same machines as the first workspace
-        (ws2 / "hosts.json").write_text((b.ws / "hosts.json").read_text())
-    other = [str(b.spec), "--workdir", str(ws2)]
+    spec = yaml.safe_load(b.spec.read_text())            # the same machines, the first's active ones first
+    active = b.active()
+    spec["hosts"] = sorted(({**h, "spare": h["name"] not in active} for h in spec["hosts"]),
+                           key=lambda h: active.index(h["name"]) if h["name"] in active else 9)
+    (b.base / "cluster2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    other = [str(b.base / "cluster2.yaml"), "--workdir", str(ws2)]
     assert b.tk("apply", *other, "--yes").returncode == 0
     started = b.tk("train", *b.common, *DIGITS, "epochs=40", "--detach")
     assert started.returncode == 0, started.stdout
