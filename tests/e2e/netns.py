@@ -173,6 +173,23 @@ class NetnsCluster:
                                                                      host.dir / "sshd.log") if p.exists())
         raise RuntimeError(f"sshd on {host.name} ({host.address}) did not accept the key: {log}")
 
+    def kill(self, host: Host) -> int:
+        """The machine is gone, as a spot reclaim leaves it: SIGKILL every process of its network
+        namespace (sshd, sessions, training). Returns how many there were."""
+        pids = host.pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(pids)
+
+    def revive(self, host: Host) -> None:
+        """Boot a killed host again: a fresh mount namespace (its /etc/hosts as a new machine
+        has it, its node-local folder kept) and sshd, back once it accepts the key."""
+        self._sshd(host)
+        self._wait_ready(host)
+
     # ------------------------------------------------------------------ use
 
     def ssh_argv(self, host: Host) -> list[str]:

@@ -1,17 +1,14 @@
-"""Recovery end to end on the `hosts` target: three SSH machines in network namespaces, two active
-and one spare (`spare: true`), the digits job checkpointing every 5 steps on the shared folder.
+"""Recovery end to end on the `hosts` target with the user-command example: three SSH machines in
+network namespaces, two active and one spare (`spare: true`), checkpointing every 5 steps on the
+shared folder.
 
-Mid-run every process of host 2's namespace is killed (sshd included: the machine is gone, as a
-spot reclaim leaves it). `trainkit train --recover` must notice (host unreachable), stop host 1,
-put the spare in host 2's place, provision only the spare (site.yml --limit), relaunch on both,
-resume from the newest complete checkpoint and complete with val_acc >= 0.95. events.jsonl shows
-exactly one recovery with its resumed step, and the final weights equal, bit for bit, those of an
-uninterrupted run with the same world size and seed (the engine's resume is bitwise exact:
-tests/dist/test_train_resume.py).
-
-Also here, on the same machines (one setup for all): a detached run survives its controller being
-killed, and `runs` / `logs --follow` see it to the end. Choices the namespaces force are those of
-test_hosts_multinode.py (shared folder as the NAS, node-local launch.root, the controller's venv).
+A detached run survives its controller being killed, and `runs` / `logs --follow` see it to the
+end; then, under `--recover`, every process of host 2's namespace is killed mid-run (sshd included:
+the machine is gone, as a spot reclaim leaves it) and the run resumes on the spare. Choices the
+namespaces force are those of test_hosts_multinode.py (shared folder as the NAS, node-local
+launch.root, the controller's venv). The engine job's faults (a worker, the head, both nodes, a
+dying spare, a killed controller), each against an uninterrupted run bit for bit, are the fault
+matrix in test_fault_matrix.py; the helpers here (_runs, _wait_step, _assert_same_weights) serve it.
 """
 
 from __future__ import annotations
@@ -73,55 +70,6 @@ def tk(cluster, *args, timeout=400) -> subprocess.CompletedProcess:
     finally:
         _kill_group(proc)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
-
-
-def test_recover_replaces_a_killed_host_with_the_spare_and_matches_an_uninterrupted_run(trio, tmp_path):
-    h1, h2, h3 = trio.hosts
-    shared = trio.workdir / "shared"
-    shared.mkdir()
-    spec = write_spec(trio, shared, tmp_path / "cluster.yaml")
-    ws = tmp_path / "ws"
-    (ws / "group_vars").mkdir(parents=True)
-    (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))
-    common = [str(spec), "--workdir", str(ws)]
-    assert tk(trio, "apply", *common, "--yes").returncode == 0
-
-    # reference: the same job uninterrupted on h1 + h2
-    t0 = time.monotonic()
-    ref = tk(trio, "train", *common, *DIGITS, *FAST)
-    assert ref.returncode == 0, ref.stdout
-    ref_run = _runs(ws)[-1]
-    print(f"reference run {time.monotonic() - t0:.0f}s")
-
-    # the recovered run: kill host 2 once the job passed KILL_AFTER_STEP
-    t0 = time.monotonic()
-    proc = subprocess.Popen([str(TRAINKIT), "train", *common, *DIGITS, *FAST, "--recover"], cwd=REPO,
-                            env=_env(trio), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        run = _wait_new_run(ws, ref_run, proc)
-        _wait_step(shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AFTER_STEP, proc)
-        for pid in h2.pids():
-            os.kill(pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=400)
-    finally:
-        _kill_group(proc)
-    assert proc.returncode == 0, out
-    print(f"recovered run {time.monotonic() - t0:.0f}s")
-
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["val_acc"] >= 0.95
-    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
-    kinds = [e["event"] for e in events]
-    resumed = [e for e in events if e["event"] == "resumed"]
-    assert len(resumed) == 1 and kinds.count("replaced") == 1 and kinds[-1] == "completed", kinds
-    replaced = next(e for e in events if e["event"] == "replaced")
-    assert (replaced["node"], replaced["by"]) == (h2.name, h3.name)
-    assert resumed[0]["step"] == summary["resumed_from_step"] > 0 and resumed[0]["lost_steps"] >= 0
-    assert f"on {h3.name}" in (run / "logs" / "node-1.log").read_text()
-    assert json.loads((ws / "hosts.json").read_text())["active"] == [h1.name, h3.name]
-    assert summary["cost"]["attempts"] == 2
-    _assert_same_weights(shared / CLUSTER / "checkpoints", ref_run.name, run.name)
 
 
 def _assert_same_weights(root: Path, ref_id: str, run_id: str) -> None:

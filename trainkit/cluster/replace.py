@@ -40,29 +40,61 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
                  ) -> tuple[Cluster, list[Event]]:
     """(the cluster with `lost` nodes replaced and provisioned, the events of doing it);
     TrainkitError(PREEMPTED) when that is not possible (no spare left, `local`). `resume_hint` is
-    the command that resumes the run, for the message when no spare answers."""
+    the command that resumes the run, for the message when no spare answers. On `hosts`, a spare
+    that stops answering while it is provisioned is given up (a `spare_failed` event) and the
+    next spare takes its place."""
     if cluster.spec.cloud == "hosts":
-        cluster, new, events = _swap_spares(cluster, ws, lost, resume_hint)
-    elif clouds.is_cloud(cluster.spec.cloud):
-        events = replace_instances(cluster, ws, lost)
-        new = lost
-        fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in new and n.get("public_ip")]
-        wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
-    else:
+        return _spares_in(cluster, ws, lost, resume_hint)
+    if not clouds.is_cloud(cluster.spec.cloud):
         raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
                             "nothing to replace it with", exit_code=PREEMPTED)
+    events = replace_instances(cluster, ws, lost)
+    fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in lost and n.get("public_ip")]
+    wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
     t0 = time.time()
     prepare_inventory(cluster, ws)               # site.yml on the new node(s) only (ansible --limit)
-    run_site(cluster, ws, limit=new)
-    return cluster, events + [{"kind": "provisioned", "nodes": new, "took_s": round(time.time() - t0, 3)}]
+    run_site(cluster, ws, limit=lost)
+    return cluster, events + [{"kind": "provisioned", "nodes": lost, "took_s": round(time.time() - t0, 3)}]
+
+
+def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
+               ) -> tuple[Cluster, list[Event]]:
+    """Spares in the places of `lost`, provisioned (site.yml --limit); a spare that fails and then
+    does not answer on SSH is replaced by the next one. A provisioning failure of a spare that
+    still answers is the playbook's error (exit 5): another spare would fail the same way."""
+    events: list[Event] = []
+    todo = list(lost)              # places (names in hosts.json's active list) still to fill
+    pending: list[str] = []        # spares put in and not yet provisioned
+    while True:
+        cluster, new, evs = _swap_spares(cluster, ws, todo, resume_hint)
+        events += evs
+        pending += new
+        t0 = time.time()
+        try:
+            prepare_inventory(cluster, ws)
+            run_site(cluster, ws, limit=pending)
+        except TrainkitError:
+            by_name = {h.name: h for h in cluster.spec.hosts}
+            todo = [n for n in pending if not reachable(by_name[n].address, by_name[n].port)]
+            if not todo:
+                raise
+            pending = [n for n in pending if n not in todo]
+            events += [{"kind": "spare_failed", "node": n, "took_s": round(time.time() - t0, 3)} for n in todo]
+            continue
+        return cluster, events + [{"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)}]
 
 
 def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
                  ) -> tuple[Cluster, list[str], list[Event]]:
+    """Put a spare that answers on SSH in the place of each of `lost` (hosts.json, written whole:
+    `active` in rank order, `replaced` {first lost host: the host in its place now})."""
     t0 = time.time()
     hosts = cluster.spec.hosts
     active = [h.name for h in hosts if not h.spare]
     spares = [h for h in hosts if h.spare and reachable(h.address, h.port)]
+    path = ws.root / "hosts.json"
+    old = read_json(path, "trainkit writes it when a spare replaces a host") if path.is_file() else {}
+    replaced = dict(old.get("replaced") or {}) if isinstance(old, dict) else {}
     new, events = [], []
     for name in lost:
         if not spares:
@@ -73,10 +105,11 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
         spare = spares.pop(0)
         active[active.index(name)] = spare.name
         new.append(spare.name)
+        first = next((k for k, v in replaced.items() if v == name), name)
+        replaced[first] = spare.name
         events.append({"kind": "replaced", "node": name, "by": spare.name,
                        "took_s": round(time.time() - t0, 3)})
-    write_atomic(ws.root / "hosts.json", json.dumps({"active": active, "replaced": dict(zip(lost, new))},
-                                                    indent=2))
+    write_atomic(path, json.dumps({"active": active, "replaced": replaced}, indent=2))
     return effective_cluster(cluster, ws), new, events
 
 

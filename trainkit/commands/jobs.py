@@ -16,7 +16,7 @@ from trainkit.cluster.replace import effective_cluster
 from trainkit.commands.options import Finite, dump_json, format_option, require_applied, spec_argument, workdir_option
 from trainkit.commands.options import load as _load
 from trainkit.errors import InputError, TrainkitError
-from trainkit.runs import launch, recover
+from trainkit.runs import closing, launch, recover
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.train_config import check_train_config, world_size
@@ -91,13 +91,13 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
     with ws.lock("train"):
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
-
             lifecycle.sync(cluster, ws, need_ssh=True)
         if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
             cluster = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
-                                            tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
-        job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force)
-        attempt = recover.launch_attempt(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
+                                  tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
+        job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
+                                     recover=recover_)
+        attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:
         click.echo(run_dir.name)
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
@@ -202,7 +202,7 @@ def cancel(spec, run, workdir, wait_s):
     """
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
-    status, ended, where = recover.cancel(cluster, ws, run_dir, wait_s)
+    status, ended, where = closing.cancel(cluster, ws, run_dir, wait_s)
     if ended:
         click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {where}")
         return

@@ -30,7 +30,7 @@ from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError, LockedError
 from trainkit.provision.inventory import inventory_hosts, load_inventory
 from trainkit.provision.reach import ssh_argv
-from trainkit.runs import recover
+from trainkit.runs import closing
 from trainkit.runs import status as run_status
 from trainkit.stack.review_render import money, to_markdown, to_text
 from trainkit.util import progress
@@ -156,7 +156,7 @@ def destroy(spec, workdir, yes, sweep):
         return yes or ask(lambda: click.confirm(f"Delete these {len(found)} resource(s)?", default=False,
                                                 err=True), "destroy --sweep")
 
-    result, closed = recover.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep, unreachable_ok=yes)
+    result, closed = closing.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep, unreachable_ok=yes)
     for run_id, closed_as in closed:
         if closed_as != "unreachable":  # that one was warned about
             click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}", err=True)

@@ -14,7 +14,11 @@ where systemd is PID 1), it starts the job in its own process group and writes S
 and appends events to STATE_FILE's sibling `<stem>.events.jsonl`. Status rules (the
 resumable-command contract, docs/runs.md): exit 0 = completed; exit 75, or the job's status file
 ($TRAINKIT_STATUS_FILE) saying "preempted", = preempted (checkpoint saved); a SIGTERM the
-supervisor received (`trainkit cancel`) = cancelled; anything else = failed.
+supervisor received = cancelled when trainkit sent it (`trainkit cancel`, the controller stopping
+the survivors of a lost node: they create STATE_FILE.cancel first), else preempted (the machine
+shutting down, as a reclaim without a notice does: whatever the job's exit code); a torchrun rendezvous that failed (launch.sh's
+end record --exit-file says `status=rendezvous`: a peer or the head is gone) = preempted; anything
+else = failed.
 
 The job's processes: the supervisor is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a
 process of the job that leaves its session (setsid, as torchrun's workers do) and loses its parent
@@ -59,14 +63,18 @@ TOKEN_REFRESH_S = 60         # take a new token this long before the old one exp
 TREE_POLL_S = 1.0            # how often the job's process tree is recorded in the state
 LEFTOVER_GRACE_S = 5.0       # SIGTERM -> SIGKILL for processes the job's main process left behind
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+# trainkit's own stop (cancel, or the controller stopping survivors) creates STATE_FILE + this
+# before its SIGTERM; a SIGTERM without it comes from the machine shutting down: a preemption.
+CANCEL_SUFFIX = ".cancel"
 
 
 class Supervisor:
-    def __init__(self, state_file: str, argv: list[str], status_file: str | None):
+    def __init__(self, state_file: str, argv: list[str], status_file: str | None, exit_file: str | None = None):
         self.state_file = state_file
         self.events_file = state_file.rsplit(".", 1)[0] + ".events.jsonl"
         self.argv = argv
         self.status_file = status_file
+        self.exit_file = exit_file
         self.state = {"status": "starting", "host": socket.gethostname(), "supervisor_pid": os.getpid(),
                       "supervisor_start": start_time(os.getpid()), "pid": None, "exit_code": None,
                       "started_at": time.time(), "ended_at": None, "notice": None, "tree": []}
@@ -171,11 +179,26 @@ class Supervisor:
     def classify(self, rc: int) -> str:
         if rc == 0:
             return "completed"
-        if self.cancelled:
+        if self.cancelled and os.path.exists(self.state_file + CANCEL_SUFFIX):
             return "cancelled"
+        if self.cancelled:   # not trainkit's stop: the machine is going down (a reclaim without notice)
+            self.write(reason="sigterm")
+            return "preempted"
         if rc == PREEMPTED or self._status_file_says() == "preempted" or self.state["notice"]:
             return "preempted"
+        if self._exit_file_says() == "rendezvous":  # torchrun lost its peers: not the user's code
+            self.write(reason="rendezvous")
+            return "preempted"
         return "failed"
+
+    def _exit_file_says(self) -> str | None:
+        """The `status=` word of launch.sh's end record (`exit=<rc> status=<word>`), if any."""
+        try:
+            with open(self.exit_file or "") as f:
+                fields = dict(p.split("=", 1) for p in f.read().split() if "=" in p)
+        except OSError:
+            return None
+        return fields.get("status") or None
 
     def _status_file_says(self) -> str | None:
         try:
@@ -408,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hard-stop", action="store_true",
                         help="SIGKILL the supervisor of STATE_FILE and every process of its job, then exit.")
     parser.add_argument("--status-file", help="The job's own status file (contract: 'preempted').")
+    parser.add_argument("--exit-file", help="launch.sh's end record (status=rendezvous: a lost peer).")
     parser.add_argument("--notice-url", help="Spot-termination metadata URL to poll.")
     parser.add_argument("--notice-poll", type=float, default=5.0, help="Seconds between polls.")
     parser.add_argument("--notice-token-url", help="The metadata host's session-token endpoint (PUT).")
@@ -424,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not job:
         parser.error("give the job's command after --")
-    sup = Supervisor(args.state_file, job, args.status_file)
+    sup = Supervisor(args.state_file, job, args.status_file, args.exit_file)
     if args.notice_url:
         notices = Notices(args.notice_url, args.notice_token_url, args.notice_ttl_header,
                           args.notice_token_header, args.notice_token_ttl)

@@ -41,6 +41,9 @@ DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".trainkit"
 # The workdir tar is built in memory and copied to every node: code, not data (data goes through
 # the `data:`/`stage:` sections). Past this, `workdir: .` has picked up a dataset or a home folder.
 MAX_WORKDIR_BYTES = 256 * 2**20
+# What torchrun logs when its rendezvous fails: RendezvousError and its subclasses (Timeout, Closed,
+# Connection, State, GracefulExit) in torch/distributed/elastic/rendezvous/api.py.
+RENDEZVOUS_ERROR = r"Rendezvous[A-Za-z]*Error"
 
 
 # ------------------------------------------------------------------ what runs on a node
@@ -64,11 +67,23 @@ def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) 
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     if job.workdir:
         env["TRAINKIT_CODE_DIR"] = lay.code_dir
+    if job.command is not None:
+        # a torchrun in the user's command writes each local rank's stdout/stderr to files of its
+        # own (torchrun reads any option from PET_<OPTION>: torch/distributed/argparse_util.py;
+        # --tee 3 = both streams, also to the console): `logs --rank N` reads them
+        env.update(PET_LOG_DIR=command_rank_logs(lay, node.rank), PET_TEE="3")
     if job.command is not None and nproc == 1:
         # one process per node: it is global rank NODE_RANK, as torch.distributed's env:// init
         # reads RANK with WORLD_SIZE (under torchrun, torchrun sets both per worker itself)
         env.update(RANK=str(node.rank), LOCAL_RANK="0")
     return {**env, **job.env}
+
+
+def command_rank_logs(lay: Layout, node_rank: int) -> str:
+    """Where a torchrun inside a `command:` job on node `node_rank` keeps its per-rank logs:
+    <this>/<rdzv id>_<random>/attempt_<n>/<local rank>/{stdout,stderr}.log (torchrun's layout,
+    torch.distributed.elastic.multiprocessing.api.DefaultLogsSpecs)."""
+    return f"{lay.run_dir}/logs/torchrun/node-{node_rank}"
 
 
 def data_root(job: Job, node_vars: dict[str, Any]) -> str:
@@ -88,7 +103,7 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
              f"{len(nodes)}, attempt {attempt}.", "set -euo pipefail"]
     lines += [f"export {k}={q(v)}" for k, v in job_env(job, node, nodes, lay, attempt).items()]
     log = f"{lay.run_dir}/logs/node-{node.rank}.log"
-    lines += [f"exec </dev/null >>{q(log)} 2>&1",
+    lines += [f"exec </dev/null >>{q(log)} 2>&1", f"log_start=$(stat -c %s {q(log)} 2>/dev/null || echo 0)",
               'echo "trainkit: node $TRAINKIT_NODE_RANK attempt $TRAINKIT_ATTEMPT starting at $(date -Is) on $(hostname)"',
               # NCCL/gloo talk over the interface holding the node's private IP.
               "ifname=$(ip -o -4 addr show 2>/dev/null | awk -v ip=\"$TRAINKIT_PRIVATE_IP\" "
@@ -98,7 +113,7 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
               f"if [ -r {q(lay.root + '/nccl.env')} ]; then set -a; . {q(lay.root + '/nccl.env')}; set +a; fi",
               f"rm -f {q(nd + '/status')}"]
     status = f"{lay.run_dir}/summary.json" if job.command is None else f"{nd}/status"
-    end = _recorded(lay.exit_file(node.rank, attempt), status)
+    end = _recorded(lay.exit_file(node.rank, attempt), status, log)
     lines.append(f"rm -f {q(lay.exit_file(node.rank, attempt))}")
     lines.append("trap ':' TERM INT  # before the job starts: see _recorded")
     if job.command is None:  # a summary.json left by an earlier attempt must not speak for this one
@@ -114,15 +129,19 @@ def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt:
     return "\n".join(lines + end) + "\n"
 
 
-def _recorded(exit_file: str, status_file: str) -> list[str]:
-    """launch.sh's tail: record how the job ended (`exit=<rc> status=<preempted|>`) in `exit_file`
-    (temp + rename), so the end is known even to a controller whose supervisor was killed
+def _recorded(exit_file: str, status_file: str, log: str) -> list[str]:
+    """launch.sh's tail: record how the job ended (`exit=<rc> status=<preempted|rendezvous|>`) in
+    `exit_file` (temp + rename), so the end is known even to a controller whose supervisor was killed
     (remote.ended_status reads it), and exit with the job's status. The job runs in the
     foreground, not by `exec`: it shares this shell's process group, so the supervisor's SIGTERM
     to the group reaches it, and the trap keeps this shell waiting for it meanwhile (bash runs a
     trap only after the foreground command ends)."""
     q = shlex.quote
-    return [f"if grep -qs preempted {q(status_file)}; then st=preempted; else st=; fi",
+    return [f"if grep -qs preempted {q(status_file)}; then st=preempted; "
+            # torchrun's agent could not form (or keep) the rendezvous: a peer or the head is gone,
+            # not the user's code failing (torch.distributed.elastic.rendezvous.api's error classes)
+            f"elif [ \"$rc\" != 0 ] && tail -c +$((log_start + 1)) {q(log)} | grep -qE '{RENDEZVOUS_ERROR}'; "
+            "then st=rendezvous; else st=; fi",
             f'printf \'exit=%s status=%s\\n\' "$rc" "$st" > {q(exit_file + ".tmp")} && '
             f"mv -f {q(exit_file + '.tmp')} {q(exit_file)}",
             'exit "$rc"']
@@ -135,8 +154,12 @@ def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int
     if len(nodes) == 1:
         argv += ["--standalone"]
     else:  # a fresh rendezvous id per attempt: a relaunch never meets a stale round
+        # --local-addr: the address rank 0's agent publishes as MASTER_ADDR is its private IP, not
+        # its host name (torchrun's default, socket.getfqdn()), which a survivor cannot resolve when
+        # the head was replaced by a spare its /etc/hosts has never heard of (torchrun --help).
         argv += ["--nnodes", str(len(nodes)), "--node-rank", str(node.rank), "--rdzv-backend", "c10d",
-                 "--rdzv-endpoint", "$TRAINKIT_RDZV_ENDPOINT", "--rdzv-id", f"{lay.run_id}-a{attempt}"]
+                 "--rdzv-endpoint", "$TRAINKIT_RDZV_ENDPOINT", "--rdzv-id", f"{lay.run_id}-a{attempt}",
+                 "--local-addr", "$TRAINKIT_PRIVATE_IP"]
     argv += ["--nproc-per-node", "$TRAINKIT_GPUS_PER_NODE", "-m", "trainkit", "run",
              f"{lay.node_dir(node.rank)}/config.yaml", f"run_dir={lay.run_dir}",
              f"checkpoint.dir={lay.checkpoint_dir}", "resume=true", *job.overrides]
@@ -223,7 +246,8 @@ def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, 
     nd = lay.node_dir(node.rank)
     py = q(str(node.vars.get("trainkit_node_python", "python3")))
     status = f"{lay.run_dir}/summary.json" if engine else f"{nd}/status"
-    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", status]
+    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", status,
+           "--exit-file", lay.exit_file(node.rank, attempt)]
     if notice_url:
         sup += ["--notice-url", notice_url, "--notice-poll", str(notice_poll)]
         if notice_token:
@@ -269,9 +293,18 @@ def launch(job: Job, nodes: list[Node], lay: Layout, attempt: int, *, notice_url
         results = dict(pool.map(one, nodes))
     bad = {n: r for n, r in results.items() if r.startswith("error")}
     if bad:
-        raise TrainkitError("launch failed on: " + "; ".join(f"{n}: {r}" for n, r in bad.items()),
-                            fix="check the node is reachable (`trainkit ssh`) and provisioned (`trainkit apply`)",
-                            exit_code=TRAIN)
+        raise LaunchError("launch failed on: " + "; ".join(f"{n}: {r}" for n, r in bad.items()),
+                          failed=sorted(bad), started=sorted(set(results) - set(bad)))
     return results
+
+
+class LaunchError(TrainkitError):
+    """A launch that failed on `failed` nodes; on `started` it worked (their supervisors run and
+    must be stopped: the caller rolls them back, trainkit/runs/attempt.py)."""
+
+    def __init__(self, message: str, failed: list[str], started: list[str]):
+        super().__init__(message, exit_code=TRAIN,
+                         fix="check the node is reachable (`trainkit ssh`) and provisioned (`trainkit apply`)")
+        self.failed, self.started = failed, started
 
 

@@ -19,25 +19,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
-from trainkit import clouds
-from trainkit.clouds.base import MetadataToken
-from trainkit.cluster import teardown
 from trainkit.cluster.replace import effective_cluster, replace_lost
-from trainkit.errors import BAD_INPUT, DESTROY, PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
+from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
 from trainkit.money import cost
-from trainkit.provision import reach
-from trainkit.provision.inventory import stage_vars
-from trainkit.provision.playbook import run_playbook
-from trainkit.runs import launch, remote
+from trainkit.runs import attempt as attempt_
+from trainkit.runs import launch, lock, remote
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
-from trainkit.util import progress
 from trainkit.workspace import Workspace, write_atomic
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
+LOST_PEER_WAIT_S = 10  # survivors of a lost node: time to end alone before the hard stop
 
 
 @dataclass
@@ -70,89 +64,28 @@ class Outcome:
 # ------------------------------------------------------------------ the cluster as it is now
 
 
-def _nodes(cluster: Cluster, ws: Workspace):
-    if not ws.inventory_yml.exists():
-        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}: apply first",
-                            fix=f"run `trainkit apply {cluster.source}` first", exit_code=BAD_INPUT)
-    return reach.nodes_from_inventory(ws.inventory_yml)
-
-
-def notice_url(cluster: Cluster, configured: str | None) -> str | None:
-    """The spot-termination URL to poll: --notice-url, else the cloud room's when spot is on."""
-    if configured:
-        return configured
-    if cluster.spec.spot.enabled:
-        return clouds.get(cluster.spec.cloud).spot_notice_url
-    return None
-
-
-def notice_token(cluster: Cluster, url: str | None) -> MetadataToken | None:
-    """The session-token endpoint the supervisor needs before it reads `url`: the cloud room's,
-    when `url` is on the same metadata host as it (also a --notice-url there); None otherwise."""
-    if not url or not clouds.is_cloud(cluster.spec.cloud):
-        return None
-    token = clouds.get(cluster.spec.cloud).spot_notice_token
-    if token and urlsplit(token.url).netloc == urlsplit(url).netloc:
-        return token
-    return None
-
-
-# ------------------------------------------------------------------ closing runs (destroy)
-
-def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120,
-               unreachable_ok: bool = False) -> list[tuple[str, str]]:
-    """Before the nodes go (destroy): stop each run still running (SIGTERM: it checkpoints), then
-    fetch every open run into runs/<id>/ and close its record. Returns [(run id, status)].
-    A run whose head node cannot be reached: TrainkitError(DESTROY) (its results would be lost),
-    or with `unreachable_ok` (destroy --yes: a cluster must not keep billing) a warning, and the
-    run is closed as "unreachable"."""
-    done = []
-    for run_dir in run_status.open_runs(ws):
-        attempt = len(runs.read_record(run_dir).get("attempts") or [])
-        status = "cancelled" if not attempt else _stop_for_good(cluster, ws, run_dir, attempt, wait_s,
-                                                                 unreachable_ok)
-        finish(cluster, ws, run_dir, status)
-        done.append((run_dir.name, status))
-    return done
-
-
-def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int, wait_s: float,
-                   unreachable_ok: bool) -> str:
-    """Stop `run_dir`'s attempt if it still runs; its final status (see close_runs)."""
-    nodes, group = _nodes(cluster, ws)
-    if nodes[0].sh("true", timeout=15).returncode != 0:
-        if not unreachable_ok:
-            raise TrainkitError(f"run {run_dir.name}: its results are on {nodes[0].name}, which cannot be "
-                                "reached, so nothing was destroyed", exit_code=DESTROY,
-                                fix=f"make the node reachable and destroy again, or give the results up: "
-                                    f"`trainkit destroy {cluster.source} --yes`")
-
-        progress.info(f"warning: run {run_dir.name}: {nodes[0].name} cannot be reached; the results it "
-                      "holds go with the cluster")
-        runs.event(run_dir, "unreachable", attempt=attempt, by="destroy")
-        return "unreachable"
-    status = run_status.live_status(cluster, ws, run_dir)
-    if status == "running":
-        stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
-        runs.event(run_dir, "cancelled", attempt=attempt, by="destroy")
-        status = "cancelled"
-    return status
+_nodes = attempt_.nodes_of
 
 
 # ------------------------------------------------------------------ start / attach
 
 def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *,
-          resume: str | None = None, force: bool = False) -> tuple[runs.Job, Path]:
+          resume: str | None = None, force: bool = False, recover: bool = False) -> tuple[runs.Job, Path]:
     """A new run (or `resume`'s) with its record written. InputError on a changed config or a
     completed run to resume; LockedError while a run is still running on the cluster (two jobs
-    would share its GPUs, rendezvous port and, on resume, checkpoints)."""
+    would share its GPUs, rendezvous port and, on resume, checkpoints). With `recover`, a run to
+    resume that still runs on some nodes while others do not answer (its controller died, then a
+    node) is a run that cannot go on: what is left of it is stopped and it is resumed."""
     job = runs.load_job(config, overrides)
     check_job(cluster, job)
-    _nodes(cluster, ws)
+    nodes, group = _nodes(cluster, ws)
+    lock.check_free(nodes, remote.layout_for(group, "-"), ws.runs_dir, str(cluster.source))
     busy = run_status.active_runs(cluster, ws)
     if resume:
         run_dir = runs.resolve_run(ws.runs_dir, resume)
         record = runs.read_record(run_dir)
+        if recover and run_dir in busy and _stop_if_crippled(cluster, ws, run_dir):
+            busy.remove(run_dir)
         status = run_status.live_status(cluster, ws, run_dir)
         if run_dir in busy:
             raise LockedError(f"run {run_dir.name} is still running: a second attempt would write the same "
@@ -175,38 +108,6 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
                                 "mode": job.mode, "created_at": time.time(), "status": "starting",
                                 "attempts": []})
     return job, run_dir
-
-
-def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
-    """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl)."""
-    nodes, group = _nodes(cluster, ws)
-    stage_data(cluster, ws, job, group)
-    record = runs.read_record(run_dir)
-    attempt = len(record.get("attempts") or []) + 1
-    lay = remote.layout_for(group, run_dir.name)
-    url = notice_url(cluster, opts.notice_url)
-    how = launch.launch(job, nodes, lay, attempt, notice_url=url, notice_poll=opts.notice_poll_s,
-                        notice_token=notice_token(cluster, url))
-    record.setdefault("attempts", []).append({"attempt": attempt, "nodes": [n.name for n in nodes],
-                                              "started_at": time.time(), "ended_at": None})
-    record.update(status="running", node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
-                  shared=bool(group.get("trainkit_shared_work_dir")) or nodes[0].local)
-    runs.write_record(run_dir, record)
-    runs.event(run_dir, "launched", attempt=attempt, nodes=[n.name for n in nodes],
-               supervisor=sorted(set(how.values())))
-    return attempt
-
-
-def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> None:
-    """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
-    attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
-    if not (cluster.spec.data.sources or job.stage):
-        return
-
-    if cluster.spec.data.sources:
-        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
-    if job.stage:
-        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group), exit_code=TRAIN)
 
 
 def check_job(cluster: Cluster, job: runs.Job) -> None:
@@ -253,10 +154,13 @@ def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_
 
 def stop_survivors(nodes, lay: remote.Layout, attempt: int, lost: list[str], wait_s: float = 60) -> None:
     """SIGTERM the supervisors on reachable nodes; after `wait_s`, a hard stop (every process of
-    each job's tree: remote.signal_nodes KILL). No survivor (every node lost): nothing to stop."""
+    each job's tree: remote.signal_nodes KILL). No survivor (every node lost): nothing to stop.
+    With a node lost, at most LOST_PEER_WAIT_S: a job missing a rank cannot agree on a checkpoint
+    (the agreement is a collective that waits for the lost rank), so waiting longer saves nothing."""
     alive = [n for n in nodes if n.name not in lost]
     if not alive:
         return
+    wait_s = min(wait_s, LOST_PEER_WAIT_S) if lost else wait_s
     remote.signal_nodes(alive, lay, attempt, "TERM")
     deadline = time.time() + wait_s
     while time.time() < deadline:
@@ -275,7 +179,8 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
     Returns the final summary; TrainkitError(PREEMPTED) / (TRAIN) when it does not complete."""
 
     recoveries, restarts, backoff = 0, 0, opts.backoff_s
-    attempt = attach_attempt or launch_attempt(cluster, ws, job, run_dir, opts)
+    attempt = attach_attempt or launch_recovering(cluster, ws, job, run_dir, opts)
+    _resumed_unless_recorded(cluster, ws, job, run_dir, attempt)
     while True:
         cluster = effective_cluster(cluster, ws)
         nodes, group = _nodes(cluster, ws)
@@ -302,37 +207,103 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 return finish(cluster, ws, run_dir, "failed", raise_=True)
         stop_survivors(nodes, lay, attempt, out.lost)
         if out.lost:
-            try:
-                cluster, events = replace_lost(cluster, ws, out.lost,
-                                               f"trainkit train --resume {run_dir.name}")
-            except TrainkitError as err:  # nothing to replace them with: close the run, then say so
-                finish(cluster, ws, run_dir, "preempted")
-                raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
-                                    exit_code=err.exit_code) from None
-            for ev in events:
-                runs.event(run_dir, **ev)
+            cluster = _replace(cluster, ws, run_dir, out.lost)
         runs.event(run_dir, "backoff", seconds=backoff)
         time.sleep(backoff)
         backoff = min(backoff * 2, opts.backoff_max_s)
-        attempt = launch_attempt(cluster, ws, job, run_dir, opts)
-        _await_resume(cluster, ws, job, run_dir, attempt, out)
+        attempt = launch_recovering(cluster, ws, job, run_dir, opts)
+        _await_resume(cluster, ws, job, run_dir, attempt)
+
+
+def _stop_if_crippled(cluster: Cluster, ws: Workspace, run_dir: Path) -> bool:
+    """Whether a node of the run's newest attempt does not answer; if so, the others' jobs are
+    stopped (`unreachable` and `preempted` events: the resume that follows replaces the node)."""
+    nodes, group = _nodes(cluster, ws)
+    down = attempt_.unreachable(nodes)
+    if not down:
+        return False
+    attempt = len(runs.read_record(run_dir).get("attempts") or [])
+    runs.event(run_dir, "unreachable", nodes=down, by="resume", attempt=attempt)
+    stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, down)
+    runs.event(run_dir, "preempted", attempt=attempt, lost=down, last_step=None)
+    return True
+
+
+def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
+    """Start the run's next attempt; returns its number. With opts.recover the nodes are probed
+    first and the unreachable ones replaced (a spare, a new instance: the state comes from the
+    nodes, not from what the last controller saw), and a launch that failed on nodes that then
+    do not answer is tried again after replacing them (at most max_recoveries times). Otherwise,
+    or when the nodes it failed on answer (a fault a spare would not fix), the run is closed:
+    TrainkitError PREEMPTED (a node is gone: resume it with --recover) or TRAIN. A failed launch
+    has been rolled back and recorded (trainkit/runs/attempt.py) either way."""
+    tries = 0
+    while True:
+        cluster = effective_cluster(cluster, ws)
+        down = attempt_.unreachable(_nodes(cluster, ws)[0]) if opts.recover else []
+        if down:
+            runs.event(run_dir, "unreachable", nodes=down, by="probe")
+            cluster = _replace(cluster, ws, run_dir, down)
+        try:
+            return attempt_.launch_attempt(cluster, ws, job, run_dir, opts)
+        except launch.LaunchError as err:
+            down = attempt_.unreachable([n for n in _nodes(cluster, ws)[0] if n.name in err.failed])
+            tries += 1
+            if opts.recover and down and tries <= opts.max_recoveries:
+                continue                                   # the probe above replaces them
+            status = "preempted" if down else "failed"
+            finish(cluster, ws, run_dir, status)
+            fix = (f"resume it with a spare: trainkit train {cluster.source} --resume {run_dir.name} --recover"
+                   if down else err.fix)
+            raise TrainkitError(f"run {run_dir.name} {status}: {err.message}", fix=fix,
+                                exit_code=PREEMPTED if down else TRAIN) from None
+
+
+def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str]) -> Cluster:
+    """replace_lost, its events written to the run; with nothing to replace them the run is
+    closed as preempted and the error says so."""
+    try:
+        cluster, events = replace_lost(cluster, ws, lost, f"trainkit train --resume {run_dir.name}")
+    except TrainkitError as err:  # nothing to replace them with: close the run, then say so
+        finish(cluster, ws, run_dir, "preempted")
+        raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
+                            exit_code=err.exit_code) from None
+    for ev in events:
+        runs.event(run_dir, **ev)
+    return cluster
+
+
+def _resumed_unless_recorded(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int) -> None:
+    """A resumed attempt (an earlier one ran) whose `resumed` event nobody wrote yet (started by
+    `--resume`, or by a controller killed before it saw the first step): write it now."""
+    record = runs.read_record(run_dir)
+    ran = [a for a in record.get("attempts") or [] if a.get("attempt", 0) < attempt
+           and a.get("outcome") != "launch_failed"]
+    done = any(e["event"] == "resumed" and e.get("attempt") == attempt for e in runs.read_events(run_dir))
+    if ran and not done:
+        _await_resume(cluster, ws, job, run_dir, attempt)
 
 
 def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int,
-                  before: Outcome, timeout_s: float = 300) -> None:
-    """Record `resumed` (step, lost work) once the relaunched job logs its first step."""
+                  timeout_s: float = 300) -> None:
+    """Record `resumed` once the attempt's job logs its first step: the step it resumed from and
+    the work lost, counted from metrics.jsonl itself (the last step logged before this attempt's
+    start record), not from what a lagging follower had seen when the fault was detected."""
     nodes, group = _nodes(cluster, ws)
     follower = run_status.Follower(nodes[0], remote.layout_for(group, run_dir.name), job, None)
-    launched, deadline = time.time(), time.time() + timeout_s
+    started = next((a.get("started_at") for a in runs.read_record(run_dir).get("attempts") or []
+                    if a.get("attempt") == attempt), None) or time.time()
+    deadline = time.time() + timeout_s
     while time.time() < deadline:
         follower.poll()   # reads the whole metrics.jsonl: the newest `run` record is this attempt's
-        if follower.first_step_at and follower.first_step_at >= launched - 1:
+        if follower.first_step_at and follower.first_step_at >= started - 1:
             break
         time.sleep(0.5)
-    resumed = follower.resumed_from
-    lost = (before.last_step - resumed) if (before.last_step is not None and resumed is not None) else None
-    runs.event(run_dir, "resumed", attempt=attempt, step=resumed, lost_steps=lost,
-               lost_s=round(lost * before.step_time_s, 3) if lost is not None and before.step_time_s else None,
+    resumed, before = follower.resumed_from, follower.before_run
+    lost = (before - resumed) if (before is not None and resumed is not None) else None
+    step_s = follower.step_time_s
+    runs.event(run_dir, "resumed", attempt=attempt, step=resumed, lost_steps=lost, last_step_before=before,
+               lost_s=round(lost * step_s, 3) if lost is not None and step_s else None,
                first_step_at=follower.first_step_at)
 
 
@@ -373,34 +344,3 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
             f"see `trainkit logs {cluster.source} {run_dir.name}` and {run_dir}/logs/"
         raise TrainkitError(f"run {run_dir.name} {status}{': ' + why if why else ''}", fix=fix, exit_code=code)
     return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": status, **summary}
-
-
-def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path]:
-    """Stop a run cleanly: SIGTERM to its job on every node (it writes a checkpoint), wait up to
-    `wait_s`, then SIGKILL what is left, fetch the results and close the record as cancelled.
-    A run that has already ended keeps its true status (its results are fetched if not yet).
-    Returns (status, whether it had ended before this call, the run folder the results are in)."""
-    record = runs.read_record(run_dir)
-    if not ws.inventory_yml.exists():
-        raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
-    status = run_status.live_status(cluster, ws, run_dir)
-    if status not in runs.OPEN:
-        if record.get("status") in runs.OPEN:
-            finish(cluster, ws, run_dir, status)
-        return status, True, run_dir
-    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
-    attempt = len(record.get("attempts") or [])
-    stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
-    runs.event(run_dir, "cancelled", attempt=attempt)
-    return "cancelled", False, Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
-
-
-def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unreachable_ok: bool
-            ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """Destroy the cluster, its runs first: under the workspace lock, every open run is stopped
-    (SIGTERM: it checkpoints) and its results fetched, then trainkit.cluster.teardown.destroy runs.
-    Returns (teardown's result, [(run id, status it was closed as)]); `unreachable_ok` lets a run
-    whose nodes are gone be closed as "unreachable" instead of stopping the destroy."""
-    with ws.lock("destroy"):
-        closed = close_runs(cluster, ws, unreachable_ok=unreachable_ok) if ws.inventory_yml.exists() else []
-        return teardown.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep), closed

@@ -80,7 +80,9 @@ PREEMPTED_EXIT = 75  # trainkit.errors.PREEMPTED (EX_TEMPFAIL), the resumable-co
 
 def ended_status(record: str | None) -> str:
     """The status a job's own end record means (launch.sh writes `exit=<rc> status=<word>`: its
-    exit status and what $TRAINKIT_STATUS_FILE said; the engine's summary.json is `{"status": ...}`);
+    exit status and what $TRAINKIT_STATUS_FILE said, or `rendezvous` when torchrun's rendezvous
+    failed: a lost peer, counted as a preemption, never as the user's code failing; the engine's
+    summary.json is `{"status": ...}`);
     "lost" when there is none (the job was killed with its supervisor, or never wrote one)."""
     if not record:
         return "lost"
@@ -94,7 +96,7 @@ def ended_status(record: str | None) -> str:
     rc = fields.get("exit", "")
     if rc == "0":
         return "completed"
-    if rc == str(PREEMPTED_EXIT) or fields.get("status") == "preempted":
+    if rc == str(PREEMPTED_EXIT) or fields.get("status") in ("preempted", "rendezvous"):
         return "preempted"
     return "failed" if rc.lstrip("-").isdigit() else "lost"
 
@@ -152,7 +154,8 @@ def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM"
                     "{ if [ -n \"$job\" ]; then kill -KILL -- -\"$job\"; fi; "
                     "if [ -n \"$sup\" ]; then kill -KILL \"$sup\"; fi; } 2>/dev/null; }; true", timeout=20)
             return
-        node.sh(f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
+        node.sh(f"touch {sf}.cancel 2>/dev/null; "   # trainkit's stop, not the machine's (supervise.py)
+                f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
                 f"elif [ -n \"$job\" ]; then kill -{sig} -- -\"$job\"; fi; }} 2>/dev/null; true", timeout=20)
 
     _pool(nodes, one)

@@ -7,6 +7,7 @@ asks each node's supervisor state (one ssh per node); changes nothing.
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -60,6 +61,7 @@ class Follower:
         self.partial = b""
         self.last_step: int | None = None
         self.resumed_from: int | None = None
+        self.before_run: int | None = None   # the last step logged before the newest `run` record
         self.first_step_at: float | None = None
         self.step_time_s: float | None = None
 
@@ -80,6 +82,7 @@ class Follower:
                 continue
             if rec.get("kind") == "run":
                 self.resumed_from, self.first_step_at = rec.get("resumed_from_step"), None
+                self.before_run = self.last_step
             elif rec.get("kind") in ("step", "checkpoint", "epoch") and rec.get("step") is not None:
                 self.last_step = rec["step"]
                 if rec.get("kind") == "step":
@@ -107,13 +110,44 @@ def run_row(ws: Workspace, run_dir: Path) -> dict:
 
 
 def log_name(record: dict, rank: int | None, node_index: int | None) -> str:
-    """The log file `logs --rank/--node` names: node-I.log, rank-N.log (engine runs), and node 0's
-    log for a `command:` run when neither is given."""
+    """The log file `logs --rank/--node` names: node-I.log, rank-N.log (engine runs), and for a
+    `command:` run node 0's log when neither is given, node-N.log for --rank N with one process
+    per node (that process is rank N; with more, see `_rank_glob`)."""
     if node_index is not None:
         return f"node-{node_index}.log"
-    if record.get("mode") != "command" or rank is not None:
+    if record.get("mode") != "command":
         return f"rank-{rank or 0}.log"
-    return "node-0.log"
+    per = int(record.get("nproc_per_node") or 1)
+    return f"node-{(rank or 0) // per}.log" if per == 1 or rank is None else f"rank-{rank}.log"
+
+
+def _rank_glob(record: dict, rank: int) -> str:
+    """Under logs/: the files a torchrun in a `command:` job wrote for global rank `rank`
+    (launch.command_rank_logs: node-<rank // per>/<rdzv id>_*/attempt_*/<rank % per>/stdout.log)."""
+    per = int(record.get("nproc_per_node") or 1)
+    return f"torchrun/node-{rank // per}/*/attempt_*/{rank % per}/stdout.log"
+
+
+def _newest(paths: list[Path]) -> Path | None:
+    return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
+
+
+def _rank_log_on(node: reach.Node, lay: remote.Layout, record: dict, rank: int) -> str:
+    """The path of rank `rank`'s log of an open `command:` run on `node`: torchrun's per-rank file
+    (the newest), else node-N.log with one process per node; InputError when there is none."""
+    q = shlex.quote
+    logs = f"{lay.run_dir}/logs"
+    single = f"{logs}/{log_name(record, rank, None)}"
+    res = node.sh(f"cd {q(logs)} 2>/dev/null && {{ ls -t {_rank_glob(record, rank)} 2>/dev/null | head -n 1; "
+                  f"test -f {q(single)} && echo {q(single)}; ls; }}; true", timeout=30)
+    lines = res.stdout.decode(errors="replace").splitlines()
+    found = [ln for ln in lines if ln.endswith("/stdout.log") or ln == single]
+    if found:
+        return found[0] if found[0].startswith("/") else f"{logs}/{found[0]}"
+    names = ", ".join(ln for ln in lines if ln.endswith(".log")) or "none yet"
+    raise InputError(f"run {lay.run_id} has no log for rank {rank} (yet): neither torchrun's per-rank "
+                     f"file logs/{_rank_glob(record, rank)} nor {log_name(record, rank, None)}",
+                     fix=f"logs there now: {names} (--node I reads a node's whole output)")
 
 
 def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: int | None = None,
@@ -124,8 +158,11 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
     have, or a log that was not fetched (naming the ones that were)."""
     record = runs.read_record(run_dir)
     name = log_name(record, rank, node_index)
+    per_rank = record.get("mode") == "command" and rank is not None and node_index is None
     if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone
         path = run_dir / "logs" / name
+        if per_rank:
+            path = _newest(sorted(run_dir.glob(f"logs/{_rank_glob(record, rank)}"))) or path
         if not path.is_file():
             found = ", ".join(sorted(p.name for p in (run_dir / "logs").glob("*.log"))) or "none"
             raise InputError(f"run {run_dir.name} has no {name} in {run_dir / 'logs'}",
@@ -138,6 +175,8 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
     node = _log_node(nodes, record, rank, node_index)
     lay = remote.layout_for(group, run_dir.name)
     path, offset, attempt = f"{lay.run_dir}/logs/{name}", 0, len(record.get("attempts") or [])
+    if per_rank:
+        path = _rank_log_on(node, lay, record, rank)
     while True:
         data, _ = remote.read_from(node, path, offset)
         offset += len(data)

@@ -41,6 +41,9 @@ class CheckpointConfig(_Section):
     keep: int = Field(3, ge=2, description="Keep the newest N complete checkpoints (>= 2, torchtitan).")
     mtbf_hours: float = Field(6.0, gt=0, description="Expected time between preemptions of ONE node, "
                                                      "for interval 'auto' (divided by the node count).")
+    overlap_steps: int | None = Field(1, ge=1, description="Steps a background save may overlap before "
+                                      "the loop waits for its commit: a fault loses at most every_n_steps + "
+                                      "overlap_steps - 1 steps (1: one interval); null: until the next save.")
     async_save: bool = Field(True, description="Write in a background thread after copying state "
                                                "to host memory; SIGTERM and final saves always block.")
 

@@ -95,6 +95,12 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             run.step, run.step_in_epoch = run.step + 1, run.step_in_epoch + 1
             fault.after_step(run.step)
             loss, stop, save = agree(loss_sum, preempt.requested, policy.due(run.step))
+            # a save in flight for checkpoint.overlap_steps steps is committed before this step
+            # counts (is logged): a fault then loses at most one interval + overlap_steps - 1 (a
+            # commit needs every rank's shard: a rank lost mid-write leaves the save incomplete)
+            overlap = run.cfg.checkpoint.overlap_steps
+            if overlap and saver.in_flight_step is not None and run.step - saver.in_flight_step >= overlap:
+                saver.wait()
             monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
                          plan.global_batch)
             if not math.isfinite(loss) and not scaler_absorbs(run):

@@ -93,6 +93,7 @@ class Checkpointer:
         self._stager = None
         self._error: BaseException | None = None
         self._folder: Path | None = None  # the save in flight
+        self.in_flight_step: int | None = None   # its step, until wait() has seen it committed
         self.last_path: Path | None = None
         self.last_write_s = 0.0  # rank 0: save start -> marker written (C for Young/Daly)
         self.blocked_s = 0.0  # total seconds training waited for staging outside save()
@@ -122,7 +123,7 @@ class Checkpointer:
                               async_stager=self.stager())
         self._staging = resp.staging_completion
         self.fault.arm(step)
-        self._folder = folder
+        self._folder, self.in_flight_step = folder, step
         self._thread = threading.Thread(target=self._finish, args=(resp.upload_completion, folder,
                                                                   step, t0), daemon=True)
         self._thread.start()
@@ -180,6 +181,7 @@ class Checkpointer:
             ckpt.join_background(self)
         except dcp_errors() as err:
             raise self._failed(err, folder) from None
+        self.in_flight_step = None
 
     def _failed(self, err: BaseException, folder: Path | None) -> BaseException:
         """A failed write (full disk, no permission, a gone NAS) as one clear error. The folder it

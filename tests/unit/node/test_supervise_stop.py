@@ -140,3 +140,56 @@ def test_the_supervisor_is_started_with_the_rooms_token_endpoint_beside_the_noti
                 "--notice-ttl-header", aws.spot_notice_token.ttl_header, "--notice-token-header"):
         assert arg in script
     assert "--notice-token-url" not in launch.start_script(node, lay, 1, "http://x/n", 5.0, True)
+
+
+@pytest.mark.parametrize("printed, status", [
+    ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError: no peers", "preempted"),
+    ("RendezvousConnectionError: The connection to the C10d store has failed", "preempted"),
+    ("ValueError: the user's own bug", "failed")])
+def test_a_rendezvous_that_failed_is_a_preemption_not_the_users_code_failing(tmp_path, printed, status):
+    """torchrun's agent exits 1 when its rendezvous fails (the head or a peer is gone): launch.sh
+    records `status=rendezvous` and the supervisor and the controller read it as preempted."""
+    node, lay = _layout(tmp_path)
+    (tmp_path / "job.yaml").write_text(f"command: |\n  echo {printed!r}\n  exit 1\n")
+    job = load_job(tmp_path / "job.yaml")
+    nd = Path(lay.node_dir(0))
+    for name, data in launch.node_files(job, node, [node], lay, 1).items():
+        (nd / name).write_bytes(data)
+    Path(lay.run_dir, "logs").mkdir(parents=True)
+    # an earlier attempt's rendezvous error in the same log does not count for this one
+    Path(lay.run_dir, "logs", "node-0.log").write_text("RendezvousTimeoutError: attempt 0\n")
+    state_file = Path(lay.state_file(0, 1))
+    rc = subprocess.run([sys.executable, str(SUPERVISOR), str(state_file), "--status-file", str(nd / "status"),
+                         "--exit-file", lay.exit_file(0, 1), "--", "bash", str(nd / "launch.sh")],
+                        timeout=60).returncode
+    assert rc == 1
+    assert json.loads(state_file.read_text())["status"] == status
+    assert remote.ended_status(Path(lay.exit_file(0, 1)).read_text()) == status
+
+
+@pytest.mark.parametrize("by_trainkit, status", [(False, "preempted"), (True, "cancelled")])
+def test_a_sigterm_to_the_supervisor_is_a_preemption_unless_trainkit_sent_it(tmp_path, by_trainkit, status):
+    """A machine that goes down (a reclaim without notice) SIGTERMs every process, the supervisor
+    too: the job (a script with no handler: it dies of the signal) is then preempted, to be
+    resumed, not "cancelled" (which ends a --recover loop). trainkit's own stop
+    (remote.signal_nodes: cancel, stopping survivors) is still a cancel."""
+    node, lay = _layout(tmp_path)
+    (tmp_path / "job.yaml").write_text("command: exec sleep 300\n")
+    job = load_job(tmp_path / "job.yaml")
+    nd = Path(lay.node_dir(0))
+    for name, data in launch.node_files(job, node, [node], lay, 1).items():
+        (nd / name).write_bytes(data)
+    Path(lay.run_dir, "logs").mkdir(parents=True)
+    state_file = Path(lay.state_file(0, 1))
+    sup = subprocess.Popen([sys.executable, str(SUPERVISOR), str(state_file), "--status-file", str(nd / "status"),
+                            "--exit-file", lay.exit_file(0, 1), "--", "bash", str(nd / "launch.sh")],
+                           start_new_session=True)
+    _wait(lambda: state_file.is_file() and json.loads(state_file.read_text())["status"] == "running")
+    if by_trainkit:
+        remote.signal_nodes([node], lay, 1, "TERM")
+    else:
+        os.kill(sup.pid, signal.SIGTERM)
+    assert sup.wait(timeout=30) != 0
+    assert json.loads(state_file.read_text())["status"] == status
+    [state] = remote.node_states([node], lay, 1)
+    assert state.status == status

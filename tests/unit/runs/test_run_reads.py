@@ -5,6 +5,7 @@ cancel of a run that already ended keeping its true status."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ import yaml
 
 from trainkit.errors import InputError
 from trainkit.provision.inventory import HEAD_GROUP, WORKER_GROUP
+from trainkit.runs import closing
 from trainkit.runs import record as runs
-from trainkit.runs import recover
 from trainkit.runs import status as run_status
 from trainkit.workspace import Workspace
 
@@ -38,7 +39,8 @@ def a_run(ws: Workspace, status: str, run_id: str = "job-1", **more) -> Path:
 
 @pytest.mark.parametrize("record,rank,node,name", [
     ({}, None, None, "rank-0.log"), ({}, 3, None, "rank-3.log"), ({}, None, 1, "node-1.log"),
-    ({"mode": "command"}, None, None, "node-0.log"), ({"mode": "command"}, 1, None, "rank-1.log")])
+    ({"mode": "command"}, None, None, "node-0.log"), ({"mode": "command"}, 1, None, "node-1.log"),
+    ({"mode": "command", "nproc_per_node": 2}, 3, None, "rank-3.log")])
 def test_the_log_a_rank_or_node_names(record, rank, node, name):
     assert run_status.log_name(record, rank, node) == name
 
@@ -83,7 +85,38 @@ def test_cancel_of_a_run_that_ended_keeps_its_status_and_touches_nothing(tmp_pat
     ws = workspace(tmp_path)
     run_dir = a_run(ws, "completed")
     before = (run_dir / "run.json").read_text()
-    assert recover.cancel(None, ws, run_dir, wait_s=1) == ("completed", True, run_dir)
+    assert closing.cancel(None, ws, run_dir, wait_s=1) == ("completed", True, run_dir)
     cancelled = a_run(ws, "cancelled", "job-2")  # cancelled twice: the second says it had ended already
-    assert recover.cancel(None, ws, cancelled, wait_s=1) == ("cancelled", True, cancelled)
+    assert closing.cancel(None, ws, cancelled, wait_s=1) == ("cancelled", True, cancelled)
     assert (run_dir / "run.json").read_text() == before
+
+
+def test_a_command_runs_rank_is_torchruns_per_rank_file_or_its_nodes_log_and_a_missing_one_is_said(tmp_path):
+    """`logs --rank N` of a `command:` run: with torchrun inside, its per-rank file (node N // per,
+    local rank N % per, the newest attempt); with one process per node, node-N.log; neither:
+    exit 2 naming what is there (it printed nothing and exited 0)."""
+    ws = workspace(tmp_path, nodes=2, per=2)
+    run_dir = a_run(ws, "running", mode="command", nproc_per_node=2, shared=True)
+    logs = tmp_path / "node" / "runs" / "job-1" / "logs"
+    old = logs / "torchrun" / "node-1" / "job-1-1_ab" / "attempt_0" / "1"
+    new = logs / "torchrun" / "node-1" / "job-1-2_cd" / "attempt_0" / "1"
+    for folder, text in ((old, b"attempt 1\n"), (new, b"rank three\n")):
+        folder.mkdir(parents=True)
+        (folder / "stdout.log").write_bytes(text)
+    (logs / "node-0.log").write_bytes(b"node zero\n")
+    os.utime(old / "stdout.log", (1, 1))
+    assert b"".join(run_status.read_log(ws, run_dir, rank=3)) == b"rank three\n"
+    with pytest.raises(InputError, match="no log for rank 2") as err:
+        list(run_status.read_log(ws, run_dir, rank=2))
+    assert "node-0.log" in err.value.fix
+
+    single = workspace(tmp_path / "one", nodes=2, per=1)
+    run_dir = a_run(single, "running", mode="command", nproc_per_node=1, shared=True)
+    logs = tmp_path / "one" / "node" / "runs" / "job-1" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "node-1.log").write_bytes(b"node one\n")
+    assert b"".join(run_status.read_log(single, run_dir, rank=1)) == b"node one\n"
+    runs.write_record(run_dir, {**runs.read_record(run_dir), "status": "completed"})
+    (run_dir / "logs" / "torchrun" / "node-1" / "x_1" / "attempt_0" / "0").mkdir(parents=True)
+    (run_dir / "logs" / "torchrun" / "node-1" / "x_1" / "attempt_0" / "0" / "stdout.log").write_bytes(b"fetched\n")
+    assert b"".join(run_status.read_log(single, run_dir, rank=1)) == b"fetched\n"

@@ -1,0 +1,126 @@
+"""One attempt of a run on the nodes: which nodes answer, the launch, and the roll-back of a
+launch that worked on some nodes only.
+
+`launch_attempt()` starts attempt K+1 on every node and records it (run.json `attempts`,
+events.jsonl `launched`). When the launch fails on some nodes (trainkit.runs.launch.LaunchError),
+what it started on the others (supervisors, torchrun agents holding the rendezvous port) is
+stopped here before the error goes up, and the attempt is recorded all the same: in run.json
+with `outcome: launch_failed` and the nodes it failed on, in events.jsonl as `launch_failed` with
+how many processes the roll-back stopped per node. The next attempt has a number, a rendezvous id
+and state files of its own, so nothing of the failed one can meet it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from trainkit import clouds
+from trainkit.clouds.base import MetadataToken
+from trainkit.errors import BAD_INPUT, TRAIN, TrainkitError
+from trainkit.provision import reach
+from trainkit.provision.inventory import stage_vars
+from trainkit.provision.playbook import run_playbook
+from trainkit.runs import launch, lock, remote
+from trainkit.runs import record as runs
+from trainkit.spec.resolve import Cluster
+from trainkit.workspace import Workspace
+
+PROBE_TIMEOUT_S = 15      # one `true` over ssh (ConnectTimeout 5 s, reach.Node) and a margin
+STATE_WAIT_S = 30         # a supervisor just started writes its state file within a second or two
+
+
+def nodes_of(cluster: Cluster, ws: Workspace) -> tuple[list[reach.Node], dict]:
+    """The nodes in rank order and the group vars; TrainkitError before the cluster is applied."""
+    if not ws.inventory_yml.exists():
+        raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}: apply first",
+                            fix=f"run `trainkit apply {cluster.source}` first", exit_code=BAD_INPUT)
+    return reach.nodes_from_inventory(ws.inventory_yml)
+
+
+def unreachable(nodes: list[reach.Node]) -> list[str]:
+    """Names of the `nodes` that do not run `true` over ssh (in parallel), in rank order."""
+    ok = remote._pool(nodes, lambda n: n.sh("true", timeout=PROBE_TIMEOUT_S).returncode == 0)
+    return [n.name for n, up in zip(nodes, ok) if not up]
+
+
+def notice_url(cluster: Cluster, configured: str | None) -> str | None:
+    """The spot-termination URL to poll: --notice-url, else the cloud room's when spot is on."""
+    if configured:
+        return configured
+    if cluster.spec.spot.enabled:
+        return clouds.get(cluster.spec.cloud).spot_notice_url
+    return None
+
+
+def notice_token(cluster: Cluster, url: str | None) -> MetadataToken | None:
+    """The session-token endpoint the supervisor needs before it reads `url`: the cloud room's,
+    when `url` is on the same metadata host as it (also a --notice-url there); None otherwise."""
+    if not url or not clouds.is_cloud(cluster.spec.cloud):
+        return None
+    token = clouds.get(cluster.spec.cloud).spot_notice_token
+    if token and urlsplit(token.url).netloc == urlsplit(url).netloc:
+        return token
+    return None
+
+
+def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> None:
+    """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
+    attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
+    if cluster.spec.data.sources:
+        run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
+    if job.stage:
+        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group), exit_code=TRAIN)
+
+
+def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts) -> int:
+    """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl).
+    LaunchError when it failed on some node, after the others were rolled back (module doc)."""
+    nodes, group = nodes_of(cluster, ws)
+    stage_data(cluster, ws, job, group)
+    record = runs.read_record(run_dir)
+    attempt = len(record.get("attempts") or []) + 1
+    lay = remote.layout_for(group, run_dir.name)
+    url = notice_url(cluster, opts.notice_url)
+    names, t0 = [n.name for n in nodes], time.time()
+    record.update(node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
+                  shared=bool(group.get("trainkit_shared_work_dir")) or nodes[0].local,
+                  nproc_per_node=int(nodes[0].vars.get("trainkit_nproc_per_node", 1)))
+    try:
+        how = launch.launch(job, nodes, lay, attempt, notice_url=url, notice_poll=opts.notice_poll_s,
+                            notice_token=notice_token(cluster, url))
+    except launch.LaunchError as err:
+        stopped = roll_back([n for n in nodes if n.name in err.started], lay, attempt)
+        record.setdefault("attempts", []).append({"attempt": attempt, "nodes": names, "started_at": t0,
+                                                  "ended_at": time.time(), "outcome": "launch_failed",
+                                                  "failed": err.failed})
+        runs.write_record(run_dir, record)
+        runs.event(run_dir, "launch_failed", attempt=attempt, failed=err.failed, stopped=stopped,
+                   error=err.message[-600:])
+        raise
+    lock.take(nodes, lay, attempt, ws.root)
+    record.setdefault("attempts", []).append({"attempt": attempt, "nodes": names, "started_at": t0,
+                                              "ended_at": None})
+    record.update(status="running")
+    runs.write_record(run_dir, record)
+    runs.event(run_dir, "launched", attempt=attempt, nodes=names, supervisor=sorted(set(how.values())))
+    return attempt
+
+
+def roll_back(nodes: list[reach.Node], lay: remote.Layout, attempt: int) -> dict[str, int]:
+    """Stop `attempt` where its launch worked: wait (at most STATE_WAIT_S) for each supervisor's
+    state file, then the hard stop (supervise.py --hard-stop: the supervisor and its whole job
+    tree). Returns {node: processes killed} (-1: the node did not answer)."""
+    def one(node: reach.Node) -> int:
+        q = shlex.quote
+        sf = q(lay.state_file(node.rank, attempt))
+        py = q(str(node.vars.get("trainkit_node_python", "python3")))
+        script = (f"for i in $(seq {STATE_WAIT_S * 2}); do grep -qs supervisor_pid {sf} && break; sleep 0.5; done; "
+                  f"{py} {q(lay.node_dir(node.rank) + '/supervise.py')} --hard-stop {sf}")
+        res = node.sh(script, timeout=STATE_WAIT_S + 30)
+        words = res.stdout.decode(errors="replace").split()
+        return int(words[1]) if res.returncode == 0 and len(words) > 1 and words[1].isdigit() else -1
+
+    return dict(zip((n.name for n in nodes), remote._pool(nodes, one)))
