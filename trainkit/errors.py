@@ -12,6 +12,8 @@ Exit codes, one per phase so CI can tell where a job stopped:
     7  destroy
     8  busy: the workspace lock, the state lock or a running run
     9  a required tool (terraform, ansible-playbook) is missing
+   12  cloud credentials missing or rejected (the same code from check, plan, apply, destroy,
+       train's data staging: one cause, one code whatever the phase)
 
 1 is also a full or read-only disk under the workspace (a message naming the file, not a bug).
 """
@@ -32,6 +34,7 @@ LOCKED = 8
 MISSING_TOOL = 9
 PLAN_CHANGES = 10
 PLAN_BLOCKED = 11
+CREDENTIALS = 12
 PREEMPTED = 75
 
 
@@ -96,6 +99,12 @@ def capped(lines: list[str], limit: int = MAX_PROBLEMS) -> list[str]:
 
 class MissingToolError(TrainkitError):
     exit_code = MISSING_TOOL
+
+
+class CredentialsError(TrainkitError):
+    """Cloud credentials missing or rejected (the variables to set are in `fix`)."""
+
+    exit_code = CREDENTIALS
 
 
 class LockedError(TrainkitError):

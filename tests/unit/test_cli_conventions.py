@@ -140,3 +140,23 @@ def test_destroy_dash_y_does_not_prompt(repo, capsys, tmp_path):
                          capsys)
     assert code == 0, err
     assert "Type the cluster name" not in err and "nothing to destroy" in out  # never applied there
+
+
+def test_runs_and_logs_on_a_cluster_with_no_runs_agree(repo, capsys, tmp_path):
+    spec, ws = str(repo / "examples/clusters/local.yaml"), str(tmp_path / "ws")
+    said = {}
+    for command in ("runs", "logs"):
+        code, out, err = run([command, spec, "--workdir", ws], capsys)
+        said[command] = (code, err.strip())
+        assert "Traceback" not in err and out == "", out
+    assert said["runs"] == said["logs"] and said["runs"][0] == 0, said
+    assert "no runs on this cluster yet" in said["runs"][1] and "trainkit train" in said["runs"][1]
+
+
+def test_validate_given_a_train_config_as_the_spec_says_use_config(repo, capsys):
+    code, _, err = run(["validate", str(repo / "examples/train/digits.yaml")], capsys)
+    assert code == 2, err
+    assert "this is a train config" in err and "--config" in err
+    assert "unknown field" not in err and err.count("\n") <= 3, err  # one problem, not one per key
+    code, _, err = run(["validate", str(repo / "examples/clusters/local.yaml")], capsys)  # a spec still is one
+    assert code == 0, err

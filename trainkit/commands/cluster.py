@@ -183,8 +183,9 @@ def render(spec: str, workdir: str | None) -> None:
     """Write the Terraform root stack for a cloud spec into its workspace (no cloud calls).
 
     The folder holds the root stack (versions.tf with the state backend, providers.tf, main.tf
-    with the module call, outputs.tf) and a copy of the cloud's module, so it is self-contained.
-    Re-rendering the same spec gives byte-identical files.
+    with the module call, variables.tf, outputs.tf) and a copy of the cloud's module, so it is
+    self-contained. Every *.tf file is the same in every checkout of the spec: what belongs to
+    this workspace (its generated key pair) is in terraform.tfvars.json, which terraform loads.
 
     \b
     Example:
