@@ -146,6 +146,10 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
             cat = with_prices(cat, refreshed)
         if price_file:
             cat = with_prices(cat, price_file)
+        if region and cat.price_region and region != cat.price_region and not price_file:
+            click.echo(f"warning: {name}: no prices for {region}; the prices shown are {cat.price_region}'s "
+                       f"(`trainkit prices refresh --cloud {name} --region {region}` fetches {region}'s)",
+                       err=True)
         for inst in matching(cat, gpu, gpus, min_mem, spot):
             price = inst.price(spot)
             basis = None if price is None else "spot" if spot and inst.spot is not None else "on-demand"
