@@ -92,11 +92,14 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
         size, month = cluster.nas["size_gb"], cat.storage_prices.get("nas_gb_month")
         items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
                            _per_hour(month) if size else None, _basis(month if size else None, cluster)))
+        if not size:
+            items[-1]["usage"] = "billed by the GB stored (no size is set)"
     if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
         hourly = cat.storage_prices.get("nat_gateway_hour")
         items.append(_item("NAT gateway", nat_gateways, "gateway", hourly,
                            f"per hour ({price_source(cluster)}); traffic extra" if hourly is not None
                            else "price unknown"))
+        items[-1]["usage"] = "plus the traffic through it, billed per GB"
     return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
 
 
