@@ -128,8 +128,8 @@ def test_sizing_warnings_show_once_on_validate_and_render_and_never_on_destroy(r
     assert code == 0 and sorted(re.findall(r"^warning: .*$", err, re.M)) == sorted(warnings)
     code, out, err = run(["destroy", spec, "--workdir", str(tmp_path), "-y"], capsys)
     # no credentials here: the leftover check cannot ask the cloud, so destroy fails and keeps the
-    # workspace (exit 7) instead of claiming nothing is left
-    assert code == 7 and "could not ask the cloud" in err, err
+    # workspace (exit 12, missing credentials, as plan and apply) instead of claiming nothing is left
+    assert code == 12 and "cannot ask AWS" in err and "no credentials" in err, err
     assert not [w for w in warnings if w in err + out]
 
 
