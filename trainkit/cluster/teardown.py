@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import clouds, errors
-from trainkit.cluster.lifecycle import is_cloud
 from trainkit.clouds.credentials import describe_sets, explain_failure, presence
+from trainkit.cluster.lifecycle import is_cloud
 from trainkit.errors import CredentialsError, TrainkitError
 from trainkit.provision.playbook import run_cleanup
 from trainkit.spec.resolve import Cluster
