@@ -12,6 +12,8 @@ Exit codes, one per phase so CI can tell where a job stopped:
     7  destroy
     8  busy: the workspace lock, the state lock or a running run
     9  a required tool (terraform, ansible-playbook) is missing
+   13  cloud credentials missing or rejected (the same code from check, plan, apply, destroy,
+       train's data staging: one cause, one code whatever the phase)
 
 1 is also a full or read-only disk under the workspace (a message naming the file, not a bug).
 """
@@ -33,6 +35,7 @@ MISSING_TOOL = 9
 PLAN_CHANGES = 10
 PLAN_BLOCKED = 11
 DOCTOR = 12
+CREDENTIALS = 13
 PREEMPTED = 75
 
 
@@ -97,6 +100,12 @@ def capped(lines: list[str], limit: int = MAX_PROBLEMS) -> list[str]:
 
 class MissingToolError(TrainkitError):
     exit_code = MISSING_TOOL
+
+
+class CredentialsError(TrainkitError):
+    """Cloud credentials missing or rejected (the variables to set are in `fix`)."""
+
+    exit_code = CREDENTIALS
 
 
 class LockedError(TrainkitError):

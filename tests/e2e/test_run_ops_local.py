@@ -329,3 +329,33 @@ def test_recovery_with_every_node_lost_closes_the_run_with_the_documented_exit(c
     assert "Traceback" not in err and "internal error" not in err, err
     assert proc.returncode == 75 and "nothing to replace it with" in err, err
     assert json.loads((runs[0] / "run.json").read_text())["status"] == "preempted"
+
+
+# A job that leaves what the engine leaves on SIGTERM: model.onnx in its run folder and a summary.json
+# saying "preempted" with node paths (the engine's own summary of a stop by SIGTERM).
+ENGINE_LIKE = """name: enginelike
+command: |
+  stop() {
+    echo onnx > "$TRAINKIT_RUN_DIR/model.onnx"
+    printf '{"status": "preempted", "onnx": "%s", "checkpoint_dir": "%s"}' \\
+      "$TRAINKIT_RUN_DIR/model.onnx" "$TRAINKIT_CHECKPOINT_DIR" > "$TRAINKIT_RUN_DIR/summary.json"
+    exit 75
+  }
+  trap stop TERM
+  sleep 300 & wait
+"""
+
+
+def test_a_cancelled_runs_summary_says_cancelled_as_runs_does_and_its_paths_point_into_runs_id(cluster, tmp_path):
+    tk, ws = cluster
+    (tmp_path / "enginelike.yaml").write_text(ENGINE_LIKE)
+    going = started(tk, "enginelike.yaml")
+    wait_status(tk, going, "running")
+    assert tk("cancel", going).returncode == 0
+    summary = json.loads((ws / "runs" / going / "summary.json").read_text())
+    rows = {r["run_id"]: r["status"] for r in json.loads(tk("runs", "--json").stdout)}
+    assert summary["status"] == rows[going] == "cancelled" and summary["job_status"] == "preempted"
+    assert tk("destroy", "--yes").returncode == 0  # the node folders go; what summary.json names stays
+    assert Path(summary["onnx"]) == ws / "runs" / going / "model.onnx" and Path(summary["onnx"]).is_file()
+    kept = Path(summary["checkpoint_dir"])  # on `local` the checkpoints sit in the run folder: fetched
+    assert kept.is_relative_to(ws / "runs" / going) and kept.is_dir()

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from trainkit.errors import InputError
 from trainkit.spec.resolve import check, module_variables, resolve
 from trainkit.spec.schema import ClusterSpec
-from trainkit.stack.render import backend_config, render_stack
+from trainkit.stack.render import VARS_FILE, WORKSPACE_VARIABLES, backend_config, render_stack
 
 EXAMPLES = 500
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK test"
@@ -71,7 +71,8 @@ GROUPS = {"tag keys": (_tag_keys, ("tags",)), "tag values": (_tag_values, ("tags
 def expected_values(cluster) -> dict[str, dict]:
     """What each rendered file must say, per attribute, as Python values."""
     spec = cluster.spec
-    return {"main.tf": module_variables(cluster, KEY),
+    inputs = module_variables(cluster, KEY)  # the workspace's own (the key) go in terraform.tfvars.json
+    return {"main.tf": {k: v for k, v in inputs.items() if k not in WORKSPACE_VARIABLES},
             "versions.tf": backend_config(cluster)[1],
             "providers.tf": {"region": spec.region, **spec.endpoints}}
 
@@ -118,6 +119,7 @@ def collect(group: str, folder: Path) -> tuple[list, list, int]:
             return
         files = render_stack(cluster, KEY)
         want = expected_values(cluster)
+        assert json.loads(files[VARS_FILE]) == {k: module_variables(cluster, KEY)[k] for k in WORKSPACE_VARIABLES}
         n = len(exprs)
         for name in want:
             (folder / f"ex{n}").mkdir(parents=True, exist_ok=True)

@@ -146,7 +146,7 @@ def test_stage_without_credentials_names_the_variables(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trainkit", "stage", str(tmp_path / "data.yaml"),
                            "--root", str(tmp_path / "root")], capture_output=True, text=True, env=env,
                           timeout=120)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 13, proc.stderr  # credentials missing: the code check and plan use too
     assert "data source s3://bucket/set/: no AWS credentials in the environment" in proc.stderr
     assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -128,8 +128,8 @@ def test_sizing_warnings_show_once_on_validate_and_render_and_never_on_destroy(r
     assert code == 0 and sorted(re.findall(r"^warning: .*$", err, re.M)) == sorted(warnings)
     code, out, err = run(["destroy", spec, "--workdir", str(tmp_path), "-y"], capsys)
     # no credentials here: the leftover check cannot ask the cloud, so destroy fails and keeps the
-    # workspace (exit 7) instead of claiming nothing is left
-    assert code == 7 and "could not ask the cloud" in err, err
+    # workspace (exit 13, missing credentials, as plan and apply) instead of claiming nothing is left
+    assert code == 13 and "cannot ask AWS" in err and "no credentials" in err, err
     assert not [w for w in warnings if w in err + out]
 
 
@@ -140,3 +140,23 @@ def test_destroy_dash_y_does_not_prompt(repo, capsys, tmp_path):
                          capsys)
     assert code == 0, err
     assert "Type the cluster name" not in err and "nothing to destroy" in out  # never applied there
+
+
+def test_runs_and_logs_on_a_cluster_with_no_runs_agree(repo, capsys, tmp_path):
+    spec, ws = str(repo / "examples/clusters/local.yaml"), str(tmp_path / "ws")
+    said = {}
+    for command in ("runs", "logs"):
+        code, out, err = run([command, spec, "--workdir", ws], capsys)
+        said[command] = (code, err.strip())
+        assert "Traceback" not in err and out == "", out
+    assert said["runs"] == said["logs"] and said["runs"][0] == 0, said
+    assert "no runs on this cluster yet" in said["runs"][1] and "trainkit train" in said["runs"][1]
+
+
+def test_validate_given_a_train_config_as_the_spec_says_use_config(repo, capsys):
+    code, _, err = run(["validate", str(repo / "examples/train/digits.yaml")], capsys)
+    assert code == 2, err
+    assert "this is a train config" in err and "--config" in err
+    assert "unknown field" not in err and err.count("\n") <= 3, err  # one problem, not one per key
+    code, _, err = run(["validate", str(repo / "examples/clusters/local.yaml")], capsys)  # a spec still is one
+    assert code == 0, err

@@ -5,7 +5,8 @@
     explain_failure(cloud, output) -> TrainkitError | None
                                              one message for a terraform failure caused by missing,
                                              rejected or insufficient credentials, naming the cloud's
-                                             variables; None when the output is about something else
+                                             variables (CredentialsError, exit 13, for missing or
+                                             rejected ones); None when the output is about something else
 
 Pure functions over data (the environment and a home folder are passed in); the variable names,
 profile files and error patterns live in `trainkit/clouds/<cloud>.py`.
@@ -19,7 +20,7 @@ from typing import Any, Mapping
 
 from trainkit import clouds
 from trainkit.clouds.base import Cloud, CredentialSet
-from trainkit.errors import TrainkitError
+from trainkit.errors import CredentialsError, TrainkitError
 
 
 def set_presence(cs: CredentialSet, env: Mapping[str, str], home: Path) -> dict[str, Any]:
@@ -79,7 +80,7 @@ def explain_failure(cloud_name: str, output: str) -> TrainkitError | None:
         if cloud.backend_credentials and cloud.backend_credentials != cloud.credentials:
             fix += (f"; the {cloud.backend_type} state backend reads "
                     f"{describe_sets(cloud.backend_credentials)}")
-        return TrainkitError(
+        return CredentialsError(
             f"{cloud.title} credentials are missing or were rejected\n  {line[:300]}",
             fix=fix + f"; `trainkit check --cloud {cloud.name}` shows what is set")
     return None

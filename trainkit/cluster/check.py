@@ -2,7 +2,7 @@
 
     run_checks(clouds, env, home, need_backend, need_terraform) -> dict
         {"ok", "clouds": [presence + "ok"], "tools": {"terraform": {...}, "ansible": {...}},
-         "problems": [{"what", "fix"}]}
+         "problems": [{"kind": "credentials" | "tool", "what", "fix"}]}
 
 Credentials are judged by name only (trainkit.clouds.credentials.presence): no value is read out, printed
 or sent anywhere, and no cloud is contacted. Terraform must be at least
@@ -59,10 +59,11 @@ def ansible_status() -> dict[str, Any]:
 def _cloud_problems(c: dict[str, Any], room: Cloud, need_backend: bool) -> list[dict[str, str]]:
     out = []
     if not c["provider"]["ok"]:
-        out.append({"what": f"{room.title}: no credentials for the provider",
+        out.append({"kind": "credentials", "what": f"{room.title}: no credentials for the provider",
                     "fix": f"export {describe_sets(room.credentials)}"})
     if need_backend and not c["backend"]["ok"]:
-        out.append({"what": f"{room.title}: no credentials for the {room.backend_type} state backend",
+        out.append({"kind": "credentials",
+                    "what": f"{room.title}: no credentials for the {room.backend_type} state backend",
                     "fix": f"export {describe_sets(room.backend_credentials)}"})
     return out
 
@@ -88,13 +89,13 @@ def run_checks(rooms: list[Cloud], env: Mapping[str, str] | None = None, home: P
         tools["terraform"] = terraform_status()
         tf = tools["terraform"]
         if not tf["found"]:
-            problems.append({"what": "terraform is not installed",
+            problems.append({"kind": "tool", "what": "terraform is not installed",
                              "fix": f"install Terraform >= {TERRAFORM_MIN_VERSION} ({TERRAFORM_INSTALL})"})
         elif not tf["ok"]:
-            problems.append({"what": f"terraform {tf['version'] or '(unknown version)'} is older than "
+            problems.append({"kind": "tool", "what": f"terraform {tf['version'] or '(unknown version)'} is older than "
                                      f"{TERRAFORM_MIN_VERSION}, which the rendered stack requires",
                              "fix": f"install Terraform >= {TERRAFORM_MIN_VERSION} ({TERRAFORM_INSTALL})"})
     if not tools["ansible"]["ok"]:
-        problems.append({"what": "ansible-playbook or ansible-runner is not installed",
+        problems.append({"kind": "tool", "what": "ansible-playbook or ansible-runner is not installed",
                          "fix": "pip install 'trainkit[control]'"})
     return {"ok": not problems, "clouds": cloud_rows, "tools": tools, "problems": problems}

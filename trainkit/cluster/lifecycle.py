@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +24,11 @@ from trainkit.provision.reach import wait_for_ssh
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.stack.checkov import scan_plan
-from trainkit.stack.review import no_terraform_review, review
+from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
 from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
 from trainkit.util import progress
+from trainkit.util.gitinfo import commit_of
 from trainkit.workspace import Workspace
 
 
@@ -73,11 +75,21 @@ def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False) 
     extra, checkov_note = scan_plan(ws.plan_json)
     rev = review(plan_data, cluster, extra)
     rev["checkov"] = checkov_note
+    rev["header"] = review_header(cluster, ws)
     drift = drifted(plan_data)
     if drift:
         rev["drift"] = drift
     ws.review_md.write_text(to_markdown(rev))
     return rev
+
+
+def review_header(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
+    """The review's header: workspace, backend, the spec's commit (when in git), the apply command
+    (with --workdir when the workspace is not the default one)."""
+    apply = f"trainkit apply {shlex.quote(cluster.source)}"
+    if ws.root != Workspace.for_cluster(cluster.name).root:
+        apply += f" --workdir {shlex.quote(str(ws.root))}"
+    return header(cluster, str(ws.root), backend_description(cluster, ws), commit_of(cluster.source), apply)
 
 
 # ---------------------------------------------------------------- apply

@@ -10,11 +10,14 @@ outputs, inventory, keys and the rendered stack are removed once the state is em
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import clouds, errors
+from trainkit.clouds.credentials import describe_sets, explain_failure, presence
 from trainkit.cluster.lifecycle import is_cloud
-from trainkit.errors import TrainkitError
+from trainkit.errors import CredentialsError, TrainkitError
 from trainkit.provision.playbook import run_cleanup
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
@@ -78,9 +81,19 @@ def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
         msg = f"not implemented for this cloud: check the console for tag {tag}"
         progress.info(f"leftover check: {msg}")
         return {"leftovers": [], "leftover_check": msg}
+    room = clouds.get(cluster.spec.cloud)
+    if not presence(room, os.environ, Path.home())["provider"]["ok"]:  # the same cause, the same code (13)
+        raise CredentialsError(f"the state is empty, but trainkit cannot ask {room.title} for resources "
+                               f"tagged {tag}: no credentials in the environment; the workspace was kept",
+                               fix=f"set {describe_sets(room.credentials)}, then run `trainkit destroy "
+                                   f"{cluster.source}` again")
     try:
         found = sweeper.find(cluster)
     except Exception as err:  # any SDK/credential/network failure: the check did not run
+        explained = explain_failure(cluster.spec.cloud, f"{type(err).__name__}: {err}")
+        if isinstance(explained, CredentialsError):
+            raise CredentialsError(f"the state is empty, but {explained.message}; the workspace was kept",
+                                   fix=f"{explained.fix}; then run `trainkit destroy {cluster.source}` again") from None
         # Nothing says the cloud is empty: fail, and keep the workspace (keys, state pointer, logs)
         # so that `destroy` can be run again once the check can run.
         raise TrainkitError(f"the state is empty, but trainkit could not ask the cloud for resources tagged "

@@ -146,6 +146,10 @@ def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
             cat = with_prices(cat, refreshed)
         if price_file:
             cat = with_prices(cat, price_file)
+        if region and cat.price_region and region != cat.price_region and not price_file:
+            click.echo(f"warning: {name}: no prices for {region}; the prices shown are {cat.price_region}'s "
+                       f"(`trainkit prices refresh --cloud {name} --region {region}` fetches {region}'s)",
+                       err=True)
         for inst in matching(cat, gpu, gpus, min_mem, spot):
             price = inst.price(spot)
             basis = None if price is None else "spot" if spot and inst.spot is not None else "on-demand"
@@ -183,8 +187,9 @@ def render(spec: str, workdir: str | None) -> None:
     """Write the Terraform root stack for a cloud spec into its workspace (no cloud calls).
 
     The folder holds the root stack (versions.tf with the state backend, providers.tf, main.tf
-    with the module call, outputs.tf) and a copy of the cloud's module, so it is self-contained.
-    Re-rendering the same spec gives byte-identical files.
+    with the module call, variables.tf, outputs.tf) and a copy of the cloud's module, so it is
+    self-contained. Every *.tf file is the same in every checkout of the spec: what belongs to
+    this workspace (its generated key pair) is in terraform.tfvars.json, which terraform loads.
 
     \b
     Example:

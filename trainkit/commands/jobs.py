@@ -155,9 +155,18 @@ def logs(spec, run, workdir, rank, node_index, follow):
       trainkit logs cluster.yaml digits-20260101-120000 --node 1
     """
     cluster, ws = _load(spec, workdir)
-    run_dir = runs.resolve_run(ws.runs_dir, run)
-    for data in run_status.read_log(ws, run_dir, rank, node_index, follow):
+    try:
+        run_dir = runs.resolve_run(ws.runs_dir, run)
+    except runs.NoRuns as none:  # as `trainkit runs` says it: not an error, exit 0
+        click.echo(none.message, err=True)
+        return
+    for data in run_status.read_log(ws, run_dir, rank, node_index, follow, on_wait=_waiting):
         click.echo(data.decode(errors="replace"), nl=False)
+
+
+def _waiting(text: str) -> None:
+    """`logs --follow` while nothing is written yet: say what it waits for (stderr)."""
+    click.echo(text, err=True)
 
 
 @click.command("runs")
@@ -177,6 +186,9 @@ def runs_(spec, workdir, fmt):
             if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
     if fmt == "json":
         click.echo(dump_json(rows))
+        return
+    if not rows:  # as `trainkit logs` says it
+        click.echo(runs.no_runs_text(ws.runs_dir), err=True)
         return
     click.echo(f"{'RUN':<34} {'STATUS':<10} {'STEP':>6} {'BEST':<18} {'WALL':>8}")
     for r in rows:

@@ -87,6 +87,7 @@ def to_text(out: dict) -> str:
             lines.append(f"  {'':<13}checkpoint every {p['interval_s']:g} s (Young), "
                          f"{p['reclaims_per_day']:g} reclaims/day, "
                          f"{p['lost_hours_per_reclaim'] * 60:.1f} min lost per reclaim")
+    lines += [f"warning: {w}" for w in out.get("warnings", [])]
     rec = out["recommendation"]
     lines.append(f"recommendation: {rec.replace('_', '-') if rec else 'unknown'} ({out['reason']})")
     return "\n".join(lines)

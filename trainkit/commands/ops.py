@@ -213,6 +213,8 @@ def status(spec, workdir, fmt):
         click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
                    f"so far {out.get('cost_so_far', 0):.2f}")
         click.echo(f"  price basis: {out['cost']['items'][0]['basis']}")
+        for warning in out["cost"].get("warnings", []):
+            click.echo(f"  warning: {warning}")
     if out.get("ttl_deadline"):
         click.echo(f"  ttl: released by {out['ttl_deadline']} ({out['ttl_left_hours']:g} h left)")
     if out.get("idle_after_minutes"):

@@ -28,7 +28,9 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
 
     With SPEC: that spec's cloud and state backend, terraform (for cloud targets) and Ansible.
     With --cloud: those clouds. Alone: every cloud is listed and only the tools must be present.
-    Exit 0 when all needed is there, 9 with the fix for each thing missing. Nothing is contacted.
+    Exit 0 when all needed is there, else the fix for each thing missing and exit 13 when
+    credentials are missing (as plan/apply/destroy exit then), 9 when only a tool is. Nothing is
+    contacted.
 
     \b
     Example:
@@ -53,8 +55,9 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     else:
         click.echo(_text(result))
     if not result["ok"]:
+        creds = any(p["kind"] == "credentials" for p in result["problems"])
         raise TrainkitError(f"{len(result['problems'])} thing(s) missing (see above)",
-                            exit_code=errors.MISSING_TOOL)
+                            exit_code=errors.CREDENTIALS if creds else errors.MISSING_TOOL)
 
 
 def _mark(ok: bool) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost
+from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost, price_warnings
 
 # trainkit's assumptions when nothing better is known; every one can be overridden on the CLI.
 DEFAULT_CHECKPOINT_S = 60.0     # a few GB of model + optimizer state to local disk / NAS
@@ -41,7 +41,7 @@ def compare(cluster, hours: float, nodes: int, nat_gateways: int = 0,
     return {"cluster": cluster.name, "hours": hours, "nodes": nodes,
             "currency": cluster.catalog.currency, "plans": plans,
             "recommendation": best["plan"] if best else None,
-            "reason": _reason(best, plans)}
+            "reason": _reason(best, plans), "warnings": price_warnings(cluster)}
 
 
 def on_demand(cluster, hours: float, nodes: int, nats: int) -> dict[str, Any]:

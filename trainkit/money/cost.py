@@ -39,11 +39,30 @@ def node_price(cluster, billing: str) -> tuple[float | None, str]:
 
 
 def price_source(cluster) -> str:
-    """Where and when the catalog's prices come from, in one phrase."""
-    cat = cluster.catalog
-    parts = [cat.price_source or "no source", cat.price_region or "region unknown",
-             cat.price_date or "date unknown"]
+    """Where and when the catalog's prices come from, in one phrase; a price region other than
+    the cluster's is marked as such ("us-east-1 prices, cluster in eu-west-1")."""
+    cat, region = cluster.catalog, cluster.spec.region
+    where = cat.price_region or "region unknown"
+    if other_region(cluster):
+        where = f"{cat.price_region} prices, cluster in {region}"
+    parts = [cat.price_source or "no source", where, cat.price_date or "date unknown"]
     return ", ".join(str(p) for p in parts)
+
+
+def other_region(cluster) -> str | None:
+    """The region the prices were taken from when it is not the cluster's, else None."""
+    cat, region = cluster.catalog, cluster.spec.region
+    return cat.price_region if cat.price_region and region and cat.price_region != region else None
+
+
+def price_warnings(cluster) -> list[str]:
+    """What every cost figure of this cluster must say next to it (prices of another region)."""
+    taken = other_region(cluster)
+    if not taken:
+        return []
+    return [f"prices are {taken}'s: there are none for {cluster.spec.region} in the catalog; run "
+            f"`trainkit prices refresh --cloud {cluster.spec.cloud} --region {cluster.spec.region}` "
+            "or pass --prices FILE for this region's"]
 
 
 def chosen_billing(cluster) -> str:
@@ -55,7 +74,8 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
     """Cost of `nodes` instances of the cluster's type with their disks, NAS and NAT gateways.
 
     Returns {currency, billing, per_hour, per_day, per_month, complete, upper_bound, unknown,
-    items, price_source}; per_* sum the known items only (`complete` says whether that is all).
+    items, price_source, warnings}; per_* sum the known items only (`complete` says whether that
+    is all); `warnings` say what every figure must carry (prices taken from another region).
     """
     billing = billing or chosen_billing(cluster)
     cat = cluster.catalog
@@ -72,12 +92,15 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
         size, month = cluster.nas["size_gb"], cat.storage_prices.get("nas_gb_month")
         items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
                            _per_hour(month) if size else None, _basis(month if size else None, cluster)))
+        if not size:
+            items[-1]["usage"] = "billed by the GB stored (no size is set)"
     if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
         hourly = cat.storage_prices.get("nat_gateway_hour")
         items.append(_item("NAT gateway", nat_gateways, "gateway", hourly,
                            f"per hour ({price_source(cluster)}); traffic extra" if hourly is not None
                            else "price unknown"))
-    return totals(items, cat.currency, billing, price_source(cluster))
+        items[-1]["usage"] = "plus the traffic through it, billed per GB"
+    return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
 
 
 def totals(items: list[dict], currency: str | None, billing: str, source: str) -> dict[str, Any]:
@@ -94,7 +117,8 @@ def totals(items: list[dict], currency: str | None, billing: str, source: str) -
 def no_cost(cluster) -> dict[str, Any]:
     """The cost block of a target trainkit does not bill (local, hosts)."""
     return {"currency": None, "billing": None, "per_hour": None, "per_day": None, "per_month": None,
-            "complete": True, "upper_bound": False, "unknown": [], "items": [], "price_source": None}
+            "complete": True, "upper_bound": False, "unknown": [], "items": [], "price_source": None,
+            "warnings": []}
 
 
 def _per_hour(per_month: float | None) -> float | None:

@@ -231,8 +231,21 @@ def created_at(run_dir: Path) -> float:
     return value if isinstance(value, (int, float)) else 0
 
 
+class NoRuns(InputError):
+    """The cluster has no runs yet (`trainkit logs` and `trainkit runs` say so the same way, exit 0)."""
+
+    def __init__(self, runs_dir: Path):
+        super().__init__(no_runs_text(runs_dir))
+
+
+def no_runs_text(runs_dir: Path) -> str:
+    """The one sentence for a cluster without runs (runs_dir: <workspace>/runs)."""
+    return f"no runs on this cluster yet ({runs_dir} is empty): start one with `trainkit train`"
+
+
 def resolve_run(runs_dir: Path, run: str | None) -> Path:
-    """The folder of run `run` (an id, or a unique prefix); None = the newest run."""
+    """The folder of run `run` (an id, or a unique prefix); None = the newest run (NoRuns when
+    there is none)."""
     if run is not None and (not run.strip() or "/" in run or "\0" in run):
         raise InputError(f"run id {run!r} is not a run id (empty, or a path)",
                          fix="give a run id or its prefix as `trainkit runs` lists it, or leave it "
@@ -241,7 +254,7 @@ def resolve_run(runs_dir: Path, run: str | None) -> Path:
                    key=created_at) if runs_dir.is_dir() else []
     if run is None:
         if not found:
-            raise InputError(f"no runs in {runs_dir}", fix="start one with `trainkit train`")
+            raise NoRuns(runs_dir)
         check_record(found[-1])
         return found[-1]
     exact = [p for p in found if p.name == run]
@@ -303,3 +316,37 @@ def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, An
             "step": live.get("step", summary.get("steps")), "best": best,
             "wall_s": round(wall, 1) if wall is not None else None,
             "attempts": len(record.get("attempts") or []), "mode": record.get("mode")}
+
+
+PATH_KEYS = ("onnx", "checkpoint", "checkpoint_dir")  # summary.json keys that hold a path (docs/training.md)
+
+
+def kept_summary(summary: dict[str, Any], node_run_dir: str, run_dir: Path, status: str) -> dict[str, Any]:
+    """The engine's `summary` as the controller keeps it in `run_dir` (runs/<id>/):
+
+    - `status` is the run's status as `trainkit runs` shows it (a cancelled run stopped by SIGTERM
+      says "preempted" in the engine's own summary); the engine's word, when it differs, stays
+      as `job_status`;
+    - a path under the node's run folder `node_run_dir` points at the fetched copy in `run_dir`;
+      a path to anything not fetched (the checkpoint folder on a node disk, which `trainkit
+      destroy` deletes with the disks) becomes null, the node path moving to `on_nodes` {key: path}.
+    Returns a new dict; `summary` is left as it was."""
+    out = dict(summary)
+    if out.get("status") not in (None, status):
+        out["job_status"] = out["status"]
+    out["status"] = status
+    on_nodes = dict(out.get("on_nodes") or {})
+    for key in PATH_KEYS:
+        value = out.get(key)
+        if not isinstance(value, str) or not value:
+            continue
+        if value == node_run_dir or value.startswith(node_run_dir.rstrip("/") + "/"):
+            local = run_dir / value[len(node_run_dir):].lstrip("/")
+            if local.exists():
+                out[key] = str(local)
+                continue
+        if not Path(value).is_relative_to(run_dir):
+            on_nodes[key], out[key] = value, None
+    if on_nodes:
+        out["on_nodes"] = on_nodes
+    return out

@@ -328,7 +328,7 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or time.time()
-    summary.setdefault("status", status)   # a `command:` run's summary is the controller's alone
+    summary = runs.kept_summary(summary, lay.run_dir, run_dir, status)  # paths and status as runs/<id>/ has them
     summary["cost"] = cost.run_ledger(cluster, record)
     summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
     write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True))

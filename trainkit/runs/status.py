@@ -151,11 +151,14 @@ def _rank_log_on(node: reach.Node, lay: remote.Layout, record: dict, rank: int) 
 
 
 def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: int | None = None,
-             follow: bool = False, poll_s: float = 1.0) -> Iterator[bytes]:
+             follow: bool = False, poll_s: float = 1.0,
+             on_wait: Callable[[str], None] | None = None) -> Iterator[bytes]:
     """The bytes of one log of a run, in pieces as they come. A closed run's logs were fetched
     into `run_dir/logs`; an open run's are read from the node that writes them, and with `follow`
     until the run ends (or its nodes are gone). InputError for a rank or node the cluster does not
-    have, or a log that was not fetched (naming the ones that were)."""
+    have, or a log that was not fetched (naming the ones that were). While following a log that
+    is still empty (the run is starting: sync, setup, torchrun, `import torch`), `on_wait` is
+    called once with a line saying which log on which node it waits for."""
     record = runs.read_record(run_dir)
     name = log_name(record, rank, node_index)
     per_rank = record.get("mode") == "command" and rank is not None and node_index is None
@@ -183,6 +186,10 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
         yield data
         if not follow:
             return
+        if not offset and on_wait is not None:
+            on_wait(f"waiting for {name} on node {node.name} ({path}): run {run_dir.name} is starting "
+                    "(code sync, setup, torchrun); Ctrl-C stops watching, not the run")
+            on_wait = None
         states = remote.node_states(nodes, lay, attempt)
         if runs.combined_status([s.status for s in states]) != "running":  # ended, or its nodes are gone
             yield remote.read_from(node, path, offset)[0]

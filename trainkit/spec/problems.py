@@ -110,3 +110,21 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+def train_config_given_as_spec(data: dict[str, Any], spec: type[BaseModel], train: type[BaseModel],
+                               launch_keys: tuple[str, ...]) -> list[tuple[str, str, str | None]]:
+    """One problem when `data` (a file given as a cluster spec) is a train config: it has no
+    `cloud:` and more of its keys are train-config keys than spec keys (keys both know, such as
+    `name`, are not counted). [] otherwise, so the spec's own problems are listed."""
+    keys = {str(k) for k in data}
+    train_keys = set(train.model_fields) | set(launch_keys)
+    spec_keys = set(spec.model_fields)
+    only_train, only_spec = keys & (train_keys - spec_keys), keys & (spec_keys - train_keys)
+    if "cloud" in keys or not only_train or len(only_train) <= len(only_spec):
+        return []
+    shown = ", ".join(sorted(only_train)[:4])
+    return [("", f"this is a train config ({shown}, ...), not a cluster spec",
+             "use --config: `trainkit validate --config FILE` (with a cluster spec first to check it "
+             "against that cluster: `trainkit validate SPEC --config FILE`); cluster specs are in "
+             "examples/clusters/")]

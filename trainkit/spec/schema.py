@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trainkit import clouds
 from trainkit.errors import SpecError
 from trainkit.spec import checks, sshkeys
-from trainkit.spec.problems import pydantic_problems
+from trainkit.spec.problems import pydantic_problems, train_config_given_as_spec
 from trainkit.spec.safety import parse_minutes
 from trainkit.staging.section import DataSection
+from trainkit.train.config import LAUNCH_KEYS, TrainConfig
 from trainkit.util import grammar, yamlload
 
 RESERVED_TAG = "trainkit-cluster"
@@ -369,7 +370,8 @@ def load_spec(path: str | Path) -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(str(path), pydantic_problems(err, ClusterSpec)) from None
+        raise SpecError(str(path), train_config_given_as_spec(data, ClusterSpec, TrainConfig, LAUNCH_KEYS)
+                        or pydantic_problems(err, ClusterSpec)) from None
 
 
 def check_key_files(spec: ClusterSpec, source: str) -> None:

@@ -1,9 +1,13 @@
 """Cluster -> Terraform root stack: a pure function from data to files, plus one writer.
 
 `render_stack(cluster, ssh_public_key)` returns `{relative path: file content}`: the root stack
-(`versions.tf` with the backend, `providers.tf`, `main.tf` with the module call, `outputs.tf`) and
-a copy of the cloud's module under `modules/<cloud>/`, so the folder is self-contained and a
-reviewer reads everything in one place. Same cluster and key -> byte-identical files.
+(`versions.tf` with the backend, `providers.tf`, `main.tf` with the module call, `variables.tf`,
+`outputs.tf`) and a copy of the cloud's module under `modules/<cloud>/`, so the folder is
+self-contained and a reviewer reads everything in one place. Values that belong to one workspace
+(WORKSPACE_VARIABLES: the key pair generated there) reach terraform through `terraform.tfvars.json`
+(auto-loaded by terraform plan/apply; Terraform docs, "Variable Definitions (.tfvars) Files"),
+never as literals, so every `*.tf` file is the same in every checkout of the spec; the same cluster
+and key give byte-identical files, the tfvars file included.
 
 `write_stack(cluster, ssh_public_key, terraform_dir)` renders and writes them, removing files an
 earlier render wrote that this one no longer does (listed in `.trainkit-rendered`); state, `.terraform/` and anything else
@@ -36,6 +40,12 @@ from trainkit.workspace import write_atomic
 TERRAFORM_MIN_VERSION = "1.10.0"
 MANIFEST = ".trainkit-rendered"
 MODULE_DOC = "README.md"  # copied with the module's *.tf files (module_file_names)
+VARS_FILE = "terraform.tfvars.json"  # per-workspace values; terraform loads it by this name
+# Module inputs whose value differs from workspace to workspace: root variables set in VARS_FILE.
+WORKSPACE_VARIABLES = {
+    "ssh_public_key": "Public key of the cluster's key pair, generated in the trainkit workspace "
+                      "(or the spec's ssh.public_key); set in terraform.tfvars.json",
+}
 
 
 # HCL native syntax string escapes (hcl/v2 hclsyntax spec, "Template Literals"); every other
@@ -123,6 +133,8 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "backend_args": backend_args,
         "backend_notes": notes,
         "terraform_min_version": TERRAFORM_MIN_VERSION,
+        "workspace_variables": [k for k in WORKSPACE_VARIABLES if k in variables],
+        "workspace_descriptions": WORKSPACE_VARIABLES,
     }
     env = _environment(room)
     provider = room.provider_template.name if room.provider_template else f"provider-{spec.cloud}.tf.j2"
@@ -131,6 +143,8 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "providers.tf": env.get_template(provider).render(context),
         "main.tf": env.get_template("main.tf.j2").render(context),
         "outputs.tf": env.get_template("outputs.tf.j2").render(context),
+        "variables.tf": env.get_template("variables.tf.j2").render(context),
+        VARS_FILE: json.dumps({k: variables[k] for k in context["workspace_variables"]}, indent=2) + "\n",
     }
     files.update(module_files(spec.cloud))
     return dict(sorted(files.items()))

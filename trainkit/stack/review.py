@@ -15,6 +15,7 @@ from typing import Any
 from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost, no_cost
 from trainkit.spec import safety as safety_nets
 from trainkit.spec.resolve import Cluster
+from trainkit.stack.plan_diff import changed_attributes
 from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
 
 ROLES = ("network", "compute", "storage", "nas")
@@ -30,7 +31,8 @@ def role_of(resource_type: str) -> str:
 
 
 def changes(plan: dict) -> dict[str, Any]:
-    """Counts of create/update/delete/replace per role, plus the addresses that change."""
+    """Counts of create/update/delete/replace per role, plus the addresses that change, each with
+    its changed attributes (trainkit.stack.plan_diff: before -> after, sensitive values masked)."""
     counts = {role: Counter() for role in ROLES}
     addresses = []
     for rc in plan.get("resource_changes", []):
@@ -41,9 +43,12 @@ def changes(plan: dict) -> dict[str, Any]:
                   "no-op" if actions in (["no-op"], ["read"]) else actions[0])
         counts[role_of(rc["type"])][action] += 1
         if action != "no-op":
-            entry = {"address": rc["address"], "action": action, "role": role_of(rc["type"])}
+            entry = {"address": rc["address"], "action": action, "role": role_of(rc["type"]),
+                     "attributes": changed_attributes(rc["change"], action)}
             if action == "replace":
                 entry.update(replace_reason(rc, plan))
+            elif action == "delete":
+                entry.update(delete_reason(rc))
             addresses.append(entry)
     addresses.sort(key=lambda a: (ACTION_ORDER.index(a["action"]), ROLES.index(a["role"]), a["address"]))
     total = Counter()
@@ -82,6 +87,25 @@ def replace_reason(rc: dict, plan: dict) -> dict[str, Any]:
     else:
         reason = "the provider cannot update it in place"
     out: dict[str, Any] = {"reason": reason, "replace_paths": paths}
+    if LOSES.get(role_of(rc["type"])):
+        out["loses"] = LOSES[role_of(rc["type"])]
+    return out
+
+
+# Terraform's plan JSON `action_reason` for a delete (Terraform docs, "JSON Output Format").
+DELETE_REASONS = {
+    "delete_because_no_resource_config": "no longer in the configuration",
+    "delete_because_count_index": "its count index is gone (fewer nodes or disks in the spec)",
+    "delete_because_each_key": "its for_each key is gone",
+    "delete_because_no_module": "its module is no longer in the configuration",
+    "delete_because_wrong_repetition": "the resource changed between count and for_each",
+    "delete_because_no_move_target": "moved to an address that does not exist",
+}
+
+
+def delete_reason(rc: dict) -> dict[str, Any]:
+    """Why terraform destroys `rc` (plan JSON `action_reason`) and what is lost with it."""
+    out: dict[str, Any] = {"reason": DELETE_REASONS.get(rc.get("action_reason", ""), "destroyed by this plan")}
     if LOSES.get(role_of(rc["type"])):
         out["loses"] = LOSES[role_of(rc["type"])]
     return out
@@ -203,3 +227,12 @@ def _review(cluster: Cluster, changes_: dict, cost_: dict, found: list[dict], sa
 def safety(cluster: Cluster) -> list[str]:
     """What the cloud and the nodes will do about a forgotten cluster (ttl, idle), in words."""
     return safety_nets.describe(cluster)
+
+
+def header(cluster: Cluster, workspace: str, backend: str, commit: str | None, apply: str) -> dict[str, Any]:
+    """What a reviewer reads first, as Atlantis comments begin: which cluster on which cloud and
+    region, the workspace, the state backend, the commit of the spec (None outside git) and the
+    command that applies this plan."""
+    return {"cluster": cluster.name, "cloud": cluster.spec.cloud, "region": cluster.spec.region,
+            "spec": cluster.source, "workspace": workspace, "backend": backend,
+            "commit": commit, "apply": apply}

@@ -1,12 +1,27 @@
 """A review dict (`trainkit.stack.review.review`) -> text for a terminal or markdown for a pull request.
 
-The markdown puts what is dangerous first (replace and destroy, loudly), then cost per hour, day
-and month with the delta against what runs now, findings, safety nets, and the full change list
-in a collapsible block. It stays under GitHub's comment size limit: the change list is cut with a
-note when it would not fit.
+Both carry the same facts in the same order, as an Atlantis comment with an infracost table does:
+
+1. a header: cluster, cloud and region, workspace, state backend, the spec's commit (in git),
+   and the command that applies the plan;
+2. what is replaced or destroyed, first and loudly, each with its cause and what it loses;
+3. counts per role;
+4. cost: now, new and the delta, per hour and per month, with the currency on every line; the
+   items with their price basis, usage-priced items marked (their use is billed on top), and
+   warnings (prices from another region);
+5. findings and safety nets;
+6. every create / update / delete / replace with its changed attributes (before -> after;
+   sensitive values masked), in a collapsible <details> block in markdown.
+
+The markdown stays under GitHub's comment size limit: the change list is cut with a note when it
+would not fit. User text (paths, tag values) goes into code blocks or escaped HTML only.
 """
 
 from __future__ import annotations
+
+import html
+
+from trainkit.money.cost import HOURS_PER_MONTH
 
 # GitHub rejects issue/PR comments over 65536 characters ("Body is too long (maximum is 65536
 # characters)", GitHub REST API, create an issue comment). Keep a margin for the note.
@@ -14,6 +29,9 @@ GITHUB_COMMENT_LIMIT = 65536
 _MARGIN = 512
 ROLES = ("network", "compute", "storage", "nas")
 _LOUD = {"delete": "🔴 **DESTROY**", "replace": "🟠 **REPLACE**"}
+# Terraform's own plan symbols (`terraform plan` output), also what a ```diff block colours.
+SYMBOL = {"create": "+", "delete": "-", "update": "~", "replace": "-/+"}
+MAX_ATTRIBUTES = 40  # attribute lines per resource; the rest are counted
 
 
 def money(value: float | None, cost: dict) -> str:
@@ -28,27 +46,74 @@ def money(value: float | None, cost: dict) -> str:
     return text
 
 
+def header_lines(rev: dict) -> list[tuple[str, str]]:
+    """(label, value) pairs of the header, in order; the commit only when known."""
+    h = rev.get("header") or {}
+    where = f"{rev['cloud']}" + (f", {h['region']}" if h.get("region") else "")
+    rows = [("cluster", f"{rev['cluster']} ({where})")]
+    rows += [(k, h[k]) for k in ("spec", "workspace", "backend", "commit") if h.get(k)]
+    if h.get("apply"):
+        rows.append(("apply with", h["apply"]))
+    return rows
+
+
+def cost_lines(cost: dict) -> list[tuple[str, str, str]]:
+    """(label, per hour, per month) for now / new / delta, each with its currency."""
+    cur = cost.get("currency") or ""
+    rows = [("new", money(cost["per_hour"], cost), money(cost["per_month"], cost))]
+    if "delta_per_hour" in cost:
+        now = cost["current_per_hour"]
+        month = cost.get("current_per_month", now * HOURS_PER_MONTH)
+        rows.insert(0, ("now", f"{now:,.2f} {cur}", f"{month:,.2f} {cur}"))
+        d, m = cost["delta_per_hour"], cost["delta_per_month"]
+        rows.append(("delta", f"{'+' if d >= 0 else '-'}{abs(d):,.2f} {cur}", f"{'+' if m >= 0 else '-'}{abs(m):,.2f} {cur}"))
+    return rows
+
+
+def item_price(item: dict, cost: dict) -> str:
+    """An item's per-hour price with the currency; 'unknown'; '≤' for an upper bound."""
+    if item["per_hour"] is None:
+        return "unknown"
+    return f"{'≤ ' if item['upper_bound'] else ''}{item['per_hour']:,.4f} {cost.get('currency') or ''}".rstrip()
+
+
+def change_lines(a: dict) -> list[str]:
+    """One resource as `terraform plan` prints it: symbol, address, action, then its attributes."""
+    out = [f"{SYMBOL.get(a['action'], '?')} {a['address']} ({a['action']}{', ' + a['role'] if a.get('role') else ''})"]
+    attrs = a.get("attributes") or []
+    for row in attrs[:MAX_ATTRIBUTES]:
+        out.append(f"    {_plain(row['name'])}: {row['before']} -> {row['after']}")
+    if len(attrs) > MAX_ATTRIBUTES:
+        out.append(f"    ... and {len(attrs) - MAX_ATTRIBUTES} more attribute(s) (`trainkit plan --format json`)")
+    return out
+
+
 def to_text(rev: dict) -> str:
     if rev.get("note"):  # local / hosts: nothing for terraform to do
         return rev["note"]
     ch, cost = rev["changes"], rev["cost"]
     lines = [f"Plan for {rev['cluster']} ({rev['cloud']}): "
              f"{ch['add']} to add, {ch['change']} to change, {ch['destroy']} to destroy"]
+    lines += [f"  {label + ':':<11} {value}" for label, value in header_lines(rev)[1:]]
     for a in ch["addresses"]:
         if a["action"] in _LOUD:
-            lines.append(f"  !! {a['action'].upper()} {a['address']}{_why(a)}")
+            lines.append(f"  !! {'DESTROY' if a['action'] == 'delete' else 'REPLACE'} {a['address']}{_why(a)}")
     for role in ROLES:
         if ch["by_role"][role]:
             lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))
-    lines.append(f"Cost ({_billing(cost)}): {money(cost['per_hour'], cost)} per hour, "
-                 f"{money(cost['per_day'], cost)} per day, {money(cost['per_month'], cost)} per month")
-    node = cost["items"][0] if cost["items"] else None
-    if node:
-        lines.append(f"  {node['item']}: {node['basis']}")
+    lines.append(f"Cost ({_billing(cost)}):")
+    lines += [f"  {label:<6} {hour} per hour, {month} per month" for label, hour, month in cost_lines(cost)]
+    for item in cost["items"]:
+        lines.append(f"  {item['item']}: {item_price(item, cost)} per hour ({item['basis']})"
+                     + (f"; usage-priced: {item['usage']}" if item.get("usage") else ""))
+    lines += [f"  warning: {w}" for w in cost.get("warnings", [])]
     lines += [f"  [{f['severity']}] {f['code']}: {f['message']}" for f in rev["findings"]]
     if not rev["findings"]:
         lines.append("Findings: none")
     lines += [f"  safety: {s}" for s in rev.get("safety", [])]
+    if ch["addresses"]:
+        lines.append(f"Changes ({len(ch['addresses'])}):")
+        lines += [f"  {line}" for a in ch["addresses"] for line in change_lines(a)]
     return "\n".join(lines)
 
 
@@ -57,9 +122,18 @@ def to_markdown(rev: dict, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     title = f"### trainkit plan: `{rev['cluster']}` on {rev['cloud']}"
     if rev.get("note"):
         return f"{title}\n\n{rev['note']}\n"
-    head = "\n".join([title, ""] + _danger(rev) + _summary(rev) + _cost(rev) + _findings(rev))
-    rows = [f"- `{a['action']}` `{a['address']}`" for a in rev["changes"]["addresses"]]
-    return head + _details(rows, limit - len(head) - _MARGIN)
+    head = "\n".join([title, ""] + _header(rev) + _danger(rev) + _summary(rev) + _cost(rev) + _findings(rev))
+    blocks = [change_lines(a) for a in rev["changes"]["addresses"]]
+    return head + _details(blocks, limit - len(head) - _MARGIN)
+
+
+def _header(rev: dict) -> list[str]:
+    rows = header_lines(rev)
+    if len(rows) == 1:
+        return []
+    out = ["| | |", "|---|---|"]
+    out += [f"| {label} | <code>{_cell(value)}</code> |" for label, value in rows]
+    return out + [""]
 
 
 def _danger(rev: dict) -> list[str]:
@@ -93,20 +167,13 @@ def _summary(rev: dict) -> list[str]:
 
 def _cost(rev: dict) -> list[str]:
     cost = rev["cost"]
-    out = [f"**Estimated cost** ({_billing(cost)})", "",
-           "| item | quantity | per hour | price basis |", "|---|---:|---:|---|"]
+    out = [f"**Estimated cost** ({_billing(cost)})", "", "| | per hour | per month |", "|---|---:|---:|"]
+    out += [f"| {label} | {hour} | {month} |" for label, hour, month in cost_lines(cost)]
+    out += ["", "| item | quantity | per hour | price basis |", "|---|---:|---:|---|"]
     for item in cost["items"]:
-        price = "unknown" if item["per_hour"] is None else f"{item['per_hour']:,.4f}"
-        if item["upper_bound"] and item["per_hour"] is not None:
-            price = f"≤ {price}"
-        out.append(f"| {item['item']} | {item['quantity']:g} {item['unit']} | {price} | {item['basis']} |")
-    out += ["", f"Total: {money(cost['per_hour'], cost)} per hour, {money(cost['per_day'], cost)} per day, "
-                f"{money(cost['per_month'], cost)} per month"]
-    if "delta_per_hour" in cost:
-        sign = "+" if cost["delta_per_hour"] >= 0 else "-"
-        out.append(f"Change against what runs now: {sign}{abs(cost['delta_per_hour']):,.2f} per hour "
-                   f"({sign}{abs(cost['delta_per_month']):,.2f} per month; now "
-                   f"{cost['current_per_hour']:,.2f} per hour)")
+        basis = _cell(item["basis"]) + (f" — **usage-priced**: {_cell(item['usage'])}" if item.get("usage") else "")
+        out.append(f"| {_cell(item['item'])} | {item['quantity']:g} {item['unit']} | {item_price(item, cost)} | {basis} |")
+    out += [f"> [!WARNING]\n> {_cell(w)}" for w in cost.get("warnings", [])]
     return out + [""]
 
 
@@ -120,19 +187,32 @@ def _findings(rev: dict) -> list[str]:
     return out + [""]
 
 
-def _details(rows: list[str], room: int) -> str:
-    """The full change list in a <details> block, cut (with a note) to fit in `room` characters."""
+def _details(blocks: list[list[str]], room: int) -> str:
+    """Every change with its attributes in a <details> ```diff block, cut (with a note) to fit."""
     kept, used = [], 0
-    for row in rows:
-        if used + len(row) + 1 > room:
+    for block in blocks:
+        size = sum(len(line) + 1 for line in block)
+        if used + size > room:
             break
-        kept.append(row)
-        used += len(row) + 1
-    note = [] if len(kept) == len(rows) else \
-        ["", f"_{len(rows) - len(kept)} more change(s) not shown: GitHub's comment size limit. "
+        kept.append(block)
+        used += size
+    attrs = sum(len(b) - 1 for b in blocks)
+    note = [] if len(kept) == len(blocks) else \
+        ["", f"_{len(blocks) - len(kept)} more change(s) not shown: GitHub's comment size limit. "
              f"Run `trainkit plan --format json` for all of them._"]
-    return "\n".join(["", f"<details><summary>All {len(rows)} change(s)</summary>", ""] + kept + note
+    return "\n".join(["", f"<details><summary>All {len(blocks)} change(s), {attrs} attribute line(s)</summary>",
+                      "", "```diff"] + [line for b in kept for line in b] + ["```"] + note
                      + ["", "</details>", ""])
+
+
+def _cell(text: str) -> str:
+    """User text in a markdown table cell: HTML-escaped, no pipe, backtick or line break."""
+    return html.escape(str(text)).replace("|", "&#124;").replace("`", "&#96;").replace("\n", " ")
+
+
+def _plain(text: str) -> str:
+    """An attribute name on one line (a tag key may hold anything)."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
 
 
 def _billing(cost: dict) -> str:

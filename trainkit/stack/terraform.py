@@ -28,7 +28,7 @@ from python_terraform import IsFlagged, Terraform
 
 from trainkit import errors
 from trainkit.clouds.credentials import explain_failure
-from trainkit.errors import LockedError, MissingToolError, TrainkitError
+from trainkit.errors import CredentialsError, LockedError, MissingToolError, TrainkitError
 
 INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform` is on PATH, or set TRAINKIT_TERRAFORM to its path")
@@ -158,7 +158,9 @@ class TerraformRunner:
                 raise self._locked(cmd, output)
             explained = explain_failure(self.cloud or "", output)
             if explained:  # one message naming the cloud's variables instead of the raw errors
-                explained.exit_code, explained.fix = phase, f"{explained.fix}; full log: {self.log_path}"
+                if not isinstance(explained, CredentialsError):  # one code for missing credentials
+                    explained.exit_code = phase
+                explained.fix = f"{explained.fix}; full log: {self.log_path}"
                 raise explained
             raise TrainkitError(f"terraform {cmd} failed (exit {proc.returncode}):\n{_tail(output)}",
                                 fix=f"full log: {self.log_path}", exit_code=phase)

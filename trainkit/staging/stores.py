@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from trainkit import clouds
-from trainkit.errors import InputError, TrainkitError
+from trainkit.errors import CredentialsError, InputError, TrainkitError
 
 HTTP_TIMEOUT_S = 60
 
@@ -94,8 +94,8 @@ class S3Store:
                              fix="give endpoint: a URL like http://127.0.0.1:9000 (or drop it)") from None
 
     def list(self) -> list[Remote]:
-        """The object named by the URL, or every object under it as a prefix; InputError naming
-        the variables to set when the environment holds no credentials."""
+        """The object named by the URL, or every object under it as a prefix; CredentialsError
+        (exit 13) naming the variables to set when the environment holds no credentials."""
         from botocore.exceptions import (
             NoCredentialsError,  # botocore (an SDK): imported only when an S3-compatible store is used
         )
@@ -104,7 +104,7 @@ class S3Store:
             return self._botocore(self._list)
         except NoCredentialsError:
             names = [" / ".join(v) for cs in self.room.credentials[:1] for v in cs.variables]
-            raise InputError(f"data source {self.url}: no {self.room.title} credentials in the "
+            raise CredentialsError(f"data source {self.url}: no {self.room.title} credentials in the "
                              "environment", fix=f"set {' and '.join(names) or 'the access keys'} "
                                                 "(credentials come only from the environment)") from None
 

@@ -228,8 +228,21 @@ def finish(run: Run, saver: Checkpointer, monitor: Monitor, reason: str, t_start
         if run.cfg.plot:
             artifacts.plot_curves(run_dir, summary)
         artifacts.write_json(run_dir / "summary.json", summary)
+        monitor.final(run.step, summary, flat_hparams({**run.cfg.to_dict(), **describe(run)}))
     log.info("%s after %d steps; %s", reason, run.step, metrics["verdict"])
     return Result(code, summary)
+
+
+def flat_hparams(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"optimizer": {"lr0": ..}} -> {"optimizer.lr0": ..}: leaves only (None and lists dropped,
+    as the HParams plugin holds numbers, strings and bools)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flat_hparams(value, f"{prefix}{key}."))
+        elif isinstance(value, (bool, int, float, str)):
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def export_and_verify(run: Run, weights: dict[str, Any], out: Path) -> dict[str, Any]:

@@ -157,6 +157,24 @@ class Monitor:
         self.epoch_t0, self.epoch_losses = time.perf_counter(), []
         return rec
 
+    def final(self, step: int, summary: dict[str, Any], hparams: dict[str, Any]) -> None:
+        """At the end (rank 0): the test (and final val) metrics as TensorBoard scalars at `step`,
+        and the run's hyperparameters with those metrics in the HParams plugin's format (one
+        experiment + session summary, as torch.utils.tensorboard's add_hparams writes, but into
+        this run's own event folder instead of a timestamped sub-run)."""
+        if self.tb is None:
+            return
+        metrics = {f"{split}/{name}": summary[f"{split}_{name}"] for split in ("test", "val")
+                   for name in ("loss", "acc", "ppl") if _number(summary.get(f"{split}_{name}"))}
+        for key, value in metrics.items():
+            self.tb.add_scalar(key, value, step)
+        from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+        hp = {k: (v if isinstance(v, (bool, str)) or _number(v) else str(v)) for k, v in hparams.items()}
+        for part in hparams_summary(hp, metrics):
+            self.tb.file_writer.add_summary(part, step)
+        self.tb.flush()
+
     def data_wait_pct(self) -> float:
         return 100 * self.total_wait_s / self.total_step_s if self.total_step_s else 0.0
 
@@ -193,6 +211,12 @@ class Monitor:
             self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _number(value: Any) -> bool:
+    """A finite int/float that is not a bool (what a TensorBoard scalar or hparam can hold)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and abs(value) != float("inf")
 
 
 def _tensorboard(path: Path):

@@ -146,6 +146,11 @@ class Checkpointer:
                                                         use_non_blocking_copy=gpu))
         return self._stager
 
+    @property
+    def writing(self) -> bool:
+        """Whether a save's background write (files, .metadata, COMPLETE marker) is still going."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wait_staged(self) -> float:
         """Block until the staging copy in flight is done (before parameters change). Returns the
         seconds waited (the part of the copy the step's compute did not hide)."""

@@ -12,7 +12,7 @@ module "cluster" {
   node_count               = 2
   instance_type            = "ecs.gn7i-c32g1.8xlarge"
   image_id                 = null
-  ssh_public_key           = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
+  ssh_public_key           = var.ssh_public_key
   ssh_user                 = "root"
   public_ip                = "head"
   nat_gateway              = true

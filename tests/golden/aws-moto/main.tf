@@ -12,7 +12,7 @@ module "cluster" {
   node_count               = 2
   instance_type            = "g5.12xlarge"
   image_id                 = "ami-1e749f67"
-  ssh_public_key           = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-golden"
+  ssh_public_key           = var.ssh_public_key
   ssh_user                 = "ubuntu"
   public_ip                = "head"
   nat_gateway              = true

@@ -71,7 +71,7 @@ def test_check_passes_when_the_clouds_variables_are_set_and_prints_no_value(clou
 def test_check_fails_with_the_variables_to_set_when_they_are_missing(cloud, tmp_path):
     room = clouds.get(cloud)
     res = run_check([str(REPO / "examples/clusters" / f"{cloud}.yaml")], {}, tmp_path)
-    assert res.exit_code == errors.MISSING_TOOL, res.output
+    assert res.exit_code == errors.CREDENTIALS == 13, res.output  # as plan/apply exit for this cause
     assert f"missing: {room.title}: no credentials for the provider" in res.output
     assert room.credentials[0].variables[0][0] in res.output.split("missing:")[1]  # the fix names it
     assert f"{room.backend_type} state backend" in res.output
@@ -88,7 +88,7 @@ def test_check_json_reports_names_only(cloud, tmp_path):
     row = data["clouds"][0]
     assert row["cloud"] == cloud and row["provider"]["ok"] is False
     assert row["provider"]["sets"][0]["variables"][first] is True
-    assert res.exit_code == errors.MISSING_TOOL
+    assert res.exit_code == errors.CREDENTIALS
 
 
 def test_a_profile_file_satisfies_the_clouds_that_read_one(tmp_path):
@@ -107,7 +107,7 @@ def test_huawei_obs_backend_needs_aws_variables_holding_huawei_keys(tmp_path):
     room = clouds.get("huaweicloud")
     provider_only = {alt[0]: SECRET for alt in room.credentials[0].variables}
     res = run_check([str(REPO / "examples/clusters/huaweicloud.yaml")], provider_only, tmp_path)
-    assert res.exit_code == errors.MISSING_TOOL
+    assert res.exit_code == errors.CREDENTIALS
     assert "AWS_ACCESS_KEY_ID" in res.output and "obs state backend" in res.output
     assert SECRET not in res.output
 

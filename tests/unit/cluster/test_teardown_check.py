@@ -25,6 +25,8 @@ def test_destroy_fails_and_keeps_the_workspace_when_the_leftover_check_cannot_ru
     ws = Workspace(tmp_path / "ws").ensure()
     (ws.root / "outputs.json").write_text("{}")
     monkeypatch.setitem(sys.modules, "boto3", None)  # `import boto3` raises ImportError
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fake-id-4test")  # credentials set: the SDK is what is missing
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-4test")
     with pytest.raises(TrainkitError) as caught:
         teardown.destroy(cluster, ws)
     err = caught.value
@@ -32,3 +34,16 @@ def test_destroy_fails_and_keeps_the_workspace_when_the_leftover_check_cannot_ru
     assert "could not ask the cloud" in err.message and "boto3 is not installed" in err.message
     assert "trainkit destroy" in err.fix and "pip install" in err.fix
     assert (ws.root / "outputs.json").exists()  # kept
+
+
+def test_destroy_without_credentials_exits_12_as_plan_and_apply_do_and_keeps_the_workspace(tmp_path, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws profile either
+    cluster = load_cluster(REPO / "examples" / "clusters" / "aws-moto.yaml")
+    ws = Workspace(tmp_path / "ws").ensure()
+    (ws.root / "outputs.json").write_text("{}")
+    with pytest.raises(TrainkitError) as caught:
+        teardown.destroy(cluster, ws)
+    assert caught.value.exit_code == errors.CREDENTIALS == 13
+    assert "AWS_ACCESS_KEY_ID" in caught.value.fix and (ws.root / "outputs.json").exists()

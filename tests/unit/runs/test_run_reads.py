@@ -120,3 +120,29 @@ def test_a_command_runs_rank_is_torchruns_per_rank_file_or_its_nodes_log_and_a_m
     (run_dir / "logs" / "torchrun" / "node-1" / "x_1" / "attempt_0" / "0").mkdir(parents=True)
     (run_dir / "logs" / "torchrun" / "node-1" / "x_1" / "attempt_0" / "0" / "stdout.log").write_bytes(b"fetched\n")
     assert b"".join(run_status.read_log(single, run_dir, rank=1)) == b"fetched\n"
+
+
+def test_follow_of_a_starting_run_says_which_log_on_which_node_it_waits_for(tmp_path):
+    ws = workspace(tmp_path, nodes=1, per=1)
+    run_dir = a_run(ws, "running")  # nothing written on the node yet: the run is starting
+    said: list[str] = []
+    log = run_status.read_log(ws, run_dir, follow=True, poll_s=0, on_wait=said.append)
+    assert next(log) == b""
+    next(log, None)
+    log.close()
+    assert len(said) == 1 and "waiting for rank-0.log on node n0" in said[0] and "starting" in said[0]
+
+
+def test_a_kept_summary_points_at_runs_id_or_says_the_path_is_on_the_nodes(tmp_path):
+    run_dir = tmp_path / "runs" / "job-1"
+    (run_dir / "weights").mkdir(parents=True)
+    (run_dir / "model.onnx").write_text("onnx")
+    node = "/srv/trainkit/runs/job-1"
+    engine = {"status": "preempted", "onnx": f"{node}/model.onnx", "checkpoint": f"{node}/gone/step-3",
+              "checkpoint_dir": "/mnt/nas/checkpoints/job-1", "weights": {"last": "weights/last.pt"}}
+    kept = runs.kept_summary(engine, node, run_dir, "cancelled")
+    assert kept["status"] == "cancelled" and kept["job_status"] == "preempted"
+    assert kept["onnx"] == str(run_dir / "model.onnx")
+    assert kept["checkpoint"] is None and kept["checkpoint_dir"] is None  # not fetched: not named as kept
+    assert kept["on_nodes"] == {"checkpoint": f"{node}/gone/step-3", "checkpoint_dir": "/mnt/nas/checkpoints/job-1"}
+    assert engine["status"] == "preempted"  # the input is left as it was

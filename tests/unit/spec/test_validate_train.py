@@ -3,6 +3,7 @@ without torch, `trainkit train` refusing a bad config before any node, and the u
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -137,7 +138,8 @@ def test_the_users_public_key_is_installed_not_a_generated_one(tmp_path, capsys,
     with pytest.raises(SystemExit) as exc:
         main(["render", str(path), "--workdir", str(tmp_path / "ws")])
     assert exc.value.code == 0, capsys.readouterr().err
-    assert PUBLIC_KEY in (tmp_path / "ws" / "terraform" / "main.tf").read_text()
+    tfvars = json.loads((tmp_path / "ws" / "terraform" / "terraform.tfvars.json").read_text())
+    assert tfvars["ssh_public_key"] == PUBLIC_KEY  # reaches terraform through the tfvars file
     assert not (tmp_path / "ws" / "ssh").exists()  # no key generated
 
 

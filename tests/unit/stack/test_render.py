@@ -110,7 +110,8 @@ def test_module_call_passes_every_module_variable(name):
     main = rendered(name)["main.tf"]
     for key in module_variables(cluster, SSH_KEY):
         assert f"\n  {key} " in main, key
-    assert SSH_KEY in main
+    assert "ssh_public_key           = var.ssh_public_key" in main  # the key itself: terraform.tfvars.json
+    assert json.loads(rendered(name)["terraform.tfvars.json"]) == {"ssh_public_key": SSH_KEY}
 
 
 @pytest.mark.parametrize(("public_ip", "nodes", "setting", "expected"), [
@@ -233,7 +234,7 @@ def test_cli_render_writes_the_stack_into_the_workdir(tmp_path):
     assert str(tmp_path / "terraform") in result.output
     assert (tmp_path / "terraform" / "modules" / "tencentcloud" / "main.tf").is_file()
     key = (tmp_path / "ssh" / "id_ed25519.pub").read_text().strip()
-    assert key in (tmp_path / "terraform" / "main.tf").read_text()
+    assert json.loads((tmp_path / "terraform" / "terraform.tfvars.json").read_text())["ssh_public_key"] == key
 
 
 def test_cli_render_rejects_a_bad_spec_with_exit_2(tmp_path):
@@ -257,3 +258,25 @@ def test_no_rendered_provider_retries_fewer_times_than_its_default(name):
     cloud = load_cluster(EXAMPLES / f"{name}.yaml").spec.cloud
     for value in re.findall(r"^\s*max_retries\s*=\s*(\d+)", rendered(name)["providers.tf"], re.MULTILINE):
         assert int(value) >= PROVIDER_DEFAULT_RETRIES.get(cloud, 0), f"{name}: max_retries = {value}"
+
+
+@pytest.mark.parametrize("name", ["aws", "alicloud"])
+def test_the_same_spec_rendered_in_two_fresh_folders_gives_the_same_tf_files(name, repo, tmp_path, capsys):
+    """Through `trainkit render`, each folder generating its own key pair: every .tf byte for byte
+    the same; the generated key reaches terraform through terraform.tfvars.json only."""
+    from trainkit.cli import main
+
+    spec = str(repo / "examples" / "clusters" / f"{name}.yaml")
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for ws in folders:
+        with pytest.raises(SystemExit) as done:
+            main(["render", spec, "--workdir", str(ws)])
+        assert done.value.code in (0, None), capsys.readouterr().err
+    tf = [{str(p.relative_to(ws / "terraform")): p.read_bytes() for p in (ws / "terraform").rglob("*.tf")}
+          for ws in folders]
+    assert tf[0] == tf[1] and "main.tf" in tf[0] and "variables.tf" in tf[0]
+    keys = [(ws / "ssh" / "id_ed25519.pub").read_text().strip() for ws in folders]
+    assert keys[0] != keys[1]  # two workspaces, two key pairs ...
+    for ws, key in zip(folders, keys):  # ... each in its own tfvars file, in no .tf file
+        assert json.loads((ws / "terraform" / "terraform.tfvars.json").read_text()) == {"ssh_public_key": key}
+        assert not [p for p in (ws / "terraform").rglob("*.tf") if key.split()[1] in p.read_text()]

@@ -179,7 +179,7 @@ def test_markdown_names_replaced_and_destroyed_resources_first_with_monthly_cost
     assert cost["per_month"] == round(2 * 9.53 * 730, 2) and "per month" in md
     # one node runs now, two after: the delta is one node-hour
     assert cost["current_per_hour"] == 9.53 and cost["delta_per_hour"] == 9.53
-    assert "+9.53 per hour" in md and "<details><summary>All 4 change(s)</summary>" in md
+    assert "| delta | +9.53 CNY | +6,956.90 CNY |" in md and "<details><summary>All 4 change(s)" in md
 
 
 def test_markdown_fits_a_github_comment_with_a_note_when_cut():

@@ -1,0 +1,8 @@
+# Rendered by trainkit from aws-moto.yaml. Values that differ between workspaces (a key pair trainkit
+# generated in this one) are variables, set in terraform.tfvars.json beside this file, so the *.tf
+# files are the same in every checkout of the spec.
+
+variable "ssh_public_key" {
+  type        = string
+  description = "Public key of the cluster's key pair, generated in the trainkit workspace (or the spec's ssh.public_key); set in terraform.tfvars.json"
+}
