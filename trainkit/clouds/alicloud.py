@@ -15,7 +15,19 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, MetadataToken, TagRules, index_of, port_range
+from trainkit.clouds.base import (
+    CapacityCode,
+    CapacityProblem,
+    Cloud,
+    CredentialSet,
+    DiskRules,
+    Ingress,
+    MetadataToken,
+    TagRules,
+    index_of,
+    match_capacity,
+    port_range,
+)
 
 _KEYS = CredentialSet(
     label="access key",
@@ -57,6 +69,52 @@ def _ingress(r: dict) -> Iterator[Ingress]:
                 yield (cidr, *port_range(v.get("port_range")))
 
 
+
+# ECS API error codes of RunInstances / CreateInstance (Alibaba Cloud OpenAPI Explorer, ECS
+# 2014-05-26, "RunInstances" -> error codes; ECS docs "Troubleshoot API error codes"):
+# OperationDenied.NoStock "The requested resource is sold out in the specified zone; try other types
+# of resources or other regions and zones"; Zone.NotOnSale / InvalidZoneId.NotOnSale "The specified
+# zone is not available for purchase"; InvalidResourceType.NotSupported "This resource type is not
+# supported" (the type is not sold in that zone); QuotaExceed.ElasticQuota "The number of vCPUs
+# assigned to the ECS instances has exceeded the quota in the zone" (Quota Center, "ECS
+# pay-as-you-go vCPU quota"); QuotaExceed.PostPaidDisk and QuotaExceed.DiskCapacity (disk quotas);
+# QuotaExceed.SpotInstance / QuotaExceed.PreemptibleInstance (spot instance vCPU quota).
+CAPACITY_CODES: tuple[CapacityCode, ...] = (
+    (r"OperationDenied\.NoStock", "capacity", None),
+    (r"(?:InvalidZoneId|Zone)\.NotOnSale", "capacity", None),
+    (r"InvalidResourceType\.NotSupported", "capacity", None),
+    (r"QuotaExceed\.ElasticQuota", "quota", "vCPUs of pay-as-you-go instances in the zone (Quota Center, ECS)"),
+    (r"QuotaExceed\.(?:SpotInstance|PreemptibleInstance)", "quota", "vCPUs of spot instances (Quota Center, ECS)"),
+    (r"QuotaExceed\.PostPaidDisk", "quota", "pay-as-you-go data disks (Quota Center, ECS)"),
+    (r"QuotaExceed\.DiskCapacity", "quota", "disk capacity of this category in the zone (Quota Center, ECS)"),
+)
+
+
+def capacity_error(text: str) -> CapacityProblem | None:
+    """The capacity/quota refusal in alicloud provider text (the SDK prints `ErrorCode: <code>`;
+    the messages name neither zone nor type: the caller fills them from the spec), else None."""
+    return match_capacity(text, CAPACITY_CODES, zone_re=r"ZoneId[\"=: ]+([a-z]{2}-[a-z0-9-]+)",
+                          type_re=r"InstanceType[\"=: ]+(ecs\.[a-z0-9.-]+)")
+
+
+def _billed(r: dict) -> dict | None:
+    """What one resource bills as (see Cloud.billed): alicloud_instance (spot_strategy other than
+    NoSpot is spot, instance_charge_type PrePaid is a subscription), alicloud_ecs_disk."""
+    v = r["values"]
+    if r["type"] == "alicloud_instance":
+        spot = (v.get("spot_strategy") or "NoSpot") != "NoSpot"
+        billing = "subscription" if v.get("instance_charge_type") == "PrePaid" else "spot" if spot else "on_demand"
+        billing = billing if "spot_strategy" in v or "instance_charge_type" in v else None
+        return {"node": v.get("instance_type"), "billing": billing,
+                "max_price": v.get("spot_price_limit") or None if spot else None,
+                "system_disk": (v.get("system_disk_category"), v.get("system_disk_size"))}
+    if r["type"] in ("alicloud_ecs_disk", "alicloud_disk"):
+        return {"disk": (v.get("category"), v.get("size"))}
+    if r["type"] == "alicloud_nas_file_system":
+        return {"nas": True}
+    return None
+
+
 CLOUD = Cloud(
     name="alicloud",
     title="Alibaba Cloud",
@@ -94,6 +152,8 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    capacity_error=capacity_error,
+    billed=_billed,
     # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").
     credential_errors=(
         (r"InvalidAccessKeyId(\.NotFound|\.Inactive)?|SignatureDoesNotMatch|IncompleteSignature",

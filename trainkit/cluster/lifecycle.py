@@ -17,7 +17,7 @@ from typing import Any
 
 from trainkit import clouds, errors
 from trainkit.errors import InputError, TrainkitError
-from trainkit.money.cost import running_cost
+from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import wait_for_ssh
 from trainkit.spec.resolve import Cluster
@@ -199,15 +199,16 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
     if is_cloud(cluster):
+        resources: list[dict] | None = None
         if live:
-            outputs, drift, out["held"] = observe(cluster, ws)
+            outputs, drift, out["held"], resources = observe(cluster, ws)
         else:
             outputs, drift = (ws.read_outputs() if ws.outputs_json.exists() else {}), []
             out["cached"] = str(ws.outputs_json)
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
         out["exists"] = bool(out["nodes"] or out.get("held"))
-        out.update(running_cost(cluster, len(out["nodes"])))
+        out.update(running_cost(cluster, len(out["nodes"])) if resources is None else state_cost(cluster, resources))
         applied_at = ws.applied_at()
         if out["exists"] and applied_at is not None:
             out.update(safety_status(cluster, applied_at, time.time()))

@@ -42,6 +42,9 @@ def to_text(rev: dict) -> str:
             lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))
     lines.append(f"Cost ({_billing(cost)}): {money(cost['per_hour'], cost)} per hour, "
                  f"{money(cost['per_day'], cost)} per day, {money(cost['per_month'], cost)} per month")
+    if "delta_per_hour" in cost and ch["has_changes"]:
+        lines.append(f"  change: {cost['delta_per_hour']:+,.2f} {cost['currency']} per hour against what runs now "
+                     f"({cost['current_per_hour']:,.2f} {cost['currency']} per hour, priced from the state)")
     node = cost["items"][0] if cost["items"] else None
     if node:
         lines.append(f"  {node['item']}: {node['basis']}")
@@ -104,9 +107,10 @@ def _cost(rev: dict) -> list[str]:
                 f"{money(cost['per_month'], cost)} per month"]
     if "delta_per_hour" in cost:
         sign = "+" if cost["delta_per_hour"] >= 0 else "-"
-        out.append(f"Change against what runs now: {sign}{abs(cost['delta_per_hour']):,.2f} per hour "
-                   f"({sign}{abs(cost['delta_per_month']):,.2f} per month; now "
-                   f"{cost['current_per_hour']:,.2f} per hour)")
+        cur = cost["currency"]
+        out.append(f"Change against what runs now: {sign}{abs(cost['delta_per_hour']):,.2f} {cur} per hour "
+                   f"({sign}{abs(cost['delta_per_month']):,.2f} {cur} per month; now "
+                   f"{cost['current_per_hour']:,.2f} {cur} per hour, priced from the state)")
     return out + [""]
 
 

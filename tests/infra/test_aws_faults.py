@@ -1,0 +1,83 @@
+"""The AWS lifecycle through the fault proxy (tests/infra/fault_proxy.py): moto answering the way
+AWS answers under load. The real trainkit CLI and terraform binary; what the emulator holds is
+checked with boto3 at the moto server itself (behind no proxy).
+
+One cluster carries several checks (each apply costs minutes): a throttled apply, status and plan;
+the review's cost change priced from the state; a change the cloud has no capacity for; destroy.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fault_proxy import Faults
+from moto_aws import assert_nothing_left, leftovers, trainkit, write_spec
+
+from trainkit import errors
+
+pytestmark = pytest.mark.usefixtures("tf_cli_config")
+
+# trainkit/catalog/aws.yaml: g5.48xlarge on-demand; aws-moto.yaml: spot.max_price (no spot price known)
+G5_48XLARGE_ON_DEMAND, SPOT_MAX_PRICE = 16.288, 3.5
+
+
+def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp_path, faulty_moto):
+    moto, proxy = faulty_moto
+    proxy.faults = Faults(throttle=0.3, seed=7)
+    spec = write_spec(repo, tmp_path, proxy.url)
+    ws = tmp_path / "ws"
+
+    # 30% of EC2 requests answered RequestLimitExceeded (503): the provider's own retries ride it out
+    trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
+    assert sum(1 for what, _ in proxy.faults_done if what == "throttle") >= 10, proxy.faults_done[:5]
+    status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
+    assert status["exists"] and len(status["nodes"]) == 2 and status["currency"] == "USD"
+
+    # 2 x g5.12xlarge spot -> 2 x g5.48xlarge on-demand: "now" is what the state holds, the same
+    # figure status shows; the delta is new minus now (disks, EFS and NAT are the same on both sides)
+    bigger = write_spec(repo, tmp_path, proxy.url, instance={"type": "g5.48xlarge"},
+                        spot={"enabled": False})
+    plan = trainkit("plan", bigger, "--workdir", ws, "--format", "json")
+    cost = json.loads(plan.stdout)["cost"]
+    assert cost["current_per_hour"] == pytest.approx(status["per_hour"])
+    assert cost["delta_per_hour"] == pytest.approx(2 * G5_48XLARGE_ON_DEMAND - 2 * SPOT_MAX_PRICE, abs=0.01)
+    text = trainkit("plan", bigger, "--workdir", ws).stdout
+    assert f"+{2 * G5_48XLARGE_ON_DEMAND - 2 * SPOT_MAX_PRICE:,.2f} USD per hour" in text
+
+    # Applying it: EC2 has no g5.48xlarge in us-east-1a. One message naming zone, type and what to
+    # try (exit 4), the provider's words only in terraform.log; what exists is still listed.
+    proxy.faults = Faults(no_capacity={("us-east-1a", "g5.48xlarge")})
+    refused = trainkit("apply", bigger, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
+    assert "no capacity for g5.48xlarge in zone us-east-1a" in refused.stderr, refused.stderr
+    assert "another zone" in refused.stderr and "Traceback" not in refused.stderr
+    assert "Our system will be working" not in refused.stderr
+    assert "Our system will be working" in (ws / "terraform.log").read_text()
+    assert ("capacity:us-east-1a", "RunInstances") in proxy.faults_done
+    status = json.loads(trainkit("status", bigger, "--workdir", ws, "--json").stdout)
+    assert status["exists"] and status["held"] and status["per_hour"] > 0, status  # the disks, EFS, NAT bill
+    assert "not created" not in trainkit("status", bigger, "--workdir", ws).stdout
+    assert leftovers(moto, "aws-moto")["volumes"]
+
+    trainkit("destroy", bigger, "--workdir", ws, "--yes")
+    assert_nothing_left(moto, "aws-moto")
+
+
+def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
+    """moto creates the subnet, the answer never arrives, the SDK sends CreateSubnet again: a second
+    subnet (tagged, unknown to terraform) or a conflict with the first. `destroy --sweep` deletes
+    the copy terraform never recorded before terraform destroy (whose DeleteVpc it would block)."""
+    moto, proxy = faulty_moto
+    proxy.faults = Faults(lose={"CreateSubnet": 1})
+    spec = write_spec(repo, tmp_path, proxy.url, nodes=1)
+    ws = tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", check_rc=None)
+    assert ("lose", "CreateSubnet") in proxy.faults_done
+    state_subnets = json.loads((ws / "terraform" / "terraform.tfstate").read_text())
+    tracked = {r["instances"][0]["attributes"]["id"] for r in state_subnets["resources"]
+               if r["type"] == "aws_subnet" and r["instances"]}
+    assert set(leftovers(moto, "aws-moto")["subnets"]) - tracked  # a subnet terraform never learned of
+
+    swept = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
+    assert "swept subnet" in swept.stdout
+    assert_nothing_left(moto, "aws-moto")
