@@ -90,6 +90,24 @@ CAPACITY_CODES: tuple[CapacityCode, ...] = (
 )
 
 
+# A LowLatency deployment set holds at most 20 instances, and spot (preemptible) instances cannot be
+# created in a deployment set (ECS docs, "Deployment sets", limits; alicloud_instance
+# `deployment_set_id`, provider v1.289.0).
+DEPLOYMENT_SET_MAX = 20
+
+
+def _spec_rules(spec: Any) -> list:
+    out = []
+    if spec.network.placement_group and spec.spot.enabled:
+        out.append(("network.placement_group", "Alibaba Cloud creates no spot instances in a deployment set "
+                    "(placement_group: true puts the nodes in a LowLatency set)",
+                    "set network.placement_group: false to keep spot, or spot.enabled: false"))
+    if spec.network.placement_group and spec.nodes > DEPLOYMENT_SET_MAX:
+        out.append(("nodes", f"a LowLatency deployment set holds at most {DEPLOYMENT_SET_MAX} instances, "
+                    f"got {spec.nodes}", f"set network.placement_group: false, or nodes: {DEPLOYMENT_SET_MAX} or fewer"))
+    return out
+
+
 def capacity_error(text: str) -> CapacityProblem | None:
     """The capacity/quota refusal in alicloud provider text (the SDK prints `ErrorCode: <code>`;
     the messages name neither zone nor type: the caller fills them from the spec), else None."""
@@ -132,6 +150,7 @@ CLOUD = Cloud(
     spot_notice_token=MetadataToken("http://100.100.100.200/latest/api/token",
                                     "X-aliyun-ecs-metadata-token-ttl-seconds", "X-aliyun-ecs-metadata-token"),
     ttl_argument="auto_release_time",
+    ttl_releases_data_disks=True,  # alicloud_ecs_disk_attachment.delete_with_instance with ttl or spot
     zone_pattern="{region}-[a-z]",
     tags=TagRules(max_count=20, key_max=128, value_max=128, reserved_prefixes=("aliyun", "acs:"),
                   forbidden=("http://", "https://"),
@@ -154,6 +173,7 @@ CLOUD = Cloud(
     ingress_rules=_ingress,
     capacity_error=capacity_error,
     billed=_billed,
+    spec_rules=_spec_rules,
     # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").
     credential_errors=(
         (r"InvalidAccessKeyId(\.NotFound|\.Inactive)?|SignatureDoesNotMatch|IncompleteSignature",
@@ -165,8 +185,11 @@ CLOUD = Cloud(
     tag_sweeper="trainkit.clouds.alicloud_sweep",
     # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time";
     # ModifyInstanceAutoReleaseTime (help.aliyun.com/document_detail/47576.html): at most three
-    # years after the current time.
-    limits={"ttl_min_minutes": 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
+    # years after the current time. The module computes the release time at plan
+    # (plantimestamp() + ttl) and the instance is created later: after the confirmation and the
+    # network, disks and NAS (minutes; NAS alone takes a few). trainkit keeps a 30-minute margin
+    # for that, so the shortest ttl is 60 minutes.
+    limits={"ttl_min_minutes": 30 + 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
     # OSS docs, "Use Amazon S3 SDKs to access OSS": endpoint s3.oss-<region>.aliyuncs.com.
     object_store=("oss", "https://s3.oss-{region}.aliyuncs.com"),
 )

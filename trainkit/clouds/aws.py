@@ -95,6 +95,21 @@ CAPACITY_CODES: tuple[CapacityCode, ...] = (
 )
 
 
+# aws_ebs_volume / root_block_device `kms_key_id`: "The ARN for the KMS encryption key" (provider
+# docs); a bare key id or alias is refused by EC2 only at apply. Key ARN or alias ARN (AWS KMS
+# docs, "Key identifiers (KeyId)").
+KMS_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key/[A-Za-z0-9-]+|alias/[A-Za-z0-9/_-]+)"
+
+
+def _spec_rules(spec: Any) -> list:
+    key = spec.storage.data_disk.kms_key_id
+    if key and not re.fullmatch(KMS_ARN, key):
+        return [("storage.data_disk.kms_key_id", f"{key!r} is not a KMS key ARN (EC2 takes the ARN, not a key "
+                 "id or alias name)", "write it as arn:aws:kms:<region>:<account>:key/<key id> "
+                 "(`aws kms describe-key --key-id ...` prints it)")]
+    return []
+
+
 def capacity_error(text: str) -> CapacityProblem | None:
     """The capacity/quota refusal in AWS provider text ("api error InsufficientInstanceCapacity: We
     currently do not have sufficient g5.12xlarge capacity in the Availability Zone you requested
@@ -191,6 +206,7 @@ CLOUD = Cloud(
     tag_sweeper="trainkit.clouds.aws_sweep",
     capacity_error=capacity_error,
     billed=_billed,
+    spec_rules=_spec_rules,
     # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",
     # the IMDS fallback's 403), STS/EC2/S3 error codes (AWS docs "Common Errors" per API).
     credential_errors=(

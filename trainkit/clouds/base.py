@@ -147,6 +147,8 @@ class Cloud:
     spot_notice_token: MetadataToken | None = None
     # Terraform argument that releases an instance at a time (TTL), or None: use the node timer.
     ttl_argument: str | None = None
+    # Whether the module's data disks go with an instance the cloud releases (TTL, spot reclaim).
+    ttl_releases_data_disks: bool = False
     # Regions: region -> known zones ([] = not listed); filled from data/<name>-regions.yaml.
     regions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     regions_source: str = ""
@@ -177,6 +179,9 @@ class Cloud:
     shutdown_terminates: bool = False
     # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).
     price_adapter: str | None = None
+    # What the cloud (or its provider) refuses in a spec, beyond the data-driven checks of
+    # trainkit.clouds.checks: spec -> [(field path, message, fix)]; each room cites its source.
+    spec_rules: Callable[[Any], list] = lambda spec: []
     # Limits the cloud enforces (provider validation or API docs); see each room for the source.
     limits: dict[str, Any] = field(default_factory=dict)
     # Whether spot needs an explicit max price (Tencent SPOTPAID does).

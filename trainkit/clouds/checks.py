@@ -25,7 +25,7 @@ def problems(cloud: Cloud, spec: Any, resolved: dict[str, Any]) -> list[Problem]
     system_disk, data_disk and nas with the catalog defaults filled in."""
     return [*_location(cloud, spec), *_tags(cloud, spec.tags), *_names(cloud, spec),
             *_disks(cloud, resolved), *_nas(cloud, spec, resolved["nas"]),
-            *_text(spec, resolved)]
+            *_text(spec, resolved), *cloud.spec_rules(spec)]
 
 
 def _location(cloud: Cloud, spec: Any) -> list[Problem]:

@@ -74,6 +74,16 @@ CAPACITY_CODES: tuple[CapacityCode, ...] = (
 )
 
 
+def _spec_rules(spec: Any) -> list:
+    """huaweicloud_compute_instance `auto_terminate_time` applies to pay-per-use (postPaid) instances
+    only (provider docs, v1.97.1); the module's TTL cannot reach a spot node."""
+    if spec.ttl is not None and spec.spot.enabled:
+        return [("ttl", "Huawei Cloud sets an auto-terminate time only on pay-per-use instances, not on spot",
+                 "remove ttl (spot nodes are reclaimed by the cloud; `idle:` still shuts a node down), "
+                 "or set spot.enabled: false")]
+    return []
+
+
 def capacity_error(text: str) -> CapacityProblem | None:
     """The capacity/quota refusal in huaweicloud provider text ({"error": {"code": "Ecs.0319", ...}}
     in the job's failure), else None."""
@@ -121,7 +131,7 @@ CLOUD = Cloud(
                   key_pattern=r"[\w\s.:=+\-@]+", value_pattern=r"[\w\s.:/=+\-@]*",
                   allowed_text="letters, digits, spaces and _ . : = + - @ (and / in values)"),
     disks=DiskRules(system_size=(1, 1024), data_size={"*": (10, 32768)},
-                    kms_key_argument="kms_id", encryption_needs_key=True),
+                    kms_key_argument="kms_id"),  # no key id: the account's evs/default key
     nas=NasRules(name_length=(4, 64), size={"STANDARD": (500, 32768), "PERFORMANCE": (500, 32768)}),
     # Huawei SFS Turbo docs "Mounting a file system": NFSv3 only.
     nfs_mount_options="vers=3,timeo=600,noresvport,nolock,tcp",
@@ -130,6 +140,10 @@ CLOUD = Cloud(
     ingress_rules=_ingress,
     capacity_error=capacity_error,
     billed=_billed,
+    spec_rules=_spec_rules,
+    # ECS docs, "Setting Auto-Deletion Time" (auto_terminate_time): at least 30 minutes and at most
+    # three years after now; the same plan-to-create margin as Alibaba's release time (30 min).
+    limits={"ttl_min_minutes": 30 + 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
     # API Gateway APIGW.0301 "Incorrect IAM authentication information" (Huawei Cloud docs, "API
     # Gateway error codes"); the provider's "no auth means provided" (huaweicloud/config); the OBS
     # backend speaks S3 error codes; IAM "Policy doesn't allow" for missing permissions.

@@ -55,8 +55,8 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
             if sweep:  # copies the state never recorded (a lost create response) block terraform's deletes
                 result["swept"] = _sweep_untracked(cluster, runner, confirm_sweep)
             failed = _terraform_destroy(runner, sweep)
-    result.update(_leftovers(cluster, sweep, confirm_sweep))
-    result["swept"] = result.pop("swept_before", []) + result["swept"]
+    swept_first, checked = result["swept"], _leftovers(cluster, sweep, confirm_sweep)
+    result.update(checked, swept=swept_first + checked.get("swept", []))
     if failed is not None:
         runner.refresh()  # what the sweep deleted leaves the state
         left = runner.state_list()
@@ -167,7 +167,7 @@ def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
                 out["sweep_error"] = f"{type(err).__name__}: {err}"[:300]
         before, found = found, sweeper.find(cluster)
         swept = [r for r in before if r["id"] not in {f["id"] for f in found}]
-    return {**out, "leftovers": found, "swept_before": swept,
+    return {**out, "leftovers": found, "swept": swept,
             "leftover_check": f"asked the cloud for resources tagged {tag}: {len(found)} left"}
 
 

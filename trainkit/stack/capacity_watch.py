@@ -18,6 +18,7 @@ import signal
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -54,11 +55,13 @@ class CapacityWatch:
         self._proc = proc
 
     def __exit__(self, *exc) -> None:
-        try:  # a reader still waiting for terraform to open the pipe: open it ourselves, it sees EOF
-            os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            pass
-        self._thread.join(timeout=10)
+        deadline = time.monotonic() + 10
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            try:  # a reader still waiting for terraform to open the pipe: open it ourselves, it sees EOF
+                os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # no reader on the pipe yet (ENXIO), or it is draining: look again
+                pass
+            self._thread.join(timeout=0.05)
         if self.fifo.exists() and stat.S_ISFIFO(self.fifo.stat().st_mode):
             self.fifo.unlink()
 
