@@ -8,13 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainkit.cluster import lifecycle
 from trainkit.money import billing
 from trainkit.money.cost import state_cost
 from trainkit.spec.resolve import resolve
 from trainkit.spec.schema import ClusterSpec
 from trainkit.stack.review import review
-from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[3]
 
