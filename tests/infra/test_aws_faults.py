@@ -12,7 +12,7 @@ import json
 
 import pytest
 from fault_proxy import Faults
-from moto_aws import assert_nothing_left, leftovers, trainkit, write_spec
+from moto_aws import assert_nothing_left, aws, leftovers, trainkit, write_spec
 
 from trainkit import errors
 
@@ -24,19 +24,26 @@ G5_48XLARGE_ON_DEMAND, SPOT_MAX_PRICE = 16.288, 3.5
 
 def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp_path, faulty_moto):
     moto, proxy = faulty_moto
-    proxy.faults = Faults(throttle=0.3, seed=7)
-    spec = write_spec(repo, tmp_path, proxy.url)
+    # 30% of EC2 requests answered RequestLimitExceeded (503), and no g5.12xlarge in us-east-1a
+    proxy.faults = Faults(throttle=0.3, seed=7, no_capacity={("us-east-1a", "g5.12xlarge")})
+    spec = write_spec(repo, tmp_path, proxy.url, zone=["us-east-1a", "us-east-1b"])
     ws = tmp_path / "ws"
 
-    # 30% of EC2 requests answered RequestLimitExceeded (503): the provider's own retries ride it out
-    trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
+    # The provider's own retries ride out the throttling; zone a is refused, every node lands in b
+    applied = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
     assert sum(1 for what, _ in proxy.faults_done if what == "throttle") >= 10, proxy.faults_done[:5]
+    assert "placement 1/2: g5.12xlarge in us-east-1a: no capacity (InsufficientInstanceCapacity)" in applied.stderr
+    assert "placement 2/2: g5.12xlarge in us-east-1b: up" in applied.stderr
+    zones = [i["Placement"]["AvailabilityZone"] for r in aws(moto, "ec2").describe_instances(Filters=[
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])["Reservations"] for i in r["Instances"]]
+    assert zones == ["us-east-1b", "us-east-1b"]
     status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
     assert status["exists"] and len(status["nodes"]) == 2 and status["currency"] == "USD"
 
     # 2 x g5.12xlarge spot -> 2 x g5.48xlarge on-demand: "now" is what the state holds, the same
     # figure status shows; the delta is new minus now (disks, EFS and NAT are the same on both sides)
-    bigger = write_spec(repo, tmp_path, proxy.url, instance={"type": "g5.48xlarge"},
+    proxy.faults = Faults(throttle=0.3, seed=8)
+    bigger = write_spec(repo, tmp_path, proxy.url, zone="us-east-1b", instance={"type": "g5.48xlarge"},
                         spot={"enabled": False})
     plan = trainkit("plan", bigger, "--workdir", ws, "--format", "json")
     cost = json.loads(plan.stdout)["cost"]
@@ -45,15 +52,15 @@ def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp
     text = trainkit("plan", bigger, "--workdir", ws).stdout
     assert f"+{2 * G5_48XLARGE_ON_DEMAND - 2 * SPOT_MAX_PRICE:,.2f} USD per hour" in text
 
-    # Applying it: EC2 has no g5.48xlarge in us-east-1a. One message naming zone, type and what to
+    # Applying it: EC2 has no g5.48xlarge in us-east-1b. One message naming zone, type and what to
     # try (exit 4), the provider's words only in terraform.log; what exists is still listed.
-    proxy.faults = Faults(no_capacity={("us-east-1a", "g5.48xlarge")})
+    proxy.faults = Faults(no_capacity={("us-east-1b", "g5.48xlarge")})
     refused = trainkit("apply", bigger, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
-    assert "no capacity for g5.48xlarge in zone us-east-1a" in refused.stderr, refused.stderr
+    assert "no capacity for g5.48xlarge in zone us-east-1b" in refused.stderr, refused.stderr
     assert "another zone" in refused.stderr and "Traceback" not in refused.stderr
     assert "Our system will be working" not in refused.stderr
     assert "Our system will be working" in (ws / "terraform.log").read_text()
-    assert ("capacity:us-east-1a", "RunInstances") in proxy.faults_done
+    assert ("capacity:us-east-1b", "RunInstances") in proxy.faults_done
     status = json.loads(trainkit("status", bigger, "--workdir", ws, "--json").stdout)
     assert status["exists"] and status["held"] and status["per_hour"] > 0, status  # the disks, EFS, NAT bill
     assert "not created" not in trainkit("status", bigger, "--workdir", ws).stdout
@@ -80,4 +87,21 @@ def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
 
     swept = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
     assert "swept subnet" in swept.stdout
+    assert_nothing_left(moto, "aws-moto")
+
+
+def test_every_candidate_refused_lists_the_attempts_and_leaves_nothing(repo, tmp_path, faulty_moto):
+    """A new cluster whose every zone is refused: one message listing each attempt, exit 4, and
+    what the attempts created (network, key pair) destroyed again."""
+    moto, proxy = faulty_moto
+    proxy.faults = Faults(no_capacity={("*", "g5.12xlarge")})
+    spec = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1a", "us-east-1b"],
+                      storage={"data_disk": {"enabled": False}, "nas": {"enabled": False}})
+    refused = trainkit("apply", spec, "--workdir", tmp_path / "ws", "--no-provision", "--yes",
+                       check_rc=errors.APPLY)
+    assert "every candidate was refused (2 tried)" in refused.stderr, refused.stderr
+    assert "1. g5.12xlarge in us-east-1a: no capacity" in refused.stderr
+    assert "2. g5.12xlarge in us-east-1b: no capacity" in refused.stderr and "Traceback" not in refused.stderr
+    assert {zone for what, _ in proxy.faults_done if what.startswith("capacity:")
+            for zone in [what.partition(":")[2]]} == {"us-east-1a", "us-east-1b"}
     assert_nothing_left(moto, "aws-moto")

@@ -43,7 +43,14 @@ def _backend_region(cloud: Cloud, region: str | None) -> list[Problem]:
 
 
 def _region_zone(cloud: Cloud, spec: Any) -> list[Problem]:
-    region, zone = spec.region, spec.zone
+    """The region, then every zone candidate (`zone:` may list several), as the cloud names them."""
+    found: list[Problem] = []
+    for zone in getattr(spec, "zone_candidates", ()) or (spec.zone,):
+        found += [p for p in _one_zone(cloud, spec.region, zone) if p not in found]
+    return found
+
+
+def _one_zone(cloud: Cloud, region: str | None, zone: str | None) -> list[Problem]:
     if not region or not zone:
         return []
     if cloud.regions and region not in cloud.regions:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import clouds, errors
+from trainkit.cluster import failover
 from trainkit.errors import InputError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
@@ -46,6 +47,7 @@ def plan(cluster: Cluster, ws: Workspace, upgrade_image: bool = False) -> dict[s
     """
     if not is_cloud(cluster):
         return no_terraform_review(cluster)
+    cluster = failover.remembered(cluster, ws)  # `zone:`/`type:` lists: where the last apply came up
     ws.rotate_log()
     runner, _ = render_and_init(cluster, ws)
     return _plan(cluster, ws, runner, upgrade_image)
@@ -98,7 +100,9 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
-        rev, outputs = _terraform_apply(cluster, ws, confirm, provision, upgrade_image)
+        # one candidate after the other when the spec lists zones or types (cluster/failover.py)
+        cluster, (rev, outputs) = failover.apply_in_order(
+            cluster, ws, lambda here: _terraform_apply(here, ws, confirm, provision, upgrade_image))
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
 

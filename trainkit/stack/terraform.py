@@ -190,7 +190,8 @@ class TerraformRunner:
             reader = clouds.get(self.cloud or "").capacity_error
         except KeyError:
             return None
-        return CapacityWatch(self.log_path.parent / ".provider-debug.fifo", reader, self.log_path)
+        # terraform.log.* is the workspace's (a stale pipe after a kill is removed with the logs)
+        return CapacityWatch(self.log_path.parent / "terraform.log.provider-pipe", reader, self.log_path)
 
     def _locked(self, cmd: str, output: str) -> TrainkitError:
         """LockedError (exit 8): the state backend's lock is held by another terraform run."""
