@@ -29,6 +29,10 @@ told to, answers instead of it (or after it) with what AWS documents:
   requests", https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-idempotency.html).
   `lose[Action] = n` forwards the next n requests of that action to moto (which performs them) and
   then closes the connection without the answer.
+- Refusals. `refuse[Action] = (status, code, message)` answers every request of that action with
+  that EC2 error, e.g. (403, "UnauthorizedOperation", ...) for an action an IAM policy denies
+  ("Error codes for the Amazon EC2 API": UnauthorizedOperation, "You are not authorized to
+  perform this operation").
 
 Non-Query requests (EFS's REST API, S3, the tagging API's JSON) are forwarded untouched except
 for drops. `seen` records every EC2 action forwarded or answered, `faults` each fault injected.
@@ -57,6 +61,7 @@ class Faults:
     drop: float = 0.0                           # fraction of all requests closed unanswered
     no_capacity: set[tuple[str, str]] = field(default_factory=set)   # (zone, type), "*" = any
     lose: dict[str, int] = field(default_factory=dict)              # Action -> responses to lose
+    refuse: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # Action -> (status, code, text)
     seed: int = 20
 
 
@@ -92,7 +97,7 @@ class FaultProxy:
     # ------------------------------------------------------------ decisions (under the lock)
 
     def decide(self, action: str | None, form: dict[str, str], auth: str = "") -> str | None:
-        """'drop', 'throttle', 'capacity:<zone>', 'lose' or None (forward and answer)."""
+        """'drop', 'throttle', 'capacity:<zone>', 'refuse', 'lose' or None (forward and answer)."""
         with self.lock:
             f = self.faults
             if action:
@@ -106,6 +111,8 @@ class FaultProxy:
                 kind = form.get("InstanceType", "")
                 if any(z in ("*", zone) and t in ("*", kind) for z, t in f.no_capacity):
                     return self._note(f"capacity:{zone}", action)
+            if action in f.refuse:
+                return self._note("refuse", action)
             if action and f.lose.get(action, 0) > 0:
                 f.lose[action] -= 1
                 return self._note("lose", action)
@@ -173,6 +180,8 @@ def _handler(proxy: FaultProxy):
                 zone = verdict.partition(":")[2]
                 return self._answer(*ec2_error(500, "InsufficientInstanceCapacity",
                                                capacity_message(form.get("InstanceType", ""), zone)))
+            if verdict == "refuse":
+                return self._answer(*ec2_error(*proxy.faults.refuse[action]))
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
             status, resp_headers, data = proxy.forward(self.command, self.path, headers, body)
             if verdict == "lose":  # moto acted; the caller never hears of it

@@ -26,7 +26,10 @@ def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp
     moto, proxy = faulty_moto
     # 30% of EC2 requests answered RequestLimitExceeded (503), and no g5.12xlarge in us-east-1a
     proxy.faults = Faults(throttle=0.3, seed=7, no_capacity={("us-east-1a", "g5.12xlarge")})
-    spec = write_spec(repo, tmp_path, proxy.url, zone=["us-east-1a", "us-east-1b"])
+    # No NAT gateway: moto keeps a deleted NAT gateway's EIP associated (AWS releases it, "Delete a
+    # NAT gateway", VPC user guide), so moving one to zone b fails on the emulator only.
+    net = {"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head", "placement_group": False, "nat_gateway": False}
+    spec = write_spec(repo, tmp_path, proxy.url, zone=["us-east-1a", "us-east-1b"], network=net)
     ws = tmp_path / "ws"
 
     # The provider's own retries ride out the throttling; zone a is refused, every node lands in b
@@ -41,10 +44,10 @@ def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp
     assert status["exists"] and len(status["nodes"]) == 2 and status["currency"] == "USD"
 
     # 2 x g5.12xlarge spot -> 2 x g5.48xlarge on-demand: "now" is what the state holds, the same
-    # figure status shows; the delta is new minus now (disks, EFS and NAT are the same on both sides)
+    # figure status shows; the delta is new minus now (disks and EFS are the same on both sides)
     proxy.faults = Faults(throttle=0.3, seed=8)
     bigger = write_spec(repo, tmp_path, proxy.url, zone="us-east-1b", instance={"type": "g5.48xlarge"},
-                        spot={"enabled": False})
+                        spot={"enabled": False}, network=net)
     plan = trainkit("plan", bigger, "--workdir", ws, "--format", "json")
     cost = json.loads(plan.stdout)["cost"]
     assert cost["current_per_hour"] == pytest.approx(status["per_hour"])
@@ -62,7 +65,7 @@ def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp
     assert "Our system will be working" in (ws / "terraform.log").read_text()
     assert ("capacity:us-east-1b", "RunInstances") in proxy.faults_done
     status = json.loads(trainkit("status", bigger, "--workdir", ws, "--json").stdout)
-    assert status["exists"] and status["held"] and status["per_hour"] > 0, status  # the disks, EFS, NAT bill
+    assert status["exists"] and status["held"] and status["per_hour"] > 0, status  # the disks and EFS bill
     assert "not created" not in trainkit("status", bigger, "--workdir", ws).stdout
     assert leftovers(moto, "aws-moto")["volumes"]
 
@@ -85,8 +88,19 @@ def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
                if r["type"] == "aws_subnet" and r["instances"]}
     assert set(leftovers(moto, "aws-moto")["subnets"]) - tracked  # a subnet terraform never learned of
 
-    swept = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
-    assert "swept subnet" in swept.stdout
+    # terraform destroy fails on the security group (an IAM policy denies DeleteSecurityGroup): the
+    # sweep still deletes the copy and everything else it can, and names what it could not delete
+    proxy.faults = Faults(refuse={"DeleteSecurityGroup": (403, "UnauthorizedOperation",
+                                                          "You are not authorized to perform this operation.")})
+    stuck = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep", check_rc=errors.DESTROY)
+    assert "terraform destroy failed" in stuck.stderr and "could not delete security-group sg-" in stuck.stderr, \
+        stuck.stderr
+    assert "Traceback" not in stuck.stderr and (ws / "terraform").exists()  # the workspace is kept
+    left = leftovers(moto, "aws-moto")
+    assert not set(left["subnets"]) - tracked and left["security_groups"]  # the copy is gone, the group stays
+
+    proxy.faults = Faults()
+    trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
     assert_nothing_left(moto, "aws-moto")
 
 

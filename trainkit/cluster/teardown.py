@@ -58,13 +58,7 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     swept_first, checked = result["swept"], _leftovers(cluster, sweep, confirm_sweep)
     result.update(checked, swept=swept_first + checked.get("swept", []))
     if failed is not None:
-        runner.refresh()  # what the sweep deleted leaves the state
-        left = runner.state_list()
-        if left or result["leftovers"]:
-            raise TrainkitError(f"terraform destroy failed ({failed.message.splitlines()[0]}); "
-                                + _still_there(left, result["leftovers"]),
-                                fix=f"run `trainkit destroy {cluster.source} --sweep` again; the workspace and keys "
-                                    f"were kept; {failed.fix}", exit_code=errors.DESTROY)
+        _finish_after_sweep(cluster, runner, failed, result["leftovers"])
     if result["leftovers"]:
         could_not = " (the sweep could not delete them)" if sweep else ""
         raise TrainkitError(f"the state is empty but {len(result['leftovers'])} resource(s) tagged "
@@ -76,6 +70,22 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
                             exit_code=errors.DESTROY)
     ws.remove_cluster_files()
     return result
+
+
+def _finish_after_sweep(cluster: Cluster, runner, failed: TrainkitError, leftovers: list[dict]) -> None:
+    """terraform destroy failed and the sweep ran: drop from the state what the sweep deleted, let
+    terraform destroy the rest (its own records, untagged rules), then raise naming what is left."""
+    try:
+        runner.refresh()
+        runner.destroy()
+    except TrainkitError as err:
+        failed = err
+    left = runner.state_list()
+    if left or leftovers:
+        raise TrainkitError(f"terraform destroy failed ({failed.message.splitlines()[0]}); "
+                            + _still_there(left, leftovers),
+                            fix=f"run `trainkit destroy {cluster.source} --sweep` again; the workspace and keys "
+                                f"were kept; {failed.fix}", exit_code=errors.DESTROY)
 
 
 def _terraform_destroy(runner, sweep: bool) -> TrainkitError | None:

@@ -118,7 +118,10 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str],
         refresh.unlink(missing_ok=True)
     outputs = {k: v.get("value") for k, v in data.get("planned_values", {}).get("outputs", {}).items()}
     ws.write_outputs(outputs)
-    held = state_resources(data.get("planned_values") or {})
+    # a refresh-only plan's planned_values may hold only the outputs; prior_state is the state as
+    # refreshed (terraform JSON output format, "prior_state")
+    planned = data.get("planned_values") or {}
+    held = state_resources(planned if planned.get("root_module") else (data.get("prior_state") or {}).get("values") or {})
     return outputs, drifted(data), [] if outputs.get("nodes") else [r["address"] for r in held], held
 
 
