@@ -138,3 +138,16 @@ def test_cost_uses_the_checkpoint_time_a_run_measured(tmp_path, capsys):
         main(["cost", str(REPO / "examples/clusters/aws.yaml"), "--hours", "5", "--workdir", str(tmp_path)])
     text = capsys.readouterr().out
     assert "checkpoint 12.5 s (measured by the newest run)" in text and "recommendation:" in text
+
+
+def test_the_modules_billing_record_decides_where_the_instance_does_not_say_spot():
+    """An API that omits the market type (the AWS emulator): the module's terraform_data.billing
+    input says how the nodes were created."""
+    cluster = resolve(aws_spec(spot={"enabled": True, "max_price": 3.5}))
+    node = {"type": "aws_instance", "address": "module.c.aws_instance.node[0]", "index": 0,
+            "values": {"instance_type": "g5.12xlarge", "instance_market_options": [], "instance_lifecycle": ""}}
+    record = {"type": "terraform_data", "address": "module.c.terraform_data.billing", "index": None,
+              "values": {"input": {"spot": True, "max_price": 3.5}}}
+    assert state_cost(cluster, [node])["cost"]["items"][0]["item"] == "g5.12xlarge (on-demand)"
+    item = state_cost(cluster, [node, record])["cost"]["items"][0]
+    assert item["item"] == "g5.12xlarge (spot)" and item["per_hour"] == 3.5 and item["upper_bound"]
