@@ -87,18 +87,23 @@ def running_moto() -> Iterator[str]:
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
+        deadline = time.monotonic() + 120  # its imports take seconds, many more on a loaded machine
+        while True:
             try:
                 urllib.request.urlopen(url + "/moto-api/", timeout=1)
                 break
             except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto server did not start") from None
                 time.sleep(0.1)
-        else:
-            raise RuntimeError("moto server did not start")
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -69,7 +69,8 @@ class Workspace:
 
     # What destroy removes once the cluster is gone (terraform.log* too); runs/ and review.md stay.
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
-                     "inventory.yml", "applied.json", "ssh", "ansible", "node", "terraform", "doctor.json")
+                     "inventory.yml", "applied.json", "placement.json", "ssh", "ansible", "node", "terraform",
+                     "doctor.json")
     # Everything else trainkit (or a tool it runs) writes here: names in a workspace outside
     # these are someone else's, and no command runs there.
     KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars", "host_vars")

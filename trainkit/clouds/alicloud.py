@@ -15,7 +15,19 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, MetadataToken, TagRules, index_of, port_range
+from trainkit.clouds.base import (
+    CapacityCode,
+    CapacityProblem,
+    Cloud,
+    CredentialSet,
+    DiskRules,
+    Ingress,
+    MetadataToken,
+    TagRules,
+    index_of,
+    match_capacity,
+    port_range,
+)
 
 _KEYS = CredentialSet(
     label="access key",
@@ -57,6 +69,70 @@ def _ingress(r: dict) -> Iterator[Ingress]:
                 yield (cidr, *port_range(v.get("port_range")))
 
 
+
+# ECS API error codes of RunInstances / CreateInstance (Alibaba Cloud OpenAPI Explorer, ECS
+# 2014-05-26, "RunInstances" -> error codes; ECS docs "Troubleshoot API error codes"):
+# OperationDenied.NoStock "The requested resource is sold out in the specified zone; try other types
+# of resources or other regions and zones"; Zone.NotOnSale / InvalidZoneId.NotOnSale "The specified
+# zone is not available for purchase"; InvalidResourceType.NotSupported "This resource type is not
+# supported" (the type is not sold in that zone); QuotaExceed.ElasticQuota "The number of vCPUs
+# assigned to the ECS instances has exceeded the quota in the zone" (Quota Center, "ECS
+# pay-as-you-go vCPU quota"); QuotaExceed.PostPaidDisk and QuotaExceed.DiskCapacity (disk quotas);
+# QuotaExceed.SpotInstance / QuotaExceed.PreemptibleInstance (spot instance vCPU quota).
+CAPACITY_CODES: tuple[CapacityCode, ...] = (
+    (r"OperationDenied\.NoStock", "capacity", None),
+    (r"(?:InvalidZoneId|Zone)\.NotOnSale", "capacity", None),
+    (r"InvalidResourceType\.NotSupported", "capacity", None),
+    (r"QuotaExceed\.ElasticQuota", "quota", "vCPUs of pay-as-you-go instances in the zone (Quota Center, ECS)"),
+    (r"QuotaExceed\.(?:SpotInstance|PreemptibleInstance)", "quota", "vCPUs of spot instances (Quota Center, ECS)"),
+    (r"QuotaExceed\.PostPaidDisk", "quota", "pay-as-you-go data disks (Quota Center, ECS)"),
+    (r"QuotaExceed\.DiskCapacity", "quota", "disk capacity of this category in the zone (Quota Center, ECS)"),
+)
+
+
+# A LowLatency deployment set holds at most 20 instances, and spot (preemptible) instances cannot be
+# created in a deployment set (ECS docs, "Deployment sets", limits; alicloud_instance
+# `deployment_set_id`, provider v1.289.0).
+DEPLOYMENT_SET_MAX = 20
+
+
+def _spec_rules(spec: Any) -> list:
+    out = []
+    if spec.network.placement_group and spec.spot.enabled:
+        out.append(("network.placement_group", "Alibaba Cloud creates no spot instances in a deployment set "
+                    "(placement_group: true puts the nodes in a LowLatency set)",
+                    "set network.placement_group: false to keep spot, or spot.enabled: false"))
+    if spec.network.placement_group and spec.nodes > DEPLOYMENT_SET_MAX:
+        out.append(("nodes", f"a LowLatency deployment set holds at most {DEPLOYMENT_SET_MAX} instances, "
+                    f"got {spec.nodes}", f"set network.placement_group: false, or nodes: {DEPLOYMENT_SET_MAX} or fewer"))
+    return out
+
+
+def capacity_error(text: str) -> CapacityProblem | None:
+    """The capacity/quota refusal in alicloud provider text (the SDK prints `ErrorCode: <code>`;
+    the messages name neither zone nor type: the caller fills them from the spec), else None."""
+    return match_capacity(text, CAPACITY_CODES, zone_re=r"ZoneId[\"=: ]+([a-z]{2}-[a-z0-9-]+)",
+                          type_re=r"InstanceType[\"=: ]+(ecs\.[a-z0-9.-]+)")
+
+
+def _billed(r: dict) -> dict | None:
+    """What one resource bills as (see Cloud.billed): alicloud_instance (spot_strategy other than
+    NoSpot is spot, instance_charge_type PrePaid is a subscription), alicloud_ecs_disk."""
+    v = r["values"]
+    if r["type"] == "alicloud_instance":
+        spot = (v.get("spot_strategy") or "NoSpot") != "NoSpot"
+        billing = "subscription" if v.get("instance_charge_type") == "PrePaid" else "spot" if spot else "on_demand"
+        billing = billing if "spot_strategy" in v or "instance_charge_type" in v else None
+        return {"node": v.get("instance_type"), "billing": billing,
+                "max_price": v.get("spot_price_limit") or None if spot else None,
+                "system_disk": (v.get("system_disk_category"), v.get("system_disk_size"))}
+    if r["type"] in ("alicloud_ecs_disk", "alicloud_disk"):
+        return {"disk": (v.get("category"), v.get("size"))}
+    if r["type"] == "alicloud_nas_file_system":
+        return {"nas": True}
+    return None
+
+
 CLOUD = Cloud(
     name="alicloud",
     title="Alibaba Cloud",
@@ -78,6 +154,7 @@ CLOUD = Cloud(
     # GPU instance types and their eRDMA NIC counts). The network role installs the driver and
     # writes NCCL's eRDMA variables on these (ansible/roles/network).
     erdma_types=("ecs.ebmgn7v.", "ecs.ebmgn8v.", "ecs.ebmgn8is.", "ecs.ebmgn8i.", "ecs.gn8is.", "ecs.gn8is-"),
+    ttl_releases_data_disks=True,  # alicloud_ecs_disk_attachment.delete_with_instance with ttl or spot
     zone_pattern="{region}-[a-z]",
     tags=TagRules(max_count=20, key_max=128, value_max=128, reserved_prefixes=("aliyun", "acs:"),
                   forbidden=("http://", "https://"),
@@ -98,6 +175,9 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    capacity_error=capacity_error,
+    billed=_billed,
+    spec_rules=_spec_rules,
     # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").
     credential_errors=(
         (r"InvalidAccessKeyId(\.NotFound|\.Inactive)?|SignatureDoesNotMatch|IncompleteSignature",
@@ -109,8 +189,11 @@ CLOUD = Cloud(
     tag_sweeper="trainkit.clouds.alicloud_sweep",
     # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time";
     # ModifyInstanceAutoReleaseTime (help.aliyun.com/document_detail/47576.html): at most three
-    # years after the current time.
-    limits={"ttl_min_minutes": 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
+    # years after the current time. The module computes the release time at plan
+    # (plantimestamp() + ttl) and the instance is created later: after the confirmation and the
+    # network, disks and NAS (minutes; NAS alone takes a few). trainkit keeps a 30-minute margin
+    # for that, so the shortest ttl is 60 minutes.
+    limits={"ttl_min_minutes": 30 + 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
     # OSS docs, "Use Amazon S3 SDKs to access OSS": endpoint s3.oss-<region>.aliyuncs.com.
     object_store=("oss", "https://s3.oss-{region}.aliyuncs.com"),
 )

@@ -14,7 +14,18 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, MetadataToken, TagRules, index_of
+from trainkit.clouds.base import (
+    CapacityCode,
+    CapacityProblem,
+    Cloud,
+    CredentialSet,
+    DiskRules,
+    Ingress,
+    MetadataToken,
+    TagRules,
+    index_of,
+    match_capacity,
+)
 
 _KEYS = (
     CredentialSet(label="access key", variables=(("AWS_ACCESS_KEY_ID",), ("AWS_SECRET_ACCESS_KEY",))),
@@ -64,6 +75,53 @@ def _public_ip_node(r: dict) -> int | None:
     return None
 
 
+# "Error codes for the Amazon EC2 API" (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
+# errors-overview.html): InsufficientInstanceCapacity "There is not enough capacity to fulfill your
+# request... try launching an instance by selecting different instance types... or by not specifying
+# an Availability Zone"; InsufficientCapacity (the same for other resources); Unsupported "The
+# specified instance type is not supported in the requested Availability Zone"; InstanceLimitExceeded
+# "You've reached the limit on the number of instances you can run concurrently"; VcpuLimitExceeded
+# "You've reached the limit on the number of vCPUs ... assigned to the running instances" (Service
+# Quotas, "Running On-Demand ... instances"); MaxSpotInstanceCountExceeded (the Spot request limit).
+CAPACITY_CODES: tuple[CapacityCode, ...] = (
+    ("InsufficientInstanceCapacity", "capacity", None),
+    ("InsufficientCapacity", "capacity", None),
+    ("Unsupported", "capacity", None),
+    ("InstanceLimitExceeded", "quota", "On-Demand instances of this type (EC2 instance limit)"),
+    ("VcpuLimitExceeded", "quota", "vCPUs of running On-Demand instances (Service Quotas, EC2, "
+                                   "'Running On-Demand ... instances')"),
+    ("MaxSpotInstanceCountExceeded", "quota", "vCPUs of Spot Instance requests (Service Quotas, EC2, "
+                                              "'All ... Spot Instance Requests')"),
+)
+
+
+# aws_ebs_volume / root_block_device `kms_key_id`: "The ARN for the KMS encryption key" (provider
+# docs); a bare key id or alias is refused by EC2 only at apply. Key ARN or alias ARN (AWS KMS
+# docs, "Key identifiers (KeyId)").
+KMS_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key/[A-Za-z0-9-]+|alias/[A-Za-z0-9/_-]+)"
+
+
+def _spec_rules(spec: Any) -> list:
+    key = spec.storage.data_disk.kms_key_id
+    if key and not re.fullmatch(KMS_ARN, key):
+        return [("storage.data_disk.kms_key_id", f"{key!r} is not a KMS key ARN (EC2 takes the ARN, not a key "
+                 "id or alias name)", "write it as arn:aws:kms:<region>:<account>:key/<key id> "
+                 "(`aws kms describe-key --key-id ...` prints it)")]
+    return []
+
+
+def capacity_error(text: str) -> CapacityProblem | None:
+    """The capacity/quota refusal in AWS provider text ("api error InsufficientInstanceCapacity: We
+    currently do not have sufficient g5.12xlarge capacity in the Availability Zone you requested
+    (us-east-1a)..."), else None."""
+    if "Unsupported" in text and "Availability Zone" not in text:
+        text = text.replace("Unsupported", "")  # Unsupported is a zone refusal only with that wording
+    return match_capacity(text, CAPACITY_CODES,
+                          zone_re=r"Availability Zone you requested \(([a-z0-9-]+)\)|"
+                                  r"requested Availability Zone \(([a-z0-9-]+)\)",
+                          type_re=r"sufficient ([a-z0-9-]+\.[a-z0-9]+) capacity|instance type \(([a-z0-9-]+\.[a-z0-9]+)\)")
+
+
 def _unencrypted(r: dict) -> Iterator[str]:
     v = r["values"]
     if r["type"] == "aws_ebs_volume" and v.get("encrypted") is False:
@@ -86,6 +144,27 @@ def _ingress(r: dict) -> Iterator[Ingress]:
         for cidr in (v.get("cidr_ipv4"), v.get("cidr_ipv6")):
             if cidr:
                 yield cidr, v.get("from_port"), v.get("to_port")
+
+
+
+def _billed(r: dict) -> dict | None:
+    """What one resource bills as (see Cloud.billed): aws_instance (spot when its lifecycle or market
+    type says so) with its root volume, aws_ebs_volume."""
+    v = r["values"]
+    if r["type"] == "aws_instance":
+        market = next(iter(v.get("instance_market_options") or []), {}) or {}
+        spot = v.get("instance_lifecycle") == "spot" or market.get("market_type") == "spot"
+        price = next(iter(market.get("spot_options") or []), {}).get("max_price") if spot else None
+        root = next(iter(v.get("root_block_device") or []), {}) or {}
+        known = "instance_market_options" in v or "instance_lifecycle" in v
+        return {"node": v.get("instance_type"), "billing": ("spot" if spot else "on_demand") if known else None,
+                "max_price": float(price) if price else None,
+                "system_disk": (root.get("volume_type"), root.get("volume_size"))}
+    if r["type"] == "aws_ebs_volume":
+        return {"disk": (v.get("type"), v.get("size"))}
+    if r["type"] == "aws_efs_file_system":
+        return {"nas": True}
+    return None
 
 
 CLOUD = Cloud(
@@ -125,6 +204,9 @@ CLOUD = Cloud(
     object_store=("s3", None),
     supports_endpoints=True,
     tag_sweeper="trainkit.clouds.aws_sweep",
+    capacity_error=capacity_error,
+    billed=_billed,
+    spec_rules=_spec_rules,
     # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",
     # the IMDS fallback's 403), STS/EC2/S3 error codes (AWS docs "Common Errors" per API).
     credential_errors=(

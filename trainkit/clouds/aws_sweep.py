@@ -29,7 +29,13 @@ def _client(cluster, service: str, endpoint_key: str):
     endpoints = cluster.spec.endpoints
     if endpoints and endpoint_key not in endpoints:
         raise ValueError(f"the spec sets custom endpoints but not endpoints.{endpoint_key}")
-    return boto3.client(service, region_name=cluster.spec.region, endpoint_url=endpoints.get(endpoint_key))
+    from botocore.config import Config
+
+    # Throttling (RequestLimitExceeded) is answered with retries and backoff ("Request throttling for
+    # the Amazon EC2 API"); boto3's default 5 legacy attempts give up too soon under load, so the
+    # SDK's "standard" mode with 10 attempts ("Retry behavior", AWS SDKs and Tools reference guide).
+    return boto3.client(service, region_name=cluster.spec.region, endpoint_url=endpoints.get(endpoint_key),
+                        config=Config(retries={"mode": "standard", "max_attempts": 10}))
 
 
 def find(cluster) -> list[dict[str, Any]]:

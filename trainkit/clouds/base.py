@@ -11,6 +11,7 @@ the room's own data files once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -77,6 +78,45 @@ class MetadataToken:
 
 
 @dataclass(frozen=True)
+class CapacityProblem:
+    """A create the cloud refused for want of capacity or quota, read from the provider's error text.
+
+    kind: "capacity" (the cloud has none of `instance_type` in `zone` now: another zone, another
+    type or another billing may work) or "quota" (the account's limit `quota` is used up: request
+    an increase, or ask for less). zone/instance_type are None where the text does not say; the
+    caller fills them from the spec. Issue 21's failover reads `kind`, `zone` and `instance_type`.
+    """
+
+    kind: str
+    code: str
+    zone: str | None = None
+    instance_type: str | None = None
+    quota: str | None = None
+
+
+# One documented error code: (code regex, kind, quota name or None).
+CapacityCode = tuple[str, str, "str | None"]
+
+
+def match_capacity(text: str, codes: tuple[CapacityCode, ...], zone_re: str | None = None,
+                   type_re: str | None = None) -> CapacityProblem | None:
+    """The first of `codes` (in table order) found in `text`, with the zone and type the text names
+    (`zone_re`/`type_re`: the first group that matched); None when no code matches. Pure."""
+    for pattern, kind, quota in codes:
+        found = re.search(rf"(?<![\w.])({pattern})(?![\w])", text)
+        if not found:
+            continue
+        return CapacityProblem(kind=kind, code=found.group(1), zone=_first_group(zone_re, text),
+                               instance_type=_first_group(type_re, text), quota=quota)
+    return None
+
+
+def _first_group(pattern: str | None, text: str) -> str | None:
+    found = re.search(pattern, text) if pattern else None
+    return next((g for g in found.groups() if g), None) if found else None
+
+
+@dataclass(frozen=True)
 class Cloud:
     """Everything trainkit's Python knows about one cloud. Immutable; one instance per room."""
 
@@ -97,6 +137,9 @@ class Cloud:
     # "authenticated but not allowed" (kind "permission"): (regex, kind). trainkit.clouds.credentials turns
     # a matching terraform failure into one message naming this cloud's variables.
     credential_errors: tuple[tuple[str, str], ...] = ()
+    # Provider error text -> the capacity or quota refusal it reports (a pure function of the text,
+    # None for anything else); trainkit.clouds.capacity turns it into one message.
+    capacity_error: Callable[[str], "CapacityProblem | None"] = lambda text: None
     # Spot termination notice on the instance metadata service (None: not documented).
     spot_notice_url: str | None = None
     # The metadata host's session-token endpoint, where reading spot_notice_url needs a token
@@ -104,6 +147,8 @@ class Cloud:
     spot_notice_token: MetadataToken | None = None
     # Terraform argument that releases an instance at a time (TTL), or None: use the node timer.
     ttl_argument: str | None = None
+    # Whether the module's data disks go with an instance the cloud releases (TTL, spot reclaim).
+    ttl_releases_data_disks: bool = False
     # Regions: region -> known zones ([] = not listed); filled from data/<name>-regions.yaml.
     regions: dict[str, tuple[str, ...]] = field(default_factory=dict)
     regions_source: str = ""
@@ -123,10 +168,20 @@ class Cloud:
     public_ip_node: Callable[[dict], "int | None"] = lambda r: None
     unencrypted: Callable[[dict], Iterator[str]] = lambda r: iter(())
     ingress_rules: Callable[[dict], Iterator[Ingress]] = lambda r: iter(())
+    # What one resource `{type, values}` (planned or in the state) bills as: {"node": type, "billing":
+    # on_demand|spot|subscription, "max_price": float|None, "system_disk": (category, GiB)} for an
+    # instance, {"disk": (category, GiB)} for a data disk, {"nas": True} for the shared file system,
+    # None for anything else. A value the resource does not hold (unknown until apply) is None;
+    # the cost model fills it from the spec. The cost of "what
+    # runs now" (review, status) is priced from these, never from the spec.
+    billed: Callable[[dict], "dict | None"] = lambda r: None
     # Whether the module makes a node-side shutdown terminate the instance (when ttl/idle are set).
     shutdown_terminates: bool = False
     # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).
     price_adapter: str | None = None
+    # What the cloud (or its provider) refuses in a spec, beyond the data-driven checks of
+    # trainkit.clouds.checks: spec -> [(field path, message, fix)]; each room cites its source.
+    spec_rules: Callable[[Any], list] = lambda spec: []
     # Limits the cloud enforces (provider validation or API docs); see each room for the source.
     limits: dict[str, Any] = field(default_factory=dict)
     # Whether spot needs an explicit max price (Tencent SPOTPAID does).

@@ -25,7 +25,7 @@ def problems(cloud: Cloud, spec: Any, resolved: dict[str, Any]) -> list[Problem]
     system_disk, data_disk and nas with the catalog defaults filled in."""
     return [*_location(cloud, spec), *_tags(cloud, spec.tags), *_names(cloud, spec),
             *_disks(cloud, resolved), *_nas(cloud, spec, resolved["nas"]),
-            *_text(spec, resolved)]
+            *_text(spec, resolved), *cloud.spec_rules(spec)]
 
 
 def _location(cloud: Cloud, spec: Any) -> list[Problem]:
@@ -43,7 +43,14 @@ def _backend_region(cloud: Cloud, region: str | None) -> list[Problem]:
 
 
 def _region_zone(cloud: Cloud, spec: Any) -> list[Problem]:
-    region, zone = spec.region, spec.zone
+    """The region, then every zone candidate (`zone:` may list several), as the cloud names them."""
+    found: list[Problem] = []
+    for zone in getattr(spec, "zone_candidates", ()) or (spec.zone,):
+        found += [p for p in _one_zone(cloud, spec.region, zone) if p not in found]
+    return found
+
+
+def _one_zone(cloud: Cloud, region: str | None, zone: str | None) -> list[Problem]:
     if not region or not zone:
         return []
     if cloud.regions and region not in cloud.regions:

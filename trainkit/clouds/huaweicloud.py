@@ -14,7 +14,19 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, NasRules, TagRules, index_of, port_range
+from trainkit.clouds.base import (
+    CapacityCode,
+    CapacityProblem,
+    Cloud,
+    CredentialSet,
+    DiskRules,
+    Ingress,
+    NasRules,
+    TagRules,
+    index_of,
+    match_capacity,
+    port_range,
+)
 
 
 def _backend(b: Any, region: str, prefix: str, endpoints: dict[str, str]) -> tuple[str, dict[str, Any], list[str]]:
@@ -49,6 +61,53 @@ def _ingress(r: dict) -> Iterator[Ingress]:
         yield (v.get("remote_ip_prefix") or world, *port_range(ports))
 
 
+
+# ECS API error codes (https://support.huaweicloud.com/intl/en-us/api-ecs/ecs_07_0002.html):
+# Ecs.0001 "Insufficient ECS quota" (instances, vCPUs and RAM count against it: "evaluate the number
+# of ECSs, vCPUs, and memory capacity"); Ecs.0013 "Insufficient EIP quota"; Ecs.0319 "The selected
+# flavor has insufficient capacity" (sold out in the AZ: the Migration Center FAQ "Other cloud
+# service error codes" calls it "the ECS flavor's capacity is insufficient, it cannot be bought").
+CAPACITY_CODES: tuple[CapacityCode, ...] = (
+    (r"Ecs\.0319", "capacity", None),
+    (r"Ecs\.0001", "quota", "ECS instances, vCPUs and memory (console: My Quotas)"),
+    (r"Ecs\.0013", "quota", "EIPs (console: My Quotas)"),
+)
+
+
+def _spec_rules(spec: Any) -> list:
+    """huaweicloud_compute_instance `auto_terminate_time` applies to pay-per-use (postPaid) instances
+    only (provider docs, v1.97.1); the module's TTL cannot reach a spot node."""
+    if spec.ttl is not None and spec.spot.enabled:
+        return [("ttl", "Huawei Cloud sets an auto-terminate time only on pay-per-use instances, not on spot",
+                 "remove ttl (spot nodes are reclaimed by the cloud; `idle:` still shuts a node down), "
+                 "or set spot.enabled: false")]
+    return []
+
+
+def capacity_error(text: str) -> CapacityProblem | None:
+    """The capacity/quota refusal in huaweicloud provider text ({"error": {"code": "Ecs.0319", ...}}
+    in the job's failure), else None."""
+    return match_capacity(text, CAPACITY_CODES, zone_re=r"\b([a-z]{2}-[a-z]+-\d+[a-z])\b",
+                          type_re=r"\b([a-z][a-z0-9]*\.[a-z0-9]+\.\d+)\b")
+
+
+def _billed(r: dict) -> dict | None:
+    """What one resource bills as (see Cloud.billed): huaweicloud_compute_instance (charging_mode
+    spot / prePaid / postPaid), huaweicloud_evs_volume."""
+    v = r["values"]
+    if r["type"] == "huaweicloud_compute_instance":
+        mode = v.get("charging_mode")
+        billing = {"spot": "spot", "prePaid": "subscription"}.get(mode, "on_demand") if mode else None
+        price = v.get("spot_maximum_price") if billing == "spot" else None
+        return {"node": v.get("flavor_id"), "billing": billing, "max_price": float(price) if price else None,
+                "system_disk": (v.get("system_disk_type"), v.get("system_disk_size"))}
+    if r["type"] == "huaweicloud_evs_volume":
+        return {"disk": (v.get("volume_type"), v.get("size"))}
+    if r["type"] == "huaweicloud_sfs_turbo":
+        return {"nas": True}
+    return None
+
+
 CLOUD = Cloud(
     name="huaweicloud",
     title="Huawei Cloud",
@@ -72,13 +131,19 @@ CLOUD = Cloud(
                   key_pattern=r"[\w\s.:=+\-@]+", value_pattern=r"[\w\s.:/=+\-@]*",
                   allowed_text="letters, digits, spaces and _ . : = + - @ (and / in values)"),
     disks=DiskRules(system_size=(1, 1024), data_size={"*": (10, 32768)},
-                    kms_key_argument="kms_id", encryption_needs_key=True),
+                    kms_key_argument="kms_id"),  # no key id: the account's evs/default key
     nas=NasRules(name_length=(4, 64), size={"STANDARD": (500, 32768), "PERFORMANCE": (500, 32768)}),
     # Huawei SFS Turbo docs "Mounting a file system": NFSv3 only.
     nfs_mount_options="vers=3,timeo=600,noresvport,nolock,tcp",
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    capacity_error=capacity_error,
+    billed=_billed,
+    spec_rules=_spec_rules,
+    # ECS docs, "Setting Auto-Deletion Time" (auto_terminate_time): at least 30 minutes and at most
+    # three years after now; the same plan-to-create margin as Alibaba's release time (30 min).
+    limits={"ttl_min_minutes": 30 + 30, "ttl_max_minutes": 3 * 365 * 24 * 60},
     # API Gateway APIGW.0301 "Incorrect IAM authentication information" (Huawei Cloud docs, "API
     # Gateway error codes"); the provider's "no auth means provided" (huaweicloud/config); the OBS
     # backend speaks S3 error codes; IAM "Policy doesn't allow" for missing permissions.

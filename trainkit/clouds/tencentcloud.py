@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainkit.clouds.base import Cloud, CredentialSet, DiskRules, Ingress, TagRules, index_of, port_range
+from trainkit.clouds.base import (
+    CapacityCode,
+    CapacityProblem,
+    Cloud,
+    CredentialSet,
+    DiskRules,
+    Ingress,
+    TagRules,
+    index_of,
+    match_capacity,
+    port_range,
+)
 
 _KEYS = CredentialSet(
     label="secret id and key",
@@ -50,6 +61,50 @@ def _ingress(r: dict) -> Iterator[Ingress]:
             for cidr in (rule.get("cidr_block"), rule.get("ipv6_cidr_block")):
                 if cidr:
                     yield (cidr, *port_range(rule.get("port")))
+
+
+
+# CVM API 2017-03-12 "RunInstances" error codes (https://www.tencentcloud.com/document/product/213/33237,
+# section 5 "Error Codes"; the common codes at /213/33281): ResourceInsufficient.SpecifiedInstanceType
+# "Insufficient resources of the specified instance type", ResourceInsufficient.ZoneSoldOutForSpecifiedInstance
+# "The specified instance type is sold out in the selected AZ", ResourceInsufficient.CloudDiskSoldOut
+# "The cloud disk is sold out", ResourcesSoldOut.SpecifiedInstanceType "The specified instance type is
+# sold out", ResourcesSoldOut.PurchaseSourceHasNoStock / ResourcesSoldOut.AvailableZone (sold out in
+# the zone); LimitExceeded.InstanceQuota "Quota limit exceeded" (instances of a type in the zone),
+# LimitExceeded.SpotQuota / LimitExceeded.UserSpotQuota (spot instances), LimitExceeded.PrepayQuota
+# (monthly subscription); any other LimitExceeded.*Quota code is read as a quota by name.
+CAPACITY_CODES: tuple[CapacityCode, ...] = (
+    (r"ResourceInsufficient\.[A-Za-z]+", "capacity", None),
+    (r"ResourcesSoldOut(?:\.[A-Za-z]+)?", "capacity", None),
+    (r"LimitExceeded\.(?:UserSpotQuota|SpotQuota)", "quota", "spot instances (CVM quota, console: CVM -> Quotas)"),
+    (r"LimitExceeded\.PrepayQuota", "quota", "monthly-subscription instances (CVM quota)"),
+    (r"LimitExceeded\.InstanceQuota", "quota", "instances of this type in the zone (CVM quota)"),
+    (r"LimitExceeded\.[A-Za-z]*(?:Quota|Limit)[A-Za-z]*", "quota", "the CVM quota named in the error code"),
+)
+
+
+def capacity_error(text: str) -> CapacityProblem | None:
+    """The capacity/quota refusal in tencentcloud provider text ("[TencentCloudSDKError]
+    Code=ResourceInsufficient.SpecifiedInstanceType, Message=..."), else None."""
+    return match_capacity(text, CAPACITY_CODES, zone_re=r"\b((?:ap|na|eu|sa)-[a-z]+-\d+)\b",
+                          type_re=r"\b([A-Z]{1,4}[A-Z0-9]*\d[a-z]*\.[0-9A-Z]+[A-Z]+\d*)\b")
+
+
+def _billed(r: dict) -> dict | None:
+    """What one resource bills as (see Cloud.billed): tencentcloud_instance (SPOTPAID is spot,
+    PREPAID a subscription), tencentcloud_cbs_storage."""
+    v = r["values"]
+    if r["type"] == "tencentcloud_instance":
+        charge = v.get("instance_charge_type")
+        billing = {"SPOTPAID": "spot", "PREPAID": "subscription"}.get(charge, "on_demand") if charge else None
+        price = v.get("spot_max_price") if billing == "spot" else None
+        return {"node": v.get("instance_type"), "billing": billing, "max_price": float(price) if price else None,
+                "system_disk": (v.get("system_disk_type"), v.get("system_disk_size"))}
+    if r["type"] == "tencentcloud_cbs_storage":
+        return {"disk": (v.get("storage_type"), v.get("storage_size"))}
+    if r["type"] == "tencentcloud_cfs_file_system":
+        return {"nas": True}
+    return None
 
 
 CLOUD = Cloud(
@@ -87,6 +142,8 @@ CLOUD = Cloud(
     # COS docs, "Using AWS S3 SDK to Access COS": endpoint cos.<region>.myqcloud.com.
     object_store=("cos", "https://cos.{region}.myqcloud.com"),
     spot_needs_max_price=True,
+    capacity_error=capacity_error,
+    billed=_billed,
     # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,
     # UnauthorizedOperation).
     credential_errors=(

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import clouds, errors
+from trainkit.cluster import failover
 from trainkit.errors import InputError, TrainkitError
-from trainkit.money.cost import running_cost
+from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import wait_for_ssh
 from trainkit.spec.resolve import Cluster
@@ -48,6 +49,7 @@ def plan(cluster: Cluster, ws: Workspace, upgrade_image: bool = False) -> dict[s
     """
     if not is_cloud(cluster):
         return no_terraform_review(cluster)
+    cluster = failover.remembered(cluster, ws)  # `zone:`/`type:` lists: where the last apply came up
     ws.rotate_log()
     runner, _ = render_and_init(cluster, ws)
     return _plan(cluster, ws, runner, upgrade_image)
@@ -110,7 +112,9 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
-        rev, outputs = _terraform_apply(cluster, ws, confirm, provision, upgrade_image)
+        # one candidate after the other when the spec lists zones or types (cluster/failover.py)
+        cluster, (rev, outputs) = failover.apply_in_order(
+            cluster, ws, lambda here: _terraform_apply(here, ws, confirm, provision, upgrade_image))
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
 
@@ -211,15 +215,16 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
     if is_cloud(cluster):
+        resources: list[dict] | None = None
         if live:
-            outputs, drift, out["held"] = observe(cluster, ws)
+            outputs, drift, out["held"], resources = observe(cluster, ws)
         else:
             outputs, drift = (ws.read_outputs() if ws.outputs_json.exists() else {}), []
             out["cached"] = str(ws.outputs_json)
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
         out["exists"] = bool(out["nodes"] or out.get("held"))
-        out.update(running_cost(cluster, len(out["nodes"])))
+        out.update(running_cost(cluster, len(out["nodes"])) if resources is None else state_cost(cluster, resources))
         applied_at = ws.applied_at()
         if out["exists"] and applied_at is not None:
             out.update(safety_status(cluster, applied_at, time.time()))

@@ -46,6 +46,7 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     ws.rotate_log()
     result: dict[str, Any] = {"destroyed": True, "swept": []}
     local_state = ws.terraform_dir / "terraform.tfstate"
+    failed: TrainkitError | None = None
     if cluster.spec.backend.type == "local" and not local_state.exists():
         result["note"] = (f"no terraform state at {local_state} (local backend): nothing was applied "
                           "from this workspace")
@@ -54,23 +55,100 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
         if not runner.state_list():
             result["note"] = f"{backend_description(cluster, ws)} holds nothing: nothing to destroy"
         else:
-            with progress.step("terraform destroy") as s:
-                runner.on_line = s.line
-                runner.destroy()
-            left = runner.state_list()
-            if left:
-                raise TrainkitError("terraform destroy finished but the state still holds: " + ", ".join(left),
-                                    fix="run `trainkit destroy` again; the workspace and keys were kept",
-                                    exit_code=errors.DESTROY)
-    result.update(_leftovers(cluster, sweep, confirm_sweep))
+            if sweep:  # copies the state never recorded (a lost create response) block terraform's deletes
+                result["swept"] = _sweep_untracked(cluster, runner, confirm_sweep)
+            failed = _terraform_destroy(runner, sweep)
+    swept_first, checked = result["swept"], _leftovers(cluster, sweep, confirm_sweep)
+    result.update(checked, swept=swept_first + checked.get("swept", []))
+    if failed is not None:
+        _finish_after_sweep(cluster, runner, failed, result["leftovers"])
     if result["leftovers"]:
+        could_not = " (the sweep could not delete them)" if sweep else ""
         raise TrainkitError(f"the state is empty but {len(result['leftovers'])} resource(s) tagged "
-                            f"{RESERVED_TAG}={cluster.name} are still in the cloud:\n"
-                            + "\n".join(f"  {r['type']} {r['id']}" for r in result["leftovers"]),
-                            fix=f"delete them with `trainkit destroy {cluster.source} --sweep`",
+                            f"{RESERVED_TAG}={cluster.name} are still in the cloud{could_not}:\n"
+                            + "\n".join(f"  {r['type']} {r['id']}" for r in result["leftovers"])
+                            + (f"\n  last error: {result['sweep_error']}" if result.get("sweep_error") else ""),
+                            fix=f"delete them with `trainkit destroy {cluster.source} --sweep`" if not sweep else
+                            "delete them in the console (the error above says why the sweep could not)",
                             exit_code=errors.DESTROY)
     ws.remove_cluster_files()
     return result
+
+
+def _finish_after_sweep(cluster: Cluster, runner, failed: TrainkitError, leftovers: list[dict]) -> None:
+    """terraform destroy failed and the sweep ran: drop from the state what the sweep deleted, let
+    terraform destroy the rest (its own records, untagged rules), then raise naming what is left."""
+    try:
+        runner.refresh()
+        runner.destroy()
+    except TrainkitError as err:
+        failed = err
+    left = runner.state_list()
+    if left or leftovers:
+        raise TrainkitError(f"terraform destroy failed ({failed.message.splitlines()[0]}); "
+                            + _still_there(left, leftovers),
+                            fix=f"run `trainkit destroy {cluster.source} --sweep` again; the workspace and keys "
+                                f"were kept; {failed.fix}", exit_code=errors.DESTROY)
+
+
+def _terraform_destroy(runner, sweep: bool) -> TrainkitError | None:
+    """terraform destroy; with `sweep` a failure is returned (the sweep still runs), else raised.
+    Raises when the state is not empty afterwards."""
+    try:
+        with progress.step("terraform destroy") as s:
+            runner.on_line = s.line
+            runner.destroy()
+    except TrainkitError as err:
+        if not sweep or err.exit_code == 130:
+            raise
+        progress.info("terraform destroy failed; sweeping what carries the cluster's tag anyway")
+        return err
+    left = runner.state_list()
+    if left:
+        raise TrainkitError("terraform destroy finished but the state still holds: " + ", ".join(left),
+                            fix="run `trainkit destroy` again; the workspace and keys were kept",
+                            exit_code=errors.DESTROY)
+    return None
+
+
+def _still_there(state_left: list[str], tagged_left: list[dict]) -> str:
+    parts = [f"the state still holds {', '.join(state_left)}"] if state_left else []
+    if tagged_left:
+        parts.append("the sweep could not delete " + ", ".join(f"{r['type']} {r['id']}" for r in tagged_left))
+    return "; ".join(parts)
+
+
+def _sweep_untracked(cluster: Cluster, runner, confirm) -> list[dict]:
+    """Delete what carries the cluster's tag but is not in the state (terraform never learned of it:
+    a create whose response was lost, then retried). Returns what was deleted; [] when the check
+    cannot run (the leftover check after destroy reports that)."""
+    sweeper = tag_sweeper(cluster.spec.cloud)
+    if sweeper is None:
+        return []
+    tracked = _state_ids(runner.state_json().get("values") or {})
+    try:
+        untracked = [r for r in sweeper.find(cluster) if r["id"] not in tracked]
+    except Exception:  # noqa: BLE001 - reported by the leftover check after destroy
+        return []
+    if not untracked or (confirm is not None and not confirm(untracked)):
+        return []
+    with progress.step(f"deleting {len(untracked)} tagged resource(s) the state does not hold"):
+        try:
+            sweeper.delete(cluster, untracked)
+        except Exception as err:  # noqa: BLE001 - what is left is found and named after destroy
+            progress.info(f"sweep: {err}")
+    return untracked
+
+
+def _state_ids(values: dict) -> set[str]:
+    """Every string attribute value of every resource in a state tree (ids, ARNs, names)."""
+    out, stack = set(), [values.get("root_module") or {}]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules") or [])
+        for res in module.get("resources") or []:
+            out.update(v for v in (res.get("values") or {}).values() if isinstance(v, str))
+    return out
 
 
 def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
@@ -103,11 +181,16 @@ def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
                                 f"{cluster.source}` again; or look for tag {tag} in the console",
                             exit_code=errors.DESTROY) from None
     swept: list[dict] = []
+    out: dict[str, Any] = {}
     if found and sweep and (confirm is None or confirm(found)):
         with progress.step(f"deleting {len(found)} leftover resource(s) tagged {tag}"):
-            sweeper.delete(cluster, found)
-        swept, found = found, sweeper.find(cluster)
-    return {"leftovers": found, "swept": swept,
+            try:
+                sweeper.delete(cluster, found)
+            except Exception as err:  # noqa: BLE001 - what is left is found again and named
+                out["sweep_error"] = f"{type(err).__name__}: {err}"[:300]
+        before, found = found, sweeper.find(cluster)
+        swept = [r for r in before if r["id"] not in {f["id"] for f in found}]
+    return {**out, "leftovers": found, "swept": swept,
             "leftover_check": f"asked the cloud for resources tagged {tag}: {len(found)} left"}
 
 

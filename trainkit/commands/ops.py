@@ -211,7 +211,7 @@ def status(spec, workdir, fmt):
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
     if out.get("per_hour") is not None:
         click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
-                   f"so far {out.get('cost_so_far', 0):.2f}")
+                   f"so far {out.get('cost_so_far', 0):,.2f} {out['currency']}")
         click.echo(f"  price basis: {out['cost']['items'][0]['basis']}")
         for warning in out["cost"].get("warnings", []):
             click.echo(f"  warning: {warning}")

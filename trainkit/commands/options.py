@@ -20,7 +20,7 @@ from typing import Any, Callable
 import click
 
 from trainkit import clouds
-from trainkit.cluster import lifecycle
+from trainkit.cluster import failover, lifecycle
 from trainkit.errors import InputError
 from trainkit.spec.resolve import load_cluster
 from trainkit.spec.schema import check_key_files
@@ -140,7 +140,10 @@ def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bo
     if warn:
         for warning in cluster.warnings:
             progress.info(f"warning: {warning}")
-    return cluster, Workspace.for_cluster(cluster.name, workdir)
+    ws = Workspace.for_cluster(cluster.name, workdir)
+    if clouds.is_cloud(cluster.spec.cloud):  # `zone:`/`type:` lists: where the last apply came up
+        cluster = failover.remembered(cluster, ws)
+    return cluster, ws
 
 
 def require_applied(cluster, ws) -> None:

@@ -11,8 +11,11 @@ Spot is priced honestly: at the spot price when one is known, else at most `spot
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
+from trainkit import clouds
+from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, nat_gateway
 
 HOURS_PER_DAY = 24
@@ -21,9 +24,12 @@ HOURS_PER_MONTH = 730
 BILLINGS = ("on_demand", "spot", "subscription")
 
 
-def node_price(cluster, billing: str) -> tuple[float | None, str]:
-    """(price per node-hour, basis) for a billing plan; None when unknown. Basis says why."""
-    inst, spec, source = cluster.instance, cluster.spec, price_source(cluster)
+def node_price(cluster, billing: str, inst=None, max_price: float | None = None) -> tuple[float | None, str]:
+    """(price per node-hour, basis) for a billing plan; None when unknown. Basis says why.
+
+    `inst` is the catalog entry priced (default: the spec's type); `max_price` the spot cap the
+    node was created with (default: the spec's spot.max_price)."""
+    inst, spec, source = inst or cluster.instance, cluster.spec, price_source(cluster)
     if billing == "on_demand":
         return (inst.on_demand, f"on-demand ({source})") if inst.on_demand is not None else \
             (None, "on-demand price unknown")
@@ -33,8 +39,9 @@ def node_price(cluster, billing: str) -> tuple[float | None, str]:
             else (None, "subscription price unknown")
     if inst.spot is not None:
         return inst.spot, f"spot price ({source})"
-    if spec.spot.max_price is not None:
-        return spec.spot.max_price, "at most spot.max_price (upper bound; spot price unknown)"
+    cap = max_price if max_price is not None else spec.spot.max_price
+    if cap is not None:
+        return cap, "at most spot.max_price (upper bound; spot price unknown)"
     return None, "spot price unknown and no spot.max_price"
 
 
@@ -103,6 +110,96 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
     return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
 
 
+def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
+    """`billed_cost` of resources `{type, values}` (planned, or what the state holds), each read by
+    the cloud room's `billed`; NAT gateways are the `*_nat_gateway` resources."""
+    room = clouds.get(cluster.spec.cloud)
+    billed = [b for b in map(room.billed, resources) if b]
+    record = _billing_record(resources)
+    if record and record.get("spot"):  # the module created the nodes spot (see _billing_record)
+        billed = [{**b, "billing": "spot", "max_price": b.get("max_price") or record.get("max_price")}
+                  if b.get("billing") == "on_demand" else b for b in billed]
+    nat = sum(1 for r in resources if r["type"].endswith("_nat_gateway"))
+    return billed_cost(cluster, billed, nat, nas=any(b.get("nas") for b in billed))
+
+
+def _billing_record(resources: list[dict]) -> dict | None:
+    """The modules' `terraform_data.billing` input ({spot, max_price}): how the nodes were created
+    (a change replaces them). It decides where the instance's own reading cannot tell spot from
+    on-demand (an API that omits the market type, as the AWS emulator does)."""
+    for r in resources:
+        if r["type"] == "terraform_data" and r["address"].endswith("terraform_data.billing"):
+            record = (r["values"] or {}).get("input")
+            return record if isinstance(record, dict) else None
+    return None
+
+
+def billed_cost(cluster, billed: list[dict], nat_gateways: int = 0, nas: bool = False) -> dict[str, Any]:
+    """Cost of what `billed` holds (the cloud room's `billed` reading of each resource, from a plan
+    or the state): each node at its own type and billing, each disk at its own category and size,
+    the NAS when `nas`, `nat_gateways` gateways. Same shape as `cluster_cost`.
+
+    This prices "what runs now" (the state) and "what will run" (the plan) by one rule, so the
+    review's delta is new minus now and its "now" is the figure `status` shows.
+    """
+    cat, nodes, disks = cluster.catalog, Counter(), Counter()
+    for b in (_filled(cluster, b) for b in billed):
+        if "node" in b:
+            nodes[(b["node"], b["billing"], b.get("max_price"))] += 1
+            disks[("system disk", *b["system_disk"])] += 1
+        elif "disk" in b:
+            disks[("data disk", *b["disk"])] += 1
+    items = [_node_item(cluster, kind, billing, cap, count) for (kind, billing, cap), count in sorted(
+        nodes.items(), key=lambda kv: tuple(str(x) for x in kv[0]))]
+    disk_prices = cat.storage_prices.get("disk_gb_month") or {}
+    sizes: Counter = Counter()
+    for (label, category, size), count in disks.items():
+        sizes[(label, category)] += count * (size or 0)
+    for (label, category), size in sorted(sizes.items(), key=lambda kv: (kv[0][0] != "system disk", str(kv[0][1]))):
+        month = disk_prices.get(category)
+        items.append(_item(f"{label} {category}", size, "GB", _per_hour(month), _basis(month, cluster)))
+    items += _shared_items(cluster, nat_gateways if nodes or nat_gateways else 0, nas)
+    billings = {b for _, b, _ in nodes}
+    billing = billings.pop() if len(billings) == 1 else "mixed" if billings else chosen_billing(cluster)
+    return totals(items, cat.currency, billing, price_source(cluster))
+
+
+def _filled(cluster, b: dict) -> dict:
+    """A `billed` reading with what the resource does not say (unknown until apply) from the spec."""
+    if "node" in b:
+        category, size = b.get("system_disk") or (None, None)
+        return {**b, "node": b["node"] or cluster.instance.type, "billing": b["billing"] or chosen_billing(cluster),
+                "system_disk": (category or cluster.system_disk["category"], size or cluster.system_disk["size_gb"])}
+    if "disk" in b:
+        category, size = b["disk"]
+        return {"disk": (category or cluster.data_disk["category"], size or cluster.data_disk["size_gb"])}
+    return b
+
+
+def _node_item(cluster, kind: str, billing: str, cap: float | None, count: int) -> dict:
+    try:
+        inst = cluster.catalog.get(kind)
+    except InputError:  # a type outside the catalog (renamed, retired): unknown, never guessed
+        return _item(f"{kind} ({billing.replace('_', '-')})", count, "node", None, f"{kind} not in the catalog")
+    price, basis = node_price(cluster, billing, inst, cap)
+    return _item(f"{kind} ({billing.replace('_', '-')})", count, "node", price, basis)
+
+
+def _shared_items(cluster, nat_gateways: int, nas: bool) -> list[dict]:
+    """The NAS (sized by the spec: the file services bill what is stored) and the NAT gateways."""
+    cat, items = cluster.catalog, []
+    if nas and cluster.nas["enabled"]:
+        size, month = cluster.nas["size_gb"], cat.storage_prices.get("nas_gb_month")
+        items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
+                           _per_hour(month) if size else None, _basis(month if size else None, cluster)))
+    if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
+        hourly = cat.storage_prices.get("nat_gateway_hour")
+        items.append(_item("NAT gateway", nat_gateways, "gateway", hourly,
+                           f"per hour ({price_source(cluster)}); traffic extra" if hourly is not None
+                           else "price unknown"))
+    return items
+
+
 def totals(items: list[dict], currency: str | None, billing: str, source: str) -> dict[str, Any]:
     """Sum items into per hour/day/month; unknown items are listed, never guessed."""
     known = [i["per_hour"] for i in items if i["per_hour"] is not None]
@@ -159,4 +256,12 @@ def running_cost(cluster: Cluster, nodes: int) -> dict[str, Any]:
     if not nodes:
         return {"currency": cluster.catalog.currency, "per_hour": None, "cost": None}
     c = cluster_cost(cluster, nodes, 1 if nat_gateway(cluster.spec) else 0)
+    return {"currency": c["currency"], "per_hour": c["per_hour"], "cost": c}
+
+
+def state_cost(cluster: Cluster, resources: list[dict]) -> dict[str, Any]:
+    """What the resources the state holds cost (`status`): the figure the review calls "now"."""
+    if not resources:
+        return {"currency": cluster.catalog.currency, "per_hour": None, "cost": None}
+    c = resources_cost(cluster, resources)
     return {"currency": c["currency"], "per_hour": c["per_hour"], "cost": c}

@@ -95,6 +95,8 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
     if price_file:
         catalog = with_prices(catalog, price_file)
     inst = _pick_instance(spec, catalog)
+    for kind in spec.instance.type_candidates[1:]:  # each fallback type is one the catalog knows
+        catalog.get(kind)
     check_ttl(spec)
     d = catalog.defaults
     image = spec.image or d.get("image")  # None: the module looks the image up (its image.tf)

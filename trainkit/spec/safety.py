@@ -57,6 +57,24 @@ def check_ttl(spec) -> None:
                          f"it is created, got {spec.ttl}", fix=f"set ttl: {most // 1440}d or less")
 
 
+def _what_stays(cluster, room) -> str:
+    """What a release by TTL leaves billing: data disks the module does not release with the
+    instance (priced), the NAT gateway and its EIP, the NAS."""
+    dd, nodes = cluster.data_disk or {}, cluster.spec.nodes
+    parts = []
+    if dd.get("enabled") and not room.ttl_releases_data_disks:
+        month = ((cluster.catalog.storage_prices.get("disk_gb_month") or {}).get(dd["category"])
+                 if cluster.catalog else None)
+        # 730 h a month (8760 / 12, as trainkit.money.cost)
+        price = f", {nodes * dd['size_gb'] * month / 730:.2f} {cluster.catalog.currency}/h" if month else ""
+        parts.append(f"the {nodes} data disk(s) ({nodes * dd['size_gb']} GB{price})")
+    items = parts + ["the network (a NAT gateway and its EIP, where there is one)"] \
+        + (["the NAS"] if (cluster.nas or {}).get("enabled") else [])
+    stays = ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else items[0]
+    gone = "its data disk goes with it; " if dd.get("enabled") and room.ttl_releases_data_disks else ""
+    return f"{gone}{stays} stay and bill until `trainkit destroy`"
+
+
 def describe(cluster) -> list[str]:
     """One sentence per safety net: what the cloud or the node does, and when."""
     spec, out = cluster.spec, []
@@ -64,7 +82,7 @@ def describe(cluster) -> list[str]:
     if spec.ttl is not None:
         if room and room.ttl_argument:
             out.append(f"ttl {spec.ttl}: {room.title} releases each instance {spec.ttl} after it is "
-                       f"created (Terraform `{room.ttl_argument}`); disks created with it go too")
+                       f"created (Terraform `{room.ttl_argument}`); " + _what_stays(cluster, room))
         elif room:
             out.append(f"ttl {spec.ttl}: {room.title} has no release-at argument; a timer on each "
                        f"node shuts it down {spec.ttl} after provisioning"

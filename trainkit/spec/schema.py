@@ -47,6 +47,17 @@ class _Model(BaseModel):
         return data
 
 
+def _candidates(data: Any, key: str, label: str, example: str) -> Any:
+    """`key: [a, b]` -> key a (the preferred candidate) and `<key>_candidates` (a, b), in order."""
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        return data
+    items = data[key]
+    if not items or not all(isinstance(i, str) and i for i in items) or len(set(items)) != len(items):
+        raise ValueError(f"{label}: give one value or a list of distinct names in order of preference, "
+                         f"e.g. [{example}]")
+    return {**data, key: items[0], f"{key}_candidates": tuple(items)}
+
+
 def _is_number(annotation: Any) -> bool:
     """int, float or an Optional of one (bool is an int subclass, so it is excluded by name)."""
     return annotation in (int, float) or any(a in (int, float) for a in typing.get_args(annotation))
@@ -55,10 +66,17 @@ def _is_number(annotation: Any) -> bool:
 class InstanceSpec(_Model):
     """Either an explicit `type`, or requirements the catalog picks the cheapest type for."""
 
-    type: str | None = Field(None, description="Instance type, e.g. ecs.gn7i-c8g1.2xlarge")
+    type: str | None = Field(None, description="Instance type, e.g. ecs.gn7i-c8g1.2xlarge, or an ordered "
+                                               "list of types to fall back on when the cloud has no capacity")
+    type_candidates: tuple[str, ...] = Field((), description="Set from a list in `type:` (first = preferred)")
     gpu: str | None = Field(None, description="GPU model wanted, e.g. A100 (case-insensitive)")
     gpus_per_node: int | None = Field(None, ge=1, le=16)
     min_gpu_memory_gb: int | None = Field(None, ge=1, description="Per GPU")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _type_list(cls, data: Any) -> Any:
+        return _candidates(data, "type", "instance.type", "g5.12xlarge, g5.24xlarge")
 
     @model_validator(mode="after")
     def _type_or_requirements(self) -> "InstanceSpec":
@@ -254,7 +272,9 @@ class ClusterSpec(_Model):
                                   "and ending with a letter or digit, e.g. llm-a100")
     cloud: str = Field(description="A target: a cloud with a room (trainkit.clouds) or hosts/local")
     region: str | None = None
-    zone: str | None = None
+    zone: str | None = Field(None, description="Zone, or an ordered list of zones to fall back on when the "
+                                               "cloud has no capacity in the first")
+    zone_candidates: tuple[str, ...] = Field((), description="Set from a list in `zone:` (first = preferred)")
     nodes: int = Field(1, ge=1, le=64)
     instance: InstanceSpec = InstanceSpec()
     spot: SpotSpec = SpotSpec()
@@ -291,6 +311,11 @@ class ClusterSpec(_Model):
             raise ValueError(f"{v!r} is not one of {', '.join(known)}"
                              + (f"; did you mean {close[0]!r}?" if close else ""))
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _zone_list(cls, data: Any) -> Any:
+        return _candidates(data, "zone", "zone", "us-east-1a, us-east-1b")
 
     @model_validator(mode="after")
     def _per_target_rules(self) -> "ClusterSpec":

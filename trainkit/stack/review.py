@@ -12,7 +12,7 @@ import ipaddress
 from collections import Counter
 from typing import Any
 
-from trainkit.money.cost import HOURS_PER_MONTH, cluster_cost, no_cost
+from trainkit.money.cost import HOURS_PER_MONTH, no_cost, resources_cost
 from trainkit.spec import safety as safety_nets
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.plan_diff import changed_attributes
@@ -141,22 +141,19 @@ def _resources(plan: dict, side: str, skip: list[str]) -> list[dict]:
     return out
 
 
-def quantities(resources: list[dict]) -> dict[str, int]:
-    """What the cost model bills for: instance and NAT gateway resources."""
-    return {"nodes": sum(1 for r in resources if role_of(r["type"]) == "compute" and "instance" in r["type"]),
-            "nat_gateways": sum(1 for r in resources if r["type"].endswith("_nat_gateway"))}
-
-
 def cost(cluster: Cluster, resources: list[dict], before: list[dict] | None = None) -> dict[str, Any]:
-    """The cluster's cost after apply (`trainkit.money.cost`), plus the delta against `before` (now)."""
-    q = quantities(resources)
-    out = cluster_cost(cluster, q["nodes"], q["nat_gateways"])
+    """The cluster's cost after apply, plus the delta against `before` (what the state holds now).
+
+    Both sides are priced from their resources (each node at its own type and billing, each disk at
+    its own size: `trainkit.money.cost.resources_cost`), so "now" is the figure `status` shows and
+    the delta is new minus now.
+    """
+    out = resources_cost(cluster, resources)
     if before is not None:
-        qb = quantities(before)
-        current = cluster_cost(cluster, qb["nodes"], qb["nat_gateways"])["per_hour"] \
-            if qb["nodes"] or qb["nat_gateways"] else 0.0
-        out["current_per_hour"] = current
-        out["delta_per_hour"] = round(out["per_hour"] - current, 4)
+        current = resources_cost(cluster, before)
+        out["current_per_hour"] = current["per_hour"]
+        out["current_complete"] = current["complete"]
+        out["delta_per_hour"] = round(out["per_hour"] - current["per_hour"], 4)
         out["delta_per_month"] = round(out["delta_per_hour"] * HOURS_PER_MONTH, 2)
     return out
 

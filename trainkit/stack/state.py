@@ -36,7 +36,7 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
     write_stack(cluster, first, ws.terraform_dir)
     with progress.step("terraform init") as s:
         runner = TerraformRunner(ws.terraform_dir, ws.terraform_log, on_line=s.line,
-                                 cloud=cluster.spec.cloud)
+                                 cloud=cluster.spec.cloud, placement=(cluster.spec.zone, cluster.instance and cluster.instance.type))
         try:
             runner.init(phase=phase)
         except TrainkitError as err:
@@ -94,10 +94,11 @@ def drifted(plan_data: dict) -> list[str]:
                   if "delete" in rd["change"]["actions"])
 
 
-def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(outputs as the cloud has them now, addresses gone from the cloud, addresses the state
-    holds without outputs): a refresh-only plan. The third is non-empty only when a destroy or an
-    apply stopped part-way (terraform drops the outputs first): resources that may still bill.
+def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str], list[str], list[dict]]:
+    """(outputs as the cloud has them now, addresses gone from the cloud, addresses the state holds
+    when it holds no nodes, the state's resources `{type, index, address, values}`): a refresh-only
+    plan. The third is non-empty when an apply failed or a destroy stopped part-way: resources that
+    may still bill. The fourth is what `status` prices (the review prices "now" from the same).
 
     Changes nothing: neither the cloud nor the state. Caches the outputs in outputs.json.
     """
@@ -105,7 +106,8 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str],
     runner, outputs = render_and_init(cluster, ws)
     if not outputs:  # no outputs: nothing to refresh, but maybe resources left part-way
         ws.outputs_json.unlink(missing_ok=True)
-        return {}, [], runner.state_list()
+        held = state_resources(runner.state_json().get("values") or {})
+        return {}, [], [r["address"] for r in held], held
     refresh = ws.refresh_bin
     try:
         with progress.step("terraform plan -refresh-only") as s:
@@ -116,4 +118,20 @@ def observe(cluster: Cluster, ws: Workspace) -> tuple[dict[str, Any], list[str],
         refresh.unlink(missing_ok=True)
     outputs = {k: v.get("value") for k, v in data.get("planned_values", {}).get("outputs", {}).items()}
     ws.write_outputs(outputs)
-    return outputs, drifted(data), []
+    # a refresh-only plan's planned_values may hold only the outputs; prior_state is the state as
+    # refreshed (terraform JSON output format, "prior_state")
+    planned = data.get("planned_values") or {}
+    held = state_resources(planned if planned.get("root_module") else (data.get("prior_state") or {}).get("values") or {})
+    return outputs, drifted(data), [] if outputs.get("nodes") else [r["address"] for r in held], held
+
+
+def state_resources(values: dict) -> list[dict]:
+    """Managed resources of a state or planned-values tree (`{root_module: {resources,
+    child_modules}}`) as `{type, index, address, values}`."""
+    out, stack = [], [values.get("root_module") or {}]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules") or [])
+        out += [{"type": r["type"], "index": r.get("index"), "address": r["address"], "values": r.get("values") or {}}
+                for r in module.get("resources") or [] if r.get("mode") == "managed"]
+    return sorted(out, key=lambda r: r["address"])

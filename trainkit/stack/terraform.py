@@ -13,6 +13,8 @@ for approval; we pass `-auto-approve` / `-input=false` explicitly instead.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -26,9 +28,11 @@ from typing import Callable
 
 from python_terraform import IsFlagged, Terraform
 
-from trainkit import errors
+from trainkit import clouds, errors
+from trainkit.clouds import capacity
 from trainkit.clouds.credentials import explain_failure
 from trainkit.errors import CredentialsError, LockedError, MissingToolError, TrainkitError
+from trainkit.stack.capacity_watch import CapacityWatch
 
 INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform` is on PATH, or set TRAINKIT_TERRAFORM to its path")
@@ -67,8 +71,9 @@ class TerraformRunner:
     """Runs terraform in one root-stack folder; every method raises TrainkitError on failure."""
 
     def __init__(self, workdir: Path, log_path: Path, on_line: Callable[[str], None] | None = None,
-                 cloud: str | None = None):
-        self.cloud = cloud  # names the room whose credential errors explain a failure
+                 cloud: str | None = None, placement: tuple[str | None, str | None] = (None, None)):
+        self.cloud = cloud  # names the room whose credential and capacity errors explain a failure
+        self.placement = placement  # (zone, instance type) a capacity message names when the cloud does not
         self.workdir = Path(workdir)
         self.log_path = Path(log_path)
         self.on_line = on_line
@@ -134,10 +139,15 @@ class TerraformRunner:
         argv = self.tf.generate_cmd_string(cmd, *args, **options)
         env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
         lines: list[str] = []
-        with open(self.log_path, "a") as log:
+        watch = self._capacity_watch() if cmd == "apply" else None
+        with open(self.log_path, "a") as log, watch or contextlib.nullcontext():
             log.write(f"\n$ {' '.join(argv[1:])}\n")
-            proc = subprocess.Popen(argv, cwd=self.workdir, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            log.flush()
+            proc = subprocess.Popen(argv, cwd=self.workdir, env=watch.env(env) if watch else env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)
+            if watch:
+                watch.attach(proc)
             try:
                 for line in proc.stdout:
                     lines.append(line)
@@ -153,6 +163,11 @@ class TerraformRunner:
                                     fix="run `trainkit destroy` to remove what was created, or "
                                         "`trainkit apply` to finish", exit_code=130) from None
         output = "".join(lines)
+        if watch and watch.problem and proc.returncode not in ok:  # stopped on the cloud's refusal
+            zone, kind = self.placement
+            refused = dataclasses.replace(watch.problem, zone=watch.problem.zone or zone,
+                                          instance_type=watch.problem.instance_type or kind)
+            raise capacity.explain(self.cloud or "", refused, self.log_path, phase)
         if proc.returncode not in ok:
             if "Error acquiring the state lock" in output:
                 raise self._locked(cmd, output)
@@ -162,10 +177,23 @@ class TerraformRunner:
                     explained.exit_code = phase
                 explained.fix = f"{explained.fix}; full log: {self.log_path}"
                 raise explained
+            refused = capacity.problem(self.cloud or "", output, *self.placement)
+            if refused:  # capacity or quota: one message, the provider's text stays in the log
+                raise capacity.explain(self.cloud or "", refused, self.log_path, phase)
             raise TrainkitError(f"terraform {cmd} failed (exit {proc.returncode}):\n{_tail(output)}",
                                 fix=f"full log: {self.log_path}", exit_code=phase)
         return Result(proc.returncode, output)
 
+
+    def _capacity_watch(self) -> CapacityWatch | None:
+        """A watch on the provider's debug log for the room's capacity/quota refusals (None: the
+        room reads none)."""
+        try:
+            reader = clouds.get(self.cloud or "").capacity_error
+        except KeyError:
+            return None
+        # terraform.log.* is the workspace's (a stale pipe after a kill is removed with the logs)
+        return CapacityWatch(self.log_path.parent / "terraform.log.provider-pipe", reader, self.log_path)
 
     def _locked(self, cmd: str, output: str) -> TrainkitError:
         """LockedError (exit 8): the state backend's lock is held by another terraform run."""

@@ -134,4 +134,7 @@ resource "alicloud_ecs_disk_attachment" "data" {
 
   disk_id     = alicloud_ecs_disk.data[count.index].id
   instance_id = alicloud_instance.node[count.index].id
+  # With a TTL (auto_release_time) or spot, the cloud releases the instance without terraform: the
+  # data disk goes with it instead of billing on (delete_with_instance defaults to false).
+  delete_with_instance = var.ttl_minutes != null || var.spot.enabled
 }

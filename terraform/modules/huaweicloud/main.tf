@@ -146,8 +146,16 @@ resource "huaweicloud_compute_instance" "node" {
   }
 }
 
-# EVS encryption needs a KMS key id, which the shared module interface does not carry: the
-# volumes use the cloud's default (unencrypted) setting; see README.md.
+# EVS encrypts only with a KMS key. Without data_disk.kms_key_id the account's default EVS key
+# (alias "evs/default", which KMS creates the first time EVS encrypts in a region) is used. EVS
+# reaches KMS through the EVSAccessKMS agency, which must exist (EVS docs, "Managing Encrypted EVS
+# Disks": the console creates it when a user first encrypts a disk); see README.md.
+data "huaweicloud_kms_key" "evs_default" {
+  count = var.data_disk.enabled && var.data_disk.encrypted && var.data_disk.kms_key_id == null ? 1 : 0
+
+  key_alias = "evs/default"
+}
+
 resource "huaweicloud_evs_volume" "data" {
   count = var.data_disk.enabled ? var.node_count : 0
 
@@ -155,8 +163,7 @@ resource "huaweicloud_evs_volume" "data" {
   availability_zone = var.zone
   volume_type       = var.data_disk.category
   size              = var.data_disk.size_gb
-  # EVS encrypts only with a KMS key; trainkit validate refuses encrypted without one.
-  kms_id = var.data_disk.encrypted ? var.data_disk.kms_key_id : null
+  kms_id            = var.data_disk.encrypted ? coalesce(var.data_disk.kms_key_id, try(data.huaweicloud_kms_key.evs_default[0].id, null)) : null
 
   tags = var.tags
 }

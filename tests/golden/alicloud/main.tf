@@ -16,7 +16,7 @@ module "cluster" {
   ssh_user                 = "root"
   public_ip                = "head"
   nat_gateway              = true
-  placement_group          = true
+  placement_group          = false
   spot                     = { "enabled" : true, "max_price" : 8.0 }
   system_disk              = { "category" : "cloud_essd", "size_gb" : 200 }
   data_disk                = { "enabled" : true, "category" : "cloud_essd", "performance_level" : "PL1", "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }

@@ -19,10 +19,10 @@ module "cluster" {
   placement_group          = true
   spot                     = { "enabled" : true, "max_price" : 20.0 }
   system_disk              = { "category" : "GPSSD", "size_gb" : 200 }
-  data_disk                = { "enabled" : true, "category" : "GPSSD", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : "00000000-0000-0000-0000-000000000000" }
+  data_disk                = { "enabled" : true, "category" : "GPSSD", "performance_level" : null, "size_gb" : 500, "encrypted" : true, "kms_key_id" : null }
   nas                      = { "enabled" : true, "type" : "STANDARD", "size_gb" : 500 }
   nfs_mount_options        = "vers=3,timeo=600,noresvport,nolock,tcp"
   tags                     = { "team" : "ml-platform", "trainkit-cluster" : "huawei-demo" }
-  ttl_minutes              = 1440
+  ttl_minutes              = null
   node_shutdown_terminates = false
 }

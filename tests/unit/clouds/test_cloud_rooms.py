@@ -119,8 +119,14 @@ def fields(cloud: str, **over) -> dict[str, str]:
      "storage.data_disk.size_gb", "32768"),
     ("huaweicloud", {"storage": {"system_disk": {"size_gb": 1500}}}, "storage.system_disk.size_gb",
      "1-1024"),
-    ("huaweicloud", {"storage": {"data_disk": {"encrypted": True}}},
-     "storage.data_disk.encrypted", "KMS key"),
+    # provider semantics (issue 20): what the cloud refuses only at apply, refused at validate
+    ("alicloud", {"spot": {"enabled": True}}, "network.placement_group", "no spot instances in a deployment set"),
+    ("alicloud", {"nodes": 21}, "nodes", "at most 20 instances"),
+    ("huaweicloud", {"spot": {"enabled": True, "max_price": 20}, "ttl": "2h"}, "ttl", "pay-per-use"),
+    ("aws", {"storage": {"data_disk": {"kms_key_id": "1234abcd-12ab-34cd-56ef-1234567890ab"}}},
+     "storage.data_disk.kms_key_id", "not a KMS key ARN"),
+    ("aws", {"storage": {"data_disk": {"kms_key_id": "alias/my-key"}}},
+     "storage.data_disk.kms_key_id", "arn:aws:kms:"),
     ("huaweicloud", {"name": "abc", "storage": {"data_disk": {"kms_key_id": "k"},
                                                 "nas": {"enabled": True, "size_gb": 500}}},
      "name", "4-64"),
@@ -136,9 +142,33 @@ def test_cloud_checks_name_the_field_and_the_fix(cloud, over, field, words):
     assert found[field][1], "every problem suggests a fix"
 
 
-def test_huawei_data_disk_without_key_is_refused_but_unencrypted_is_fine():
-    spec = spec_of("huaweicloud", storage={"data_disk": {"encrypted": False}})
-    assert check(resolve(spec)) == []
+def test_huawei_data_disk_without_key_uses_the_default_evs_key_and_unencrypted_is_fine():
+    for data_disk in ({"encrypted": False}, {"encrypted": True}, {}):
+        spec = spec_of("huaweicloud", storage={"data_disk": data_disk})
+        assert check(resolve(spec)) == [], data_disk
+    rendered = (REPO / "terraform/modules/huaweicloud/main.tf").read_text()
+    assert 'key_alias = "evs/default"' in rendered and "EVSAccessKMS" in rendered
+
+
+def test_what_the_provider_semantics_allow_passes():
+    assert check(resolve(spec_of("alicloud", spot={"enabled": True}, network={
+        "admin_cidrs": ["203.0.113.0/24"], "placement_group": False}))) == []
+    assert check(resolve(spec_of("alicloud", nodes=20))) == []
+    assert check(resolve(spec_of("huaweicloud", ttl="2h"))) == []
+    arn = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    assert check(resolve(spec_of("aws", storage={"data_disk": {"kms_key_id": arn}}))) == []
+
+
+@pytest.mark.parametrize("cloud, ttl, words", [
+    ("alicloud", "45m", "no sooner than 60 minutes"),   # 30 min (ECS) + 30 min plan-to-create margin
+    ("huaweicloud", "30m", "no sooner than 60 minutes"),
+    ("huaweicloud", "1200d", "at most 1095 days"),
+])
+def test_ttl_outside_the_clouds_range_is_refused(cloud, ttl, words):
+    from trainkit.errors import InputError
+    with pytest.raises(InputError, match=words):
+        resolve(spec_of(cloud, ttl=ttl))
+    resolve(spec_of(cloud, ttl="61m" if ttl.endswith("m") else "1000d"))
 
 
 def test_every_example_passes_its_rooms_checks():

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainkit.cluster import lifecycle
 from trainkit.money import billing
+from trainkit.money.cost import state_cost
 from trainkit.spec.resolve import resolve
 from trainkit.spec.schema import ClusterSpec
 from trainkit.stack.review import review
-from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -31,20 +30,41 @@ def rc(address, type_, index=None):
             "change": {"actions": ["create"], "after": {}}}
 
 
-def test_plan_and_status_report_the_same_cost_for_the_same_cluster(tmp_path):
+def _instance(i: int, kind: str, spot: bool) -> dict:
+    market = [{"market_type": "spot", "spot_options": [{"max_price": "3.5"}]}] if spot else []
+    return {"instance_type": kind, "instance_market_options": market,
+            "root_block_device": [{"volume_type": "gp3", "volume_size": 200}]}
+
+
+def test_plan_and_status_report_the_same_cost_for_the_same_cluster():
+    """status prices what the state holds; the review prices "now" from the same state, so a plan
+    with no changes has now == after == status, and disks, NAS and NAT count, not node price x nodes."""
     cluster = resolve(aws_spec())  # 2 nodes, public_ip head: the module adds a NAT gateway
-    plan = {"resource_changes": [rc(f"module.c.aws_instance.node[{i}]", "aws_instance", i) for i in range(2)]
-            + [rc("module.c.aws_nat_gateway.this[0]", "aws_nat_gateway", 0),
-               rc("module.c.aws_efs_file_system.this[0]", "aws_efs_file_system", 0)]}
+    state = [(f"module.c.aws_instance.node[{i}]", "aws_instance", _instance(i, "g5.12xlarge", False))
+             for i in range(2)] + [(f"module.c.aws_ebs_volume.data[{i}]", "aws_ebs_volume",
+                                    {"type": "gp3", "size": 500}) for i in range(2)] \
+        + [("module.c.aws_nat_gateway.this[0]", "aws_nat_gateway", {}),
+           ("module.c.aws_efs_file_system.this[0]", "aws_efs_file_system", {})]
+    plan = {"resource_changes": [{"address": a, "type": t, "mode": "managed", "index": None,
+                                  "change": {"actions": ["no-op"], "before": v, "after": v}} for a, t, v in state]}
     planned = review(plan, cluster)["cost"]
-    ws = Workspace.for_cluster("demo", tmp_path)
-    ws.ensure()
-    ws.outputs_json.write_text(json.dumps({"nodes": {"value": [{"name": "n0"}, {"name": "n1"}]}}))
-    st = lifecycle.status(cluster, ws, live=False)  # the cached outputs: no terraform in a unit test
-    assert st["per_hour"] == planned["per_hour"]
-    # disks, NAS and NAT are in both, not node price x nodes
+    st = state_cost(cluster, [{"type": t, "address": a, "index": None, "values": v} for a, t, v in state])
+    assert st["per_hour"] == planned["per_hour"] == planned["current_per_hour"] and planned["delta_per_hour"] == 0
     assert planned["per_hour"] > 2 * 5.672
     assert [i["item"] for i in st["cost"]["items"]] == [i["item"] for i in planned["items"]]
+
+
+def test_now_is_priced_from_the_state_not_the_new_spec():
+    """2 x g5.12xlarge spot in the state, 2 x g5.48xlarge on-demand planned: the delta is the real
+    one (it was 0.00 when "now" was priced from the new spec)."""
+    cluster = resolve(aws_spec(instance={"type": "g5.48xlarge"}))
+    changes = [{"address": f"module.c.aws_instance.node[{i}]", "type": "aws_instance", "mode": "managed",
+                "index": i, "change": {"actions": ["delete", "create"], "before": _instance(i, "g5.12xlarge", True),
+                                       "after": _instance(i, "g5.48xlarge", False)}} for i in range(2)]
+    cost = review({"resource_changes": changes}, cluster)["cost"]
+    assert cost["current_per_hour"] == pytest.approx(2 * 3.5 + 2 * 200 * 0.08 / 730, abs=1e-4)
+    assert cost["delta_per_hour"] == pytest.approx(2 * 16.288 - 2 * 3.5, abs=1e-4)
+    assert cost["currency"] == "USD"
 
 
 def price_file(tmp_path, **row) -> Path:
@@ -118,3 +138,16 @@ def test_cost_uses_the_checkpoint_time_a_run_measured(tmp_path, capsys):
         main(["cost", str(REPO / "examples/clusters/aws.yaml"), "--hours", "5", "--workdir", str(tmp_path)])
     text = capsys.readouterr().out
     assert "checkpoint 12.5 s (measured by the newest run)" in text and "recommendation:" in text
+
+
+def test_the_modules_billing_record_decides_where_the_instance_does_not_say_spot():
+    """An API that omits the market type (the AWS emulator): the module's terraform_data.billing
+    input says how the nodes were created."""
+    cluster = resolve(aws_spec(spot={"enabled": True, "max_price": 3.5}))
+    node = {"type": "aws_instance", "address": "module.c.aws_instance.node[0]", "index": 0,
+            "values": {"instance_type": "g5.12xlarge", "instance_market_options": [], "instance_lifecycle": ""}}
+    record = {"type": "terraform_data", "address": "module.c.terraform_data.billing", "index": None,
+              "values": {"input": {"spot": True, "max_price": 3.5}}}
+    assert state_cost(cluster, [node])["cost"]["items"][0]["item"] == "g5.12xlarge (on-demand)"
+    item = state_cost(cluster, [node, record])["cost"]["items"][0]
+    assert item["item"] == "g5.12xlarge (spot)" and item["per_hour"] == 3.5 and item["upper_bound"]

@@ -68,14 +68,14 @@ def test_apply_refuses_a_review_with_a_blocking_finding():
     lifecycle.refuse_blocking({"findings": [{"code": "x", "severity": "warn", "message": "m"}]})
 
 
-def test_alibaba_refuses_a_ttl_shorter_than_its_30_minute_minimum(tmp_path):
+def test_alibaba_refuses_a_ttl_shorter_than_its_minimum_with_the_plan_to_create_margin(tmp_path):
     from trainkit.spec.resolve import load_cluster
 
     path = tmp_path / "c.yaml"
     path.write_text("name: demo\ncloud: alicloud\nregion: cn-hangzhou\nzone: cn-hangzhou-i\n"
                     "instance: {type: ecs.gn7i-c8g1.2xlarge}\nnetwork: {admin_cidrs: [203.0.113.0/24]}\n"
-                    "ttl: 20m\n")
+                    "ttl: 30m\n")  # ECS's own minimum, but the release time is fixed at plan, before the create
     with pytest.raises(Exception) as err:
         load_cluster(path)
-    assert "ttl" in str(err.value) and "30 minutes" in str(err.value)
+    assert "ttl" in str(err.value) and "60 minutes" in str(err.value)
     assert cluster("aws", ttl="20m").spec.ttl == "20m"  # the node-side timer has no minimum

@@ -1,0 +1,121 @@
+"""The AWS lifecycle through the fault proxy (tests/infra/fault_proxy.py): moto answering the way
+AWS answers under load. The real trainkit CLI and terraform binary; what the emulator holds is
+checked with boto3 at the moto server itself (behind no proxy).
+
+One cluster carries several checks (each apply costs minutes): a throttled apply, status and plan;
+the review's cost change priced from the state; a change the cloud has no capacity for; destroy.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fault_proxy import Faults
+from moto_aws import assert_nothing_left, aws, leftovers, trainkit, write_spec
+
+from trainkit import errors
+
+pytestmark = pytest.mark.usefixtures("tf_cli_config")
+
+# trainkit/catalog/aws.yaml: g5.48xlarge on-demand; aws-moto.yaml: spot.max_price (no spot price known)
+G5_48XLARGE_ON_DEMAND, SPOT_MAX_PRICE = 16.288, 3.5
+
+
+def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp_path, faulty_moto):
+    moto, proxy = faulty_moto
+    # 30% of EC2 requests answered RequestLimitExceeded (503), and no g5.12xlarge in us-east-1a
+    proxy.faults = Faults(throttle=0.3, seed=7, no_capacity={("us-east-1a", "g5.12xlarge")})
+    # No NAT gateway: moto keeps a deleted NAT gateway's EIP associated (AWS releases it, "Delete a
+    # NAT gateway", VPC user guide), so moving one to zone b fails on the emulator only.
+    net = {"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head", "placement_group": False, "nat_gateway": False}
+    spec = write_spec(repo, tmp_path, proxy.url, zone=["us-east-1a", "us-east-1b"], network=net)
+    ws = tmp_path / "ws"
+
+    # The provider's own retries ride out the throttling; zone a is refused, every node lands in b
+    applied = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
+    assert sum(1 for what, _ in proxy.faults_done if what == "throttle") >= 10, proxy.faults_done[:5]
+    assert "placement 1/2: g5.12xlarge in us-east-1a: no capacity (InsufficientInstanceCapacity)" in applied.stderr
+    assert "placement 2/2: g5.12xlarge in us-east-1b: up" in applied.stderr
+    zones = [i["Placement"]["AvailabilityZone"] for r in aws(moto, "ec2").describe_instances(Filters=[
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])["Reservations"] for i in r["Instances"]]
+    assert zones == ["us-east-1b", "us-east-1b"]
+    status = json.loads(trainkit("status", spec, "--workdir", ws, "--json").stdout)
+    assert status["exists"] and len(status["nodes"]) == 2 and status["currency"] == "USD"
+
+    # 2 x g5.12xlarge spot -> 2 x g5.48xlarge on-demand: "now" is what the state holds, the same
+    # figure status shows; the delta is new minus now (disks and EFS are the same on both sides)
+    proxy.faults = Faults(throttle=0.3, seed=8)
+    bigger = write_spec(repo, tmp_path, proxy.url, zone="us-east-1b", instance={"type": "g5.48xlarge"},
+                        spot={"enabled": False}, network=net)
+    plan = trainkit("plan", bigger, "--workdir", ws, "--format", "json")
+    cost = json.loads(plan.stdout)["cost"]
+    assert cost["current_per_hour"] == pytest.approx(status["per_hour"])
+    assert cost["delta_per_hour"] == pytest.approx(2 * G5_48XLARGE_ON_DEMAND - 2 * SPOT_MAX_PRICE, abs=0.01)
+    text = trainkit("plan", bigger, "--workdir", ws).stdout
+    assert f"+{2 * G5_48XLARGE_ON_DEMAND - 2 * SPOT_MAX_PRICE:,.2f} USD per hour" in text
+
+    # Applying it: EC2 has no g5.48xlarge in us-east-1b. One message naming zone, type and what to
+    # try (exit 4), the provider's words only in terraform.log; what exists is still listed.
+    proxy.faults = Faults(no_capacity={("us-east-1b", "g5.48xlarge")})
+    refused = trainkit("apply", bigger, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
+    assert "no capacity for g5.48xlarge in zone us-east-1b" in refused.stderr, refused.stderr
+    assert "another zone" in refused.stderr and "Traceback" not in refused.stderr
+    assert "Our system will be working" not in refused.stderr
+    assert "Our system will be working" in (ws / "terraform.log").read_text()
+    assert ("capacity:us-east-1b", "RunInstances") in proxy.faults_done
+    status = json.loads(trainkit("status", bigger, "--workdir", ws, "--json").stdout)
+    assert status["exists"] and status["held"] and status["per_hour"] > 0, status  # the disks and EFS bill
+    assert "not created" not in trainkit("status", bigger, "--workdir", ws).stdout
+    assert leftovers(moto, "aws-moto")["volumes"]
+
+    trainkit("destroy", bigger, "--workdir", ws, "--yes")
+    assert_nothing_left(moto, "aws-moto")
+
+
+def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
+    """moto creates the subnet, the answer never arrives, the SDK sends CreateSubnet again: a second
+    subnet (tagged, unknown to terraform) or a conflict with the first. `destroy --sweep` deletes
+    the copy terraform never recorded before terraform destroy (whose DeleteVpc it would block)."""
+    moto, proxy = faulty_moto
+    proxy.faults = Faults(lose={"CreateSubnet": 1})
+    spec = write_spec(repo, tmp_path, proxy.url, nodes=1)
+    ws = tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", check_rc=None)
+    assert ("lose", "CreateSubnet") in proxy.faults_done
+    state_subnets = json.loads((ws / "terraform" / "terraform.tfstate").read_text())
+    tracked = {r["instances"][0]["attributes"]["id"] for r in state_subnets["resources"]
+               if r["type"] == "aws_subnet" and r["instances"]}
+    assert set(leftovers(moto, "aws-moto")["subnets"]) - tracked  # a subnet terraform never learned of
+
+    # terraform destroy fails on the security group (an IAM policy denies DeleteSecurityGroup): the
+    # sweep still deletes the copy and everything else it can, and names what it could not delete
+    proxy.faults = Faults(refuse={"DeleteSecurityGroup": (403, "UnauthorizedOperation",
+                                                          "You are not authorized to perform this operation.")})
+    stuck = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep", check_rc=errors.DESTROY)
+    assert "terraform destroy failed" in stuck.stderr and "could not delete security-group sg-" in stuck.stderr, \
+        stuck.stderr
+    assert "Traceback" not in stuck.stderr and (ws / "terraform").exists()  # the workspace is kept
+    left = leftovers(moto, "aws-moto")
+    assert not set(left["subnets"]) - tracked and left["security_groups"]  # the copy is gone, the group stays
+
+    proxy.faults = Faults()
+    trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
+    assert_nothing_left(moto, "aws-moto")
+
+
+def test_every_candidate_refused_lists_the_attempts_and_leaves_nothing(repo, tmp_path, faulty_moto):
+    """A new cluster whose every zone is refused: one message listing each attempt, exit 4, and
+    what the attempts created (network, key pair) destroyed again."""
+    moto, proxy = faulty_moto
+    proxy.faults = Faults(no_capacity={("*", "g5.12xlarge")})
+    spec = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1a", "us-east-1b"],
+                      storage={"data_disk": {"enabled": False}, "nas": {"enabled": False}})
+    refused = trainkit("apply", spec, "--workdir", tmp_path / "ws", "--no-provision", "--yes",
+                       check_rc=errors.APPLY)
+    assert "every candidate was refused (2 tried)" in refused.stderr, refused.stderr
+    assert "1. g5.12xlarge in us-east-1a: no capacity" in refused.stderr
+    assert "2. g5.12xlarge in us-east-1b: no capacity" in refused.stderr and "Traceback" not in refused.stderr
+    assert {zone for what, _ in proxy.faults_done if what.startswith("capacity:")
+            for zone in [what.partition(":")[2]]} == {"us-east-1a", "us-east-1b"}
+    assert_nothing_left(moto, "aws-moto")
