@@ -13,7 +13,7 @@ by the scheduler instead, through xdist's `pytest_xdist_make_scheduler` hook.
 
 Groups start longest chain first (items are sorted on the workers, and xdist keeps that order
 when `loadscopereorder` is off): namespace hosts, then the moto tests (they wait on the aws
-provider's readiness polls and leave the CPU to the others), then the rest.
+provider's readiness polls and leave the CPU to the others), then dist, e2e and the rest.
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def rank(path: str) -> int:
         return 0
     if tier == "infra" and file.name.startswith("test_aws_"):
         return 1
-    return {"e2e": 2, "dist": 3}.get(tier, 4)
+    # dist before e2e: test_train_fsdp.py is the longest module after those two (629 s serial,
+    # tests/README.md), the e2e modules are shorter and fill the end
+    return {"dist": 2, "e2e": 3}.get(tier, 4)
 
 
 class FileAndNetnsScheduling(LoadFileScheduling):
