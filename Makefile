@@ -52,10 +52,15 @@ destroy: venv
 	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
 
 # The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
-# share nothing); then the tiers that start processes, servers and namespaces, one test at a time.
+# share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS
+# workers, more than the cores: the moto tests mostly wait on the aws provider's polls while the
+# torchrun and Ansible tests use the CPU. A test module runs whole on one worker, and the modules
+# with network-namespace hosts run one after another (tests/xdist_groups.py).
+TEST_WORKERS ?= 4
 test: venv-dev checkov house
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto $(PYTEST_ARGS)
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" --durations=20 $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" \
+	  -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
 
 house: venv-dev
 	$(BIN)/lint-imports

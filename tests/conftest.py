@@ -28,6 +28,20 @@ def pytest_collection_modifyitems(config, items):
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts and parts[0] in TIERS:
             item.add_marker(getattr(pytest.mark, parts[0]))
+    if hasattr(config, "workerinput"):  # an xdist worker: longest chains first (xdist_groups.py)
+        from xdist_groups import rank
+
+        items.sort(key=lambda item: rank(str(item.fspath)))  # stable: a module keeps its order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with every network-namespace module in one group (xdist_groups.py)."""
+    if config.getvalue("dist") == "loadfile":
+        from xdist_groups import FileAndNetnsScheduling
+
+        return FileAndNetnsScheduling(config, log)
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import boto3
 import yaml
@@ -26,13 +27,28 @@ def write_spec(repo, tmp_path, moto_url, **changes) -> str:
     return str(path)
 
 
-def trainkit(*args, check_rc=0, **kw) -> subprocess.CompletedProcess:
+def trainkit(*args, check_rc=0, checkov=False, **kw) -> subprocess.CompletedProcess:
+    """Run the trainkit CLI with the emulator's keys. Every plan (also the one inside apply) runs
+    checkov when it is found ($CHECKOV, `make test` sets it), a few seconds of CPU each time: only
+    a call with checkov=True gets it (test_aws_lifecycle asserts once that a real plan's review
+    has checkov's result); the others run without it, as on a machine without checkov."""
     env = {**os.environ, **AWS_ENV}
+    if checkov:
+        env["CHECKOV"] = checkov_binary()
+    else:
+        env.pop("CHECKOV", None)
     proc = subprocess.run([sys.executable, "-m", "trainkit", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=600, **kw)
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stdout + proc.stderr
     return proc
+
+
+def checkov_binary() -> str:
+    """$CHECKOV, else the repository's own checkov venv (`make checkov`), as in test_checkov.py."""
+    path = Path(os.environ.get("CHECKOV") or Path(__file__).resolve().parents[2] / ".venv-checkov/bin/checkov")
+    assert path.exists(), f"checkov not found at {path}: run `make checkov` or set CHECKOV"
+    return str(path)
 
 
 def aws(moto_url: str, service: str):

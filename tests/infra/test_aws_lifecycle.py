@@ -35,7 +35,9 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     ws, other = tmp_path / "ws", tmp_path / "elsewhere" / "ws"
     (tmp_path / "elsewhere").mkdir()
 
-    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
+    # the one moto plan with checkov (moto_aws.trainkit): its result joins the review of a real plan
+    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json", checkov=True).stdout)
+    assert rev["checkov"].startswith("checkov ran: "), rev["checkov"]
     created = {}
     for change in rev["changes"]["addresses"]:
         rtype, rname = change["address"].split("[")[0].split(".")[-2:]
@@ -54,7 +56,7 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     assert node["per_hour"] == pytest.approx(2 * 3.5) and node["upper_bound"] and "max_price" in node["basis"]
     nat_cost, = [i for i in rev["cost"]["items"] if i["item"] == "NAT gateway"]
     assert nat_cost["per_hour"] == pytest.approx(0.045)  # aws.yaml storage_prices.nat_gateway_hour
-    # trainkit's own rules find nothing (checkov, when installed, may add warnings of its own)
+    # trainkit's own rules find nothing (checkov may add warnings of its own)
     assert [f for f in rev["findings"] if not f["code"].startswith("checkov")] == [] and not rev["blocking"]
     assert (ws / "review.md").read_text().startswith("### trainkit plan")
 
@@ -129,6 +131,7 @@ def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, mo
     spec = write_spec(repo, tmp_path, moto, nodes=1)
     ws = tmp_path / "ws"
     env = {**os.environ, **AWS_ENV, "TF_CLI_ARGS_apply": "-parallelism=1"}
+    env.pop("CHECKOV", None)  # as in moto_aws.trainkit: checkov's part is asserted once, above
     proc = subprocess.Popen([sys.executable, "-m", "trainkit", "apply", spec, "--workdir", str(ws),
                              "--no-provision", "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)

@@ -16,6 +16,7 @@ moto's backend, so it matches the module's filter as a real Amazon image would.
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
 from moto_aws import aws, trainkit, write_spec
@@ -49,7 +50,8 @@ def moto_inproc(monkeypatch):
 
     try:
         yield url, publish
-    finally:
+    finally:  # the backends live in this process: empty them for whatever runs here next
+        urllib.request.urlopen(urllib.request.Request(url + "/moto-api/reset", method="POST"), timeout=30)
         server.stop()
 
 
@@ -84,7 +86,8 @@ def test_a_newer_image_replaces_no_node_until_upgrade_image(repo, tmp_path, moto
         "module.cluster.aws_instance.node[0]", "module.cluster.aws_instance.node[1]"}
     trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", "--upgrade-image")
     assert set(_instances(url).values()) == {newer}
-    trainkit("destroy", spec, "--workdir", ws, "--yes")
+    # no destroy: the fixture resets the in-process emulator, and the state lives in tmp_path;
+    # destroy is proven in test_aws_lifecycle.py and test_aws_teardown.py (saves ~40 s)
 
 
 def test_a_spot_toggle_replaces_the_nodes_and_nat_gateway_replaces_none(repo, tmp_path, moto):
@@ -123,4 +126,4 @@ def test_a_spot_toggle_replaces_the_nodes_and_nat_gateway_replaces_none(repo, tm
     changes, _ = _changes(spec_nat, ws)
     assert "module.cluster.aws_nat_gateway.this[0]" in changes
     assert not [a for a in changes if ".aws_instance." in a or ".aws_eip.node" in a], changes
-    trainkit("destroy", spec_off, "--workdir", ws, "--yes")
+    # no destroy: the moto fixture resets the emulator (as in test_aws_replace.py)

@@ -21,6 +21,7 @@ def test_recovery_step_replaces_only_the_terminated_instance(repo, tmp_path, mot
     from trainkit.spec.resolve import load_cluster
     from trainkit.workspace import Workspace
 
+    monkeypatch.delenv("CHECKOV", raising=False)  # replace plans in this process: no checkov, as in moto_aws.trainkit
     spec, ws_dir = write_spec(repo, tmp_path, moto), tmp_path / "ws"
     trainkit("apply", spec, "--workdir", ws_dir, "--yes", "--no-provision")
     ec2 = boto3.client("ec2", endpoint_url=moto, region_name="us-east-1", aws_access_key_id="test",
