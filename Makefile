@@ -54,8 +54,8 @@ destroy: venv
 # The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
 # share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS
 # workers, more than the cores: the moto tests mostly wait on the aws provider's polls while the
-# torchrun and Ansible tests use the CPU. A test module runs whole on one worker, and the modules
-# with network-namespace hosts run one after another (tests/xdist_groups.py).
+# torchrun and Ansible tests use the CPU. A test module runs whole on one worker; each module with
+# network-namespace hosts has its own names and /24 (tests/e2e/netns.py: names_for).
 TEST_WORKERS ?= 4
 test: venv-dev checkov house
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto $(PYTEST_ARGS)

@@ -36,11 +36,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadfile` with every network-namespace module in one group (xdist_groups.py)."""
+    """`--dist loadfile`, longest chains first (xdist_groups.py)."""
     if config.getvalue("dist") == "loadfile":
-        from xdist_groups import FileAndNetnsScheduling
+        from xdist_groups import LongestFirstScheduling
 
-        return FileAndNetnsScheduling(config, log)
+        return LongestFirstScheduling(config, log)
     return None
 
 

@@ -1,15 +1,9 @@
 """How `make test` spreads the tiers that start processes over pytest-xdist workers.
 
 Not a test module: tests/conftest.py imports it. With `pytest -n N --dist loadfile`, each test
-module runs whole on one worker (its module fixtures are built once), and every module that
-builds hosts in network namespaces (tests/e2e/netns.py) joins one group that runs on one worker,
-one test at a time: those hosts share one name prefix and one /24 (tests/e2e/conftest.py), so
-two of them must never exist at once.
-
-xdist's own `--dist loadgroup` (the `xdist_group` mark) cannot do this here: with pytest 9 the
-suffix it appends to a test's node id (`item._nodeid`) is never read back (pytest 9 derives
-`nodeid` from `item._id`), so every marked test would be scheduled alone. The grouping is done
-by the scheduler instead, through xdist's `pytest_xdist_make_scheduler` hook.
+module runs whole on one worker (its module fixtures are built once). Modules that build hosts in
+network namespaces (tests/e2e/netns.py) may run side by side: each has its own name prefix and
+/24 (netns.names_for), so one never purges or shares another's hosts.
 
 Groups start longest chain first (items are sorted on the workers, and xdist keeps that order
 when `loadscopereorder` is off): namespace hosts, then the moto tests (they wait on the aws
@@ -23,7 +17,6 @@ from pathlib import Path
 
 from xdist.scheduler import LoadFileScheduling
 
-NETNS_GROUP = "tests/e2e (network-namespace hosts)"
 # A module that names either builds namespace hosts: the fixture (tests/e2e/conftest.py) or the class.
 NETNS_WORDS = ("netns_hosts", "NetnsCluster")
 
@@ -54,14 +47,10 @@ def rank(path: str) -> int:
     return {"dist": 2, "e2e": 3}.get(tier, 4)
 
 
-class FileAndNetnsScheduling(LoadFileScheduling):
-    """`--dist loadfile`, with all namespace-host modules in one scope."""
+class LongestFirstScheduling(LoadFileScheduling):
+    """`--dist loadfile` keeping the workers' order (longest chains first)."""
 
     def __init__(self, config, log=None):
         config.option.loadscopereorder = False  # keep the workers' order (longest chain first)
         super().__init__(config, log)
-        self.root = Path(config.rootpath)
 
-    def _split_scope(self, nodeid: str) -> str:
-        path = super()._split_scope(nodeid)
-        return NETNS_GROUP if on_netns_hosts(str(self.root / path)) else path

@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from netns import NetnsCluster, missing_tools
-
-# Names of the namespaces and links (<prefix>-h1, <prefix>-br, ...); change it to run two
-# sessions side by side. A crashed earlier run with the same prefix is cleaned up first.
-NETNS_PREFIX = os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tke2e")
-# The /24 they use (first three octets); a second session side by side needs another one.
-NETNS_SUBNET = os.environ.get("TRAINKIT_E2E_NETNS_SUBNET", "198.51.100")
+from netns import NetnsCluster, missing_tools, names_for
 
 
 @pytest.fixture
@@ -27,7 +19,7 @@ def netns_hosts(request, tmp_path_factory) -> NetnsCluster:
         pytest.fail("namespace hosts need: " + ", ".join(missing) + " (run as root; .ci/run installs "
                     "openssh-server and iproute2)")
     base = tmp_path_factory.mktemp("nn")  # short: ssh control sockets must fit in 108 bytes
-    cluster = NetnsCluster(base, count=2, prefix=NETNS_PREFIX, local_root=base / "node-local",
-                           subnet=NETNS_SUBNET)
+    prefix, subnet = names_for(request.module.__name__)  # its own names: modules run side by side
+    cluster = NetnsCluster(base, count=2, prefix=prefix, local_root=base / "node-local", subnet=subnet)
     request.addfinalizer(cluster.stop)
     return cluster.start()

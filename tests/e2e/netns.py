@@ -39,6 +39,28 @@ SSHD = "/usr/sbin/sshd"
 READY_TIMEOUT_S = 20
 
 
+# Every test module that builds hosts gets its own names and /24 (names_for), so pytest-xdist can
+# run those modules side by side: a purge or teardown touches only its own prefix.
+MODULE_SLOTS = {"test_netns_hosts": 1, "test_hosts_multinode": 2, "test_recover_hosts": 3,
+                "test_doctor_hosts": 4, "test_fault_matrix": 5}
+
+
+def names_for(module: str) -> tuple[str, str]:
+    """(prefix, subnet) of the namespace hosts that test module `module` builds.
+
+    The prefix is $TRAINKIT_E2E_NETNS_PREFIX (default tke2e) + the module's slot; the subnet is the
+    slot-th /24 after $TRAINKIT_E2E_NETNS_SUBNET (default 198.18.0, in RFC 2544's 198.18.0.0/15,
+    which is never routed). A second session side by side sets both variables to other values.
+    A module missing from MODULE_SLOTS is an error, not a silent clash with another module.
+    """
+    name = module.rsplit(".", 1)[-1]
+    if name not in MODULE_SLOTS:
+        raise KeyError(f"{name} builds namespace hosts: give it a slot in netns.MODULE_SLOTS")
+    slot = MODULE_SLOTS[name]
+    a, b, c = os.environ.get("TRAINKIT_E2E_NETNS_SUBNET", "198.18.0").split(".")
+    return os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tke2e") + str(slot), f"{a}.{b}.{int(c) + slot}"
+
+
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=check, capture_output=True, text=True)
 

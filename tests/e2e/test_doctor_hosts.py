@@ -28,14 +28,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from netns import NetnsCluster, missing_tools
+from netns import NetnsCluster, missing_tools, names_for
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINKIT = Path(sys.executable).parent / "trainkit"
-PREFIX = os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tke2e")
-SUBNET = os.environ.get("TRAINKIT_E2E_NETNS_SUBNET", "198.51.100")
+PREFIX, SUBNET = names_for(__name__)  # this module's own namespace names and /24
 SHAPED_RATE = "40mbit"   # 5 MB/s; gloo over an unshaped veth here moves 100s of MB/s
 SITE_VARS = {"base_packages": [], "base_manage_kernel": False, "base_manage_time_sync": False,
              "nvidia_enabled": False, "ascend_enabled": False,

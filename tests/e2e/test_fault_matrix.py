@@ -27,7 +27,6 @@ supervisor or torchrun of it left, the rendezvous port free) and recorded.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -36,9 +35,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from netns import NetnsCluster, missing_tools
+from netns import NetnsCluster, missing_tools, names_for
 from test_hosts_multinode import SITE_VARS, _env, _kill_group
 from test_recover_hosts import _assert_same_weights, _runs, _wait_step
+
+PREFIX, SUBNET = names_for(__name__)  # this module's own namespace names and /24
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINKIT = Path(sys.executable).parent / "trainkit"
@@ -141,9 +142,8 @@ def bench(request, tmp_path_factory) -> Bench:
     if missing:
         pytest.fail("namespace hosts need: " + ", ".join(missing))
     base = tmp_path_factory.mktemp("fm")   # short: ssh control sockets must fit in 108 bytes
-    cluster = NetnsCluster(base, count=4, prefix=os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tke2e"),
-                           local_root=base / "node-local",
-                           subnet=os.environ.get("TRAINKIT_E2E_NETNS_SUBNET", "198.51.100"))
+    cluster = NetnsCluster(base, count=4, prefix=PREFIX, local_root=base / "node-local",
+                           subnet=SUBNET)
     request.addfinalizer(cluster.stop)
     cluster.start()
     b = Bench(cluster, base)

@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from netns import NetnsCluster, missing_tools
+from netns import NetnsCluster, missing_tools, names_for
 from test_hosts_multinode import SITE_VARS, _env, _kill_group
+
+PREFIX, SUBNET = names_for(__name__)  # this module's own namespace names and /24
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINKIT = Path(sys.executable).parent / "trainkit"
@@ -43,9 +45,8 @@ def trio(request, tmp_path_factory) -> NetnsCluster:
     if missing:
         pytest.fail("namespace hosts need: " + ", ".join(missing))
     base = tmp_path_factory.mktemp("nr")
-    cluster = NetnsCluster(base, count=3, prefix=os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tke2e"),
-                           local_root=base / "node-local",
-                           subnet=os.environ.get("TRAINKIT_E2E_NETNS_SUBNET", "198.51.100"))
+    cluster = NetnsCluster(base, count=3, prefix=PREFIX, local_root=base / "node-local",
+                           subnet=SUBNET)
     request.addfinalizer(cluster.stop)
     return cluster.start()
 
