@@ -58,7 +58,7 @@ destroy: venv
 # network-namespace hosts has its own names and /24 (tests/e2e/netns.py: names_for).
 TEST_WORKERS ?= 4
 test: venv-dev checkov house
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" \
 	  -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
 
@@ -71,7 +71,7 @@ test-gpu: venv-dev
 	$(BIN)/pytest -m gpu tests/gpu $(PYTEST_ARGS)
 
 test-unit: venv-dev
-	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto $(PYTEST_ARGS)
+	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 
 lint: venv-dev house
 	$(BIN)/ansible-lint --offline ansible/

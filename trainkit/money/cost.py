@@ -95,18 +95,7 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
             month = disk_prices.get(disk["category"])
             items.append(_item(f"{label} {disk['category']}", count * disk["size_gb"], "GB",
                                _per_hour(month), _basis(month, cluster)))
-    if cluster.nas["enabled"]:
-        size, month = cluster.nas["size_gb"], cat.storage_prices.get("nas_gb_month")
-        items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
-                           _per_hour(month) if size else None, _basis(month if size else None, cluster)))
-        if not size:
-            items[-1]["usage"] = "billed by the GB stored (no size is set)"
-    if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
-        hourly = cat.storage_prices.get("nat_gateway_hour")
-        items.append(_item("NAT gateway", nat_gateways, "gateway", hourly,
-                           f"per hour ({price_source(cluster)}); traffic extra" if hourly is not None
-                           else "price unknown"))
-        items[-1]["usage"] = "plus the traffic through it, billed per GB"
+    items += _shared_items(cluster, nat_gateways, cluster.nas["enabled"])
     return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
 
 
@@ -161,7 +150,7 @@ def billed_cost(cluster, billed: list[dict], nat_gateways: int = 0, nas: bool = 
     items += _shared_items(cluster, nat_gateways if nodes or nat_gateways else 0, nas)
     billings = {b for _, b, _ in nodes}
     billing = billings.pop() if len(billings) == 1 else "mixed" if billings else chosen_billing(cluster)
-    return totals(items, cat.currency, billing, price_source(cluster))
+    return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
 
 
 def _filled(cluster, b: dict) -> dict:
@@ -186,17 +175,21 @@ def _node_item(cluster, kind: str, billing: str, cap: float | None, count: int) 
 
 
 def _shared_items(cluster, nat_gateways: int, nas: bool) -> list[dict]:
-    """The NAS (sized by the spec: the file services bill what is stored) and the NAT gateways."""
+    """The NAS (sized by the spec: the file services bill what is stored) and the NAT gateways,
+    each usage-priced part marked in `usage` (a NAS without a size; a gateway's traffic)."""
     cat, items = cluster.catalog, []
     if nas and cluster.nas["enabled"]:
         size, month = cluster.nas["size_gb"], cat.storage_prices.get("nas_gb_month")
         items.append(_item(f"nas {cluster.nas['type']}", size or 0, "GB",
                            _per_hour(month) if size else None, _basis(month if size else None, cluster)))
+        if not size:
+            items[-1]["usage"] = "billed by the GB stored (no size is set)"
     if nat_gateways:  # hourly charge only; traffic through it is billed per GB on top
         hourly = cat.storage_prices.get("nat_gateway_hour")
         items.append(_item("NAT gateway", nat_gateways, "gateway", hourly,
                            f"per hour ({price_source(cluster)}); traffic extra" if hourly is not None
                            else "price unknown"))
+        items[-1]["usage"] = "plus the traffic through it, billed per GB"
     return items
 
 
