@@ -48,11 +48,18 @@ _OCTAL_11 = re.compile(r"[-+]?0[0-9_]+")  # YAML 1.1 reads 0022 as octal 18
 _SEXAGESIMAL = re.compile(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+")  # YAML 1.1 reads 1:30 as 90
 
 
-def _refuse_yaml11(node: Node) -> None:
-    """A plain integer YAML 1.1 converts to a number the text does not say (octal, base 60)."""
+def _refuse_yaml11(node: Node, checked: set[int]) -> None:
+    """A plain integer YAML 1.1 converts to a number the text does not say (octal, base 60).
+
+    `checked` holds the ids of the sequences already looked at: an alias is the same node object
+    as its anchor, so each sequence is walked once (an alias bomb is not expanded here; its size
+    is refused later by _check_expansion)."""
     if isinstance(node, SequenceNode):
+        if id(node) in checked:
+            return
+        checked.add(id(node))
         for item in node.value:
-            _refuse_yaml11(item)
+            _refuse_yaml11(item, checked)
         return
     if not isinstance(node, ScalarNode) or node.tag != _INT or node.style is not None:
         return
@@ -67,11 +74,15 @@ def _refuse_yaml11(node: Node) -> None:
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys at compose time (before merges are applied)."""
 
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._yaml11_checked: set[int] = set()  # sequences _refuse_yaml11 has walked
+
     def compose_mapping_node(self, anchor: Any) -> MappingNode:
         node = super().compose_mapping_node(anchor)
         seen: dict[tuple[str, str], int] = {}
         for key, value in node.value:
-            _refuse_yaml11(value)
+            _refuse_yaml11(value, self._yaml11_checked)
             if not isinstance(key, ScalarNode) or key.tag == _MERGE:
                 continue
             line = key.start_mark.line + 1

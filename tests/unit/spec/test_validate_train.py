@@ -27,6 +27,24 @@ def test_a_billion_laughs_is_refused_before_anything_walks_it():
         yamlload.load_text("\n".join(levels))
 
 
+def test_the_yaml11_number_check_walks_each_aliased_list_once(monkeypatch):
+    """The octal/base-60 check ran before the expansion bound and followed every alias: a billion
+    laughs took minutes to refuse. Each list is walked once: calls stay near the node count."""
+    calls = []
+    real = yamlload._refuse_yaml11
+
+    def counted(node, checked):
+        calls.append(1)
+        assert len(calls) < 200, "the check follows aliases into their copies"  # fails fast, no hang
+        return real(node, checked)
+
+    monkeypatch.setattr(yamlload, "_refuse_yaml11", counted)
+    levels = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"{c}: &{c} [{', '.join(['*' + p] * 10)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    with pytest.raises(InputError, match="expand to more than"):
+        yamlload.load_text("\n".join(levels))
+
+
 def test_a_few_aliases_and_merge_keys_still_work():
     text = "base: &b {x: 1, y: 2}\nnode:\n  <<: *b\n  y: 3\nlist: [*b, *b]\n"
     assert yamlload.load_text(text) == {"base": {"x": 1, "y": 2}, "node": {"x": 1, "y": 3},
