@@ -92,6 +92,7 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     with ws.lock("train"):
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             lifecycle.sync(cluster, ws, need_ssh=True)
+        recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
         if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
             cluster = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
                                   tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")

@@ -69,6 +69,13 @@ _nodes = attempt_.nodes_of
 
 # ------------------------------------------------------------------ start / attach
 
+def check_free(cluster: Cluster, ws: Workspace) -> None:
+    """LockedError while a run of another workspace holds the cluster's nodes (their run lock).
+    Asked before anything else runs on the nodes (doctor's all-reduce, a launch)."""
+    nodes, group = _nodes(cluster, ws)
+    lock.check_free(nodes, remote.layout_for(group, "-"), ws.runs_dir, str(cluster.source))
+
+
 def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *,
           resume: str | None = None, force: bool = False, recover: bool = False) -> tuple[runs.Job, Path]:
     """A new run (or `resume`'s) with its record written. InputError on a changed config or a
@@ -78,8 +85,7 @@ def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *
     node) is a run that cannot go on: what is left of it is stopped and it is resumed."""
     job = runs.load_job(config, overrides)
     check_job(cluster, job)
-    nodes, group = _nodes(cluster, ws)
-    lock.check_free(nodes, remote.layout_for(group, "-"), ws.runs_dir, str(cluster.source))
+    check_free(cluster, ws)
     busy = run_status.active_runs(cluster, ws)
     if resume:
         run_dir = runs.resolve_run(ws.runs_dir, resume)
