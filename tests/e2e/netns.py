@@ -29,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,8 @@ READY_TIMEOUT_S = 20
 # Every test module that builds hosts gets its own names and /24 (names_for), so pytest-xdist can
 # run those modules side by side: a purge or teardown touches only its own prefix.
 MODULE_SLOTS = {"test_netns_hosts": 1, "test_hosts_multinode": 2, "test_recover_hosts": 3,
-                "test_doctor_hosts": 4, "test_fault_matrix": 5}
+                "test_doctor_hosts": 4, "test_fault_matrix": 5,
+                "test_fault_matrix_control": 6}
 
 
 def names_for(module: str) -> tuple[str, str]:
@@ -102,7 +104,11 @@ class NetnsCluster:
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
         self.bridge = f"{self.prefix}-br"
-        self.control_path_dir = self.workdir / f"{self.prefix}-cp"   # Ansible's ssh ControlPath dir
+        # Ansible's ssh ControlPath dir. Short and under /tmp: a control socket's path (dir, a 40-char
+        # %C hash and ssh's 17-char temporary suffix) must fit sun_path's 108 bytes (unix(7)); under
+        # pytest's popen-gwN tmp dirs it did not, and ssh exited 255. The prefix is machine-unique
+        # already (it names the namespaces), so the dir is too.
+        self.control_path_dir = Path(tempfile.gettempdir()) / f"{self.prefix}-cp"
         self.key = self.workdir / "ssh" / "id_ed25519"
         self.known_hosts = self.workdir / "ssh" / "known_hosts"
         self.hosts = [Host(f"{self.prefix}-h{i}", f"{self.subnet}.{10 + i}", 22,
@@ -250,6 +256,7 @@ class NetnsCluster:
     def stop(self) -> None:
         _kill(_masters(self.control_path_dir))
         purge(self.prefix, self.count)
+        shutil.rmtree(self.control_path_dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- teardown helpers

@@ -8,7 +8,7 @@ the machine is gone, as a spot reclaim leaves it) and the run resumes on the spa
 namespaces force are those of test_hosts_multinode.py (shared folder as the NAS, node-local
 launch.root, the controller's venv). The engine job's faults (a worker, the head, both nodes, a
 dying spare, a killed controller), each against an uninterrupted run bit for bit, are the fault
-matrix in test_fault_matrix.py; the helpers here (_runs, _wait_step, _assert_same_weights) serve it.
+matrix in test_fault_matrix*.py (faultbench.py); the helpers here (_runs, _wait_step, _assert_same_weights) serve it.
 """
 
 from __future__ import annotations

@@ -229,25 +229,28 @@ def _judge(report: dict[str, Any], echo) -> None:
 
 
 def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str = "",
-         opts: Options = Options()) -> Cluster:
+         opts: Options = Options()) -> tuple[Cluster, list[dict[str, Any]]]:
     """doctor before a run: a warning line per slow node; TrainkitError (exit 12) naming each failed
     node and check. With `tries` (train --recover), a failed node is first replaced as if reclaimed
-    (a spare host, or a new instance) and the checks run again, up to `tries` times; the cluster as
-    it is then is returned."""
+    (a spare host, or a new instance) and the checks run again, up to `tries` times. Returns the
+    cluster as it is then and the events of what was replaced (`doctor_failed`, then
+    replace_lost's), for the run's events.jsonl: a resumed run records the nodes it lost."""
     from trainkit.cluster.replace import replace_lost  # terraform and ansible: only when a node failed
 
+    events: list[dict[str, Any]] = []
     for left in range(tries, -1, -1):
         report = diagnose(cluster, ws, opts, echo)
         if not report["failed"] or left == 0:
             break
         echo(f"doctor: replacing failed node(s) {', '.join(report['failed'])} before the run starts")
         try:
-            cluster, _ = replace_lost(cluster, ws, report["failed"], resume_hint)
+            cluster, done = replace_lost(cluster, ws, report["failed"], resume_hint)
         except TrainkitError as err:  # no spare left, or `local`: the failed node stays, exit 12 below
             echo(f"doctor: cannot replace {', '.join(report['failed'])}: {err.message}")
             break
+        events += [{"kind": "doctor_failed", "nodes": list(report["failed"])}, *done]
     _judge(report, echo)
-    return cluster
+    return cluster, events
 
 
 def busbw_line(report: dict[str, Any] | None) -> str | None:

@@ -93,11 +93,15 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             lifecycle.sync(cluster, ws, need_ssh=True)
         recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
+        if resume and recover_:  # what is left of a run that lost a node stops before doctor replaces it
+            recover.stop_if_crippled(cluster, ws, resume)
+        replaced: list[dict] = []
         if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
-            cluster = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
-                                  tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
+            cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
+                                            tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
                                      recover=recover_)
+        recover.record_events(run_dir, replaced)
         attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if detach:
         click.echo(run_dir.name)

@@ -221,6 +221,21 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
         _await_resume(cluster, ws, job, run_dir, attempt)
 
 
+def stop_if_crippled(cluster: Cluster, ws: Workspace, resume: str) -> None:
+    """`train --resume RUN --recover` before anything else runs on the nodes (doctor's checks,
+    its replacements): the run's jobs on the nodes that answer are stopped when a node of it does
+    not (its controller died, then a node); a run that runs whole is left alone (start() says so)."""
+    run_dir = runs.resolve_run(ws.runs_dir, resume)
+    if run_dir in run_status.active_runs(cluster, ws):
+        _stop_if_crippled(cluster, ws, run_dir)
+
+
+def record_events(run_dir: Path, events: list[dict[str, Any]]) -> None:
+    """Events of work done for the run before it started (doctor's replacements) into its events.jsonl."""
+    for ev in events:
+        runs.event(run_dir, **ev)
+
+
 def _stop_if_crippled(cluster: Cluster, ws: Workspace, run_dir: Path) -> bool:
     """Whether a node of the run's newest attempt does not answer; if so, the others' jobs are
     stopped (`unreachable` and `preempted` events: the resume that follows replaces the node)."""
@@ -274,8 +289,7 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str]) ->
         finish(cluster, ws, run_dir, "preempted")
         raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
                             exit_code=err.exit_code) from None
-    for ev in events:
-        runs.event(run_dir, **ev)
+    record_events(run_dir, events)
     return cluster
 
 

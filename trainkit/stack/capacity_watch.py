@@ -9,11 +9,18 @@ quota refusal. After `REPEATS` such lines it interrupts terraform once (SIGINT: 
 its operations and saves the state, so everything created so far stays destroyable) and keeps the
 refusal for the caller. The first matching line is appended to terraform.log (the provider's own
 words stay there, not in the message).
+
+The interrupt waits until the only operations still running are instance creations (`InFlight`,
+read from terraform's own output; at most QUIET_WAIT_S): SIGINT cancels every operation in
+flight, and a create the cloud already carried out but whose wait was cancelled is in the cloud
+and not in the state. A security group rule cut off that way made the next zone's apply fail
+with InvalidPermission.Duplicate; an EFS mount target, with MountTargetConflict.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -27,13 +34,48 @@ from trainkit.clouds.base import CapacityProblem
 # Lines naming a refusal before terraform is stopped: the SDK logs each response body once or twice,
 # so 3 lines are at least two refused attempts (one refusal may be a blip the next retry gets past).
 REPEATS = 3
+# At most this long for the other operations in flight to end before the interrupt: a NAT gateway
+# takes minutes to become available (Amazon VPC user guide, "NAT gateways": "pending" while it is
+# created); past it, terraform is interrupted anyway (an operation that failed prints no end line).
+QUIET_WAIT_S = 300
+
+# terraform's human-readable apply lines: "ADDR: Creating...", "ADDR: Creation complete after 2s
+# [id=...]", the same for Modifying/Destroying/Reading (terraform's internal/command/views/hook_ui.go)
+_START = re.compile(r"^(\S+): (Creating|Modifying|Destroying|Reading)\.\.\.")
+_END = re.compile(r"^(\S+): (Creation|Modifications|Destruction|Read) complete")
+# An instance in the module interface: a `*_instance` resource named `node` (count-indexed).
+_INSTANCE = re.compile(r"(?:^|\.)[a-z0-9]+_(?:compute_)?instance\.node(?:\[\d+\])?$")
+
+
+class InFlight:
+    """The operations terraform has started and not finished, from its output lines (pure)."""
+
+    def __init__(self) -> None:
+        self._open: set[str] = set()
+        self._lock = threading.Lock()
+
+    def feed(self, line: str) -> None:
+        line = line.strip()
+        with self._lock:
+            if found := _START.match(line):
+                self._open.add(found.group(1))
+            elif found := _END.match(line):
+                self._open.discard(found.group(1))
+
+    def others(self) -> list[str]:
+        """In-flight operations that are not instance creations (those are what the cloud refuses)."""
+        with self._lock:
+            return sorted(a for a in self._open if not _INSTANCE.search(a))
 
 
 class CapacityWatch:
     """`with CapacityWatch(fifo, reader) as w: env = w.env(env); ...; w.attach(proc)`; `w.problem`."""
 
-    def __init__(self, fifo: Path, reader: Callable[[str], CapacityProblem | None], log_path: Path):
+    def __init__(self, fifo: Path, reader: Callable[[str], CapacityProblem | None], log_path: Path,
+                 inflight: InFlight | None = None, quiet_wait_s: float = QUIET_WAIT_S):
         self.fifo, self.reader, self.log_path = Path(fifo), reader, Path(log_path)
+        self.inflight = inflight or InFlight()   # the caller feeds it terraform's output lines
+        self.quiet_wait_s = quiet_wait_s
         self.problem: CapacityProblem | None = None
         self._seen = 0
         self._proc: subprocess.Popen | None = None
@@ -79,6 +121,16 @@ class CapacityWatch:
                     with open(self.log_path, "a") as log:
                         log.write(f"[trainkit] the provider's debug log: {line.strip()[:2000]}\n")
                 if self._seen == REPEATS:
-                    self.problem = found
-                    if self._proc is not None and self._proc.poll() is None:
-                        self._proc.send_signal(signal.SIGINT)
+                    self.problem = found   # this thread goes on draining the pipe meanwhile
+                    threading.Thread(target=self._interrupt_when_quiet, daemon=True).start()
+
+    def _interrupt_when_quiet(self) -> None:
+        """SIGINT terraform once no operation but instance creations is in flight (or after
+        quiet_wait_s): the other operations end and are saved in the state."""
+        deadline = time.monotonic() + self.quiet_wait_s
+        while self.inflight.others() and time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                return
+            time.sleep(0.2)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)

@@ -151,6 +151,8 @@ class TerraformRunner:
             try:
                 for line in proc.stdout:
                     lines.append(line)
+                    if watch:
+                        watch.inflight.feed(line)
                     if not quiet:
                         log.write(line)
                         log.flush()

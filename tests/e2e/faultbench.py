@@ -1,0 +1,215 @@
+"""The fault matrix's bench (tests/e2e/test_fault_matrix*.py): four SSH machines in network
+namespaces (two active, two spares), one cluster per test module (applied once), the digits job
+checkpointing every CKPT_EVERY steps on the shared folder, an uninterrupted reference run, and
+`check_row`, which runs one row of the matrix and asserts what every row must end with.
+
+Not a test module. The matrix is split over two modules so that xdist runs them side by side
+(a module runs whole on one worker): test_fault_matrix.py has the node faults,
+test_fault_matrix_control.py the controller's and the run lock's.
+
+Every row starts a run with `--recover`, injects its fault once the job passed KILL_AT, and must
+end with: the run completed (exit 0, run.json and summary.json say so), exactly one recovery in
+events.jsonl (`resumed`, losing at most one checkpoint interval: lost_steps = the last step
+logged before the relaunch minus the step it resumed from), final weights equal, bit for bit, to
+the uninterrupted run's (the engine's resume is exact), and no process of the run left on any
+machine (counted in every namespace). Killed machines are booted again between rows (fresh, like
+a replacement from the cloud) and serve as spares for the next.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from netns import NetnsCluster, missing_tools, names_for
+from test_hosts_multinode import SITE_VARS, _env, _kill_group
+from test_recover_hosts import _assert_same_weights, _runs, _wait_step
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINKIT = Path(sys.executable).parent / "trainkit"
+CLUSTER = "netns-faults"
+CKPT_EVERY = 5
+KILL_AT = 15
+# digits: 4 epochs x 19 steps at global batch 64 over 2 ranks (a small CNN: seconds per epoch)
+DIGITS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=4", "export.onnx=false",
+          "plot=false", "tensorboard=false", "checkpoint.interval=null",
+          f"checkpoint.every_n_steps={CKPT_EVERY}", "log_every=1", "workers=0"]
+FAST = ["--poll", "1", "--backoff", "1"]
+RDZV_PORT = 29400
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    kill: tuple[str, ...]          # "head" / "worker": the active machines killed at KILL_AT
+    kill_spare: bool = False       # also the spare hosts.json puts in, while it is provisioned
+    controller: bool = False       # the controller dies first; a new one resumes with --recover
+
+
+ROWS = [Row("worker", ("worker",)), Row("head", ("head",)),
+        Row("spare_dies", ("worker",), kill_spare=True), Row("controller", ("worker",), controller=True),
+        Row("two_nodes", ("head", "worker"))]
+
+
+class Bench:
+    """The module's cluster: four namespace machines, the spec, the workspace, the reference run."""
+
+    def __init__(self, cluster: NetnsCluster, base: Path):
+        self.cluster, self.base = cluster, base
+        self.shared = base / "shared"
+        self.shared.mkdir()
+        self.ws = base / "ws"
+        (self.ws / "group_vars").mkdir(parents=True)
+        (self.ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))
+        hosts = [{"name": h.name, "address": h.address, "port": h.port, "user": "root"} for h in cluster.hosts]
+        for h in hosts[2:]:
+            h["spare"] = True
+        spec = {"name": CLUSTER, "cloud": "hosts", "hosts": hosts,
+                "ssh": {"user": "root", "private_key": str(cluster.key)},
+                "storage": {"data_disk": {"enabled": False}, "nas": {"enabled": True, "mount_point": str(self.shared)}},
+                "launch": {"nproc_per_node": 1, "rdzv_port": RDZV_PORT, "python": sys.executable,
+                           "root": str(cluster.local_root / "trainkit")}}
+        self.spec = base / "cluster.yaml"
+        self.spec.write_text(yaml.safe_dump(spec, sort_keys=False))
+        self.common = [str(self.spec), "--workdir", str(self.ws)]
+        self.ref: Path | None = None
+
+    def tk(self, *args, timeout=600) -> subprocess.CompletedProcess:
+        proc = self.start(*args)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        finally:
+            _kill_group(proc)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+    def start(self, *args) -> subprocess.Popen:
+        return subprocess.Popen([str(TRAINKIT), *args], cwd=REPO, env=_env(self.cluster), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def host(self, name: str):
+        return next(h for h in self.cluster.hosts if h.name == name)
+
+    def active(self) -> list[str]:
+        path = self.ws / "hosts.json"
+        return json.loads(path.read_text())["active"] if path.is_file() else [h.name for h in self.cluster.hosts[:2]]
+
+    def revive_all(self) -> None:
+        for h in self.cluster.hosts:
+            if not h.pids():
+                self.cluster.revive(h)
+
+    def leftovers(self, run_id: str) -> dict[str, list[str]]:
+        """Processes of the run (supervisor, launch.sh, torchrun, ranks) on each live machine."""
+        found = {}
+        for h in self.cluster.hosts:
+            for pid in h.pids():
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                if run_id in cmd or "supervise.py" in cmd or "torch.distributed.run" in cmd:
+                    found.setdefault(h.name, []).append(f"{pid} {cmd[:160]}")
+        return found
+
+    def no_leftovers(self, run_id: str, timeout_s: float = 60) -> None:
+        """Waits for the run's processes to be gone everywhere (a supervisor exits just after it
+        writes its final state); fails naming what is left."""
+        deadline = time.monotonic() + timeout_s
+        while (left := self.leftovers(run_id)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not left, left
+
+
+def build_bench(request, tmp_path_factory) -> Bench:
+    """The requesting test module's bench (its own namespace names and /24: netns.names_for),
+    stopped when the module ends. Each module wraps it in a module-scoped `bench` fixture."""
+    prefix, subnet = names_for(request.module.__name__)
+    missing = missing_tools()
+    if missing:
+        pytest.fail("namespace hosts need: " + ", ".join(missing))
+    base = tmp_path_factory.mktemp("fm")   # short: ssh control sockets must fit in 108 bytes
+    cluster = NetnsCluster(base, count=4, prefix=prefix, local_root=base / "node-local",
+                           subnet=subnet)
+    request.addfinalizer(cluster.stop)
+    cluster.start()
+    b = Bench(cluster, base)
+    applied = b.tk("apply", *b.common, "--yes")
+    assert applied.returncode == 0, applied.stdout
+    ref = b.tk("train", *b.common, *DIGITS, *FAST)          # the uninterrupted reference
+    assert ref.returncode == 0, ref.stdout
+    b.ref = _runs(b.ws)[-1]
+    return b
+
+
+def check_row(bench: Bench, row: Row) -> None:
+    """One row: start, inject the fault at KILL_AT, and assert what every row ends with."""
+    b = bench
+    b.revive_all()
+    head, worker = b.active()
+    before = set(_runs(b.ws))
+    proc = b.start("train", *b.common, *DIGITS, *FAST, "--recover")
+    try:
+        run = _newest_after(b, before, proc)
+        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
+        if row.controller:
+            _kill_group(proc)
+        for who in row.kill:
+            b.cluster.kill(b.host(head if who == "head" else worker))
+        dead_spare = _kill_the_spare_put_in(b, {head, worker}, proc) if row.kill_spare else None
+        if row.controller:
+            proc = b.start("train", *b.common, "--resume", run.name, *FAST, "--recover")
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, out
+
+    record = json.loads((run / "run.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert record["status"] == summary["status"] == "completed" and kinds[-1] == "completed", kinds
+    assert all(a["ended_at"] for a in record["attempts"]), record["attempts"]
+    assert len(record["attempts"]) == summary["cost"]["attempts"] == 2 and summary["world_size"] == 2
+    resumed = [e for e in events if e["event"] == "resumed"]
+    assert len(resumed) == 1, kinds
+    assert resumed[0]["step"] > 0 and 0 <= resumed[0]["lost_steps"] <= CKPT_EVERY, resumed
+    lost_hosts = {head if who == "head" else worker for who in row.kill}
+    assert sorted(e["node"] for e in events if e["event"] == "replaced") == sorted(
+        lost_hosts | ({dead_spare} if dead_spare else set())), events
+    assert not set(b.active()) & (lost_hosts | {dead_spare}), b.active()
+    if dead_spare:
+        assert [e["node"] for e in events if e["event"] == "spare_failed"] == [dead_spare], events
+    _assert_same_weights(b.shared / CLUSTER / "checkpoints", b.ref.name, run.name)
+    b.no_leftovers(run.name)
+
+
+def _newest_after(b: Bench, before: set, proc) -> Path:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        new = [p for p in _runs(b.ws) if p not in before]
+        if new:
+            return new[-1]
+        time.sleep(0.3)
+    raise AssertionError("no new run")
+
+
+def _kill_the_spare_put_in(b: Bench, active: set, proc, timeout_s: float = 300) -> str:
+    """Once hosts.json puts a spare in (recovery writes it, then provisions the spare), kill it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        new = [n for n in b.active() if n not in active]
+        if new:
+            b.cluster.kill(b.host(new[0]))
+            return new[0]
+        time.sleep(0.1)
+    raise AssertionError("no spare was put in")
+
+
