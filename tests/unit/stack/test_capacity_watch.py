@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from trainkit.clouds.base import CapacityProblem
-from trainkit.stack.capacity_watch import InFlight, CapacityWatch
+from trainkit.stack.capacity_watch import CapacityWatch, InFlight
 
 pytestmark = pytest.mark.unit
 
