@@ -53,11 +53,11 @@ destroy: venv
 
 # The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
 # share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS
-# workers, one per core (4 on 2 cores made the namespace and fault-matrix tests race their own
-# detection windows): the moto tests mostly wait on the aws provider's polls while the torchrun
-# and Ansible tests use the CPU. A test module runs whole on one worker; each module with
-# network-namespace hosts has its own names and /24 (tests/e2e/netns.py: names_for).
-TEST_WORKERS ?= 2
+# workers: a test module runs whole on one worker, longest first (tests/xdist_groups.py), and each
+# module with network-namespace hosts has its own names and /24 (tests/e2e/netns.py: names_for).
+# 3 on 2 cores: the moto tests mostly wait on the aws provider's polls while the torchrun and
+# Ansible tests use the CPU; the fault matrix's two modules (~10 min each under load) start first.
+TEST_WORKERS ?= 3
 test: venv-dev checkov house
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" \

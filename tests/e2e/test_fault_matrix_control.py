@@ -1,6 +1,8 @@
 """The fault matrix of `train --recover` on the `hosts` target, the controller's faults (the bench,
 and what every row must end with: faultbench.py):
 
+- bad_spare: the worker is killed and the spare put in its place has a shared folder of its own (its
+  NAS mount failed): doctor, run after every replacement, fails it, and the next spare takes over;
 - controller: the controller (`trainkit train --recover`) is SIGKILLed, then the worker; a new
   `train --resume RUN --recover` finds the dead node by probing, stops the survivor's stuck job,
   replaces the node and resumes (and records `resumed`);
@@ -15,6 +17,7 @@ The node faults: test_fault_matrix.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
@@ -28,6 +31,10 @@ from test_recover_hosts import _runs
 @pytest.fixture(scope="module")
 def bench(request, tmp_path_factory):
     return build_bench(request, tmp_path_factory)
+
+
+def test_fault_matrix_bad_spare_row_doctor_fails_the_replacement_and_the_next_spare_takes_over(bench):
+    check_row(bench, Row("bad_spare", ("worker",), bad_spare=True))
 
 
 def test_fault_matrix_controller_row_ends_complete_with_one_interval_lost_and_nothing_left(bench):
@@ -86,9 +93,11 @@ def test_a_second_workspace_on_the_same_hosts_is_locked_out_and_its_destroy_stop
     (b.base / "cluster2.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     other = [str(b.base / "cluster2.yaml"), "--workdir", str(ws2)]
     assert b.tk("apply", *other, "--yes").returncode == 0
-    started = b.tk("train", *b.common, *DIGITS, "epochs=40", "--detach")
+    # a run that is still live when the second workspace asks, on any machine: 40 epochs took 12 s on
+    # a quiet one and ended before the second train started (exit 0 instead of 8); ws2's destroy stops it
+    started = b.tk("train", *b.common, *DIGITS, "epochs=100000", "--detach")
     assert started.returncode == 0, started.stdout
-    run_id = started.stdout.split()[0]
+    run_id = re.search(r"^(digits-\d{8}-\d{6}(?:-\d+)?)$", started.stdout, re.MULTILINE).group(1)  # --detach's stdout line
     metrics = b.shared / CLUSTER / "runs" / run_id / "metrics.jsonl"
     deadline = time.monotonic() + 180
     while not (metrics.is_file() and '"kind": "step"' in metrics.read_text()) and time.monotonic() < deadline:

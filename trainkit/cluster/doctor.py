@@ -138,9 +138,11 @@ def expected_gpus(cluster: Cluster, name: str) -> int:
     return hosts.get(name, cluster.gpus_per_node) if hosts else cluster.gpus_per_node
 
 
-def diagnose(cluster: Cluster, ws: Workspace, opts: Options = Options(), echo=lambda _m: None) -> dict[str, Any]:
+def diagnose(cluster: Cluster, ws: Workspace, opts: Options = Options(), echo=lambda _m: None,
+             trusted: set[str] = frozenset()) -> dict[str, Any]:
     """Probe, cross-check and measure every node of the applied cluster; the report (also saved
-    as <workspace>/doctor.json): {"cluster", "time", "nodes": [...], "network": {...} | None, "failed"}."""
+    as <workspace>/doctor.json): {"cluster", "time", "nodes": [...], "network": {...} | None, "failed"}.
+    `trusted`: nodes known to be on the shared storage (doctor_verdict.not_seen)."""
     nodes, _ = nodes_from_inventory(ws.inventory_yml)
     tag, th, t0 = secrets.token_hex(6), opts.thresholds, time.monotonic()
     with ThreadPoolExecutor(len(nodes)) as pool:
@@ -149,7 +151,7 @@ def diagnose(cluster: Cluster, ws: Workspace, opts: Options = Options(), echo=la
     reports = {n.name: v.NodeReport(n.name) for n in nodes}
     for node, p in zip(nodes, probes):
         reports[node.name].checks += _node_checks(cluster, node, p, th)
-    _cross_shared(nodes, probes, tag, reports)
+    _cross_shared(nodes, probes, tag, reports, set(trusted))
     network = _network(cluster, nodes, probes, opts, reports, echo)
     out = {"cluster": cluster.name, "time": time.time(), "wall_s": round(time.monotonic() - t0, 2),
            "thresholds": th.__dict__, "nodes": [reports[n.name].as_dict() for n in nodes], "network": network}
@@ -170,17 +172,21 @@ def _node_checks(cluster: Cluster, node: Node, p: dict[str, Any], th: v.Threshol
     return checks
 
 
-def _cross_shared(nodes: list[Node], probes: list[dict], tag: str, reports: dict[str, v.NodeReport]) -> None:
-    """The shared check per node: its own probe, then the other nodes' markers seen from it."""
+def _cross_shared(nodes: list[Node], probes: list[dict], tag: str, reports: dict[str, v.NodeReport],
+                  trusted: set[str]) -> None:
+    """The shared check per node: its own probe, then the other nodes' markers seen from it,
+    judged against the group of nodes that share one storage (doctor_verdict.not_seen)."""
     marked = {f"node-{n.rank}": n for n, p in zip(nodes, probes) if (p.get("shared") or {}).get("mark")}
+    seen: dict[str, set[str]] = {}
     for node, p in zip(nodes, probes):
-        if "error" in p:
-            continue
-        s, invisible = p.get("shared"), []
-        if s and s.get("ok"):
+        s = p.get("shared")
+        if "error" not in p and s and s.get("ok") and f"node-{node.rank}" in marked:
             missing = visibility(node, s["path"], tag, [m for m in marked if m != f"node-{node.rank}"])
-            invisible = [marked[h].name for h in missing]
-        reports[node.name].checks.append(v.shared_check(s, invisible))
+            seen[node.name] = {marked[h].name for h in marked if h not in missing}
+    invisible = v.not_seen(seen, trusted)
+    for node, p in zip(nodes, probes):
+        if "error" not in p:
+            reports[node.name].checks.append(v.shared_check(p.get("shared"), invisible.get(node.name, [])))
     if marked:  # the markers' folder, from one node that wrote one (the others see it go too)
         first = next(iter(marked.values()))
         shared = next(p["shared"]["path"] for p in probes if (p.get("shared") or {}).get("mark"))
@@ -221,34 +227,42 @@ def _judge(report: dict[str, Any], echo) -> None:
             slow = "; ".join(c["detail"] for c in node["checks"] if c["status"] == v.SLOW)
             echo(f"warning: node {node['node']} is slow: {slow}")
     if report["failed"]:
-        lines = [f"{n['node']}: {c['name']}: {c['detail']}" for n in report["nodes"]
-                 for c in n["checks"] if c["status"] == v.FAILED]
+        lines = _failures(report)
         raise TrainkitError("doctor: node(s) failed their checks, the run was not started:\n  " + "\n  ".join(lines),
                             fix="fix or replace the node (docs/doctor.md says what each check means), or "
                                 "skip the checks with --no-doctor", exit_code=errors.DOCTOR)
 
 
+def _failures(report: dict[str, Any]) -> list[str]:
+    """"node: check: detail" for every failed check of the report."""
+    return [f"{n['node']}: {c['name']}: {c['detail']}" for n in report["nodes"]
+            for c in n["checks"] if c["status"] == v.FAILED]
+
+
 def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str = "",
-         opts: Options = Options()) -> tuple[Cluster, list[dict[str, Any]]]:
+         opts: Options = Options(), trusted: set[str] = frozenset()) -> tuple[Cluster, list[dict[str, Any]]]:
     """doctor before a run: a warning line per slow node; TrainkitError (exit 12) naming each failed
     node and check. With `tries` (train --recover), a failed node is first replaced as if reclaimed
     (a spare host, or a new instance) and the checks run again, up to `tries` times. Returns the
     cluster as it is then and the events of what was replaced (`doctor_failed`, then
-    replace_lost's), for the run's events.jsonl: a resumed run records the nodes it lost."""
+    replace_lost's), for the run's events.jsonl: a resumed run records the nodes it lost.
+    `trusted`: the nodes a running job already used (after a replacement: the survivors), which
+    decide which folder is the shared one when a replacement sees another."""
     from trainkit.cluster.replace import replace_lost  # terraform and ansible: only when a node failed
 
     events: list[dict[str, Any]] = []
     for left in range(tries, -1, -1):
-        report = diagnose(cluster, ws, opts, echo)
+        report = diagnose(cluster, ws, opts, echo, trusted)
         if not report["failed"] or left == 0:
             break
-        echo(f"doctor: replacing failed node(s) {', '.join(report['failed'])} before the run starts")
+        failures = _failures(report)
+        echo("doctor: replacing failed node(s): " + "; ".join(failures))
         try:
             cluster, done = replace_lost(cluster, ws, report["failed"], resume_hint)
         except TrainkitError as err:  # no spare left, or `local`: the failed node stays, exit 12 below
             echo(f"doctor: cannot replace {', '.join(report['failed'])}: {err.message}")
             break
-        events += [{"kind": "doctor_failed", "nodes": list(report["failed"])}, *done]
+        events += [{"kind": "doctor_failed", "nodes": list(report["failed"]), "checks": failures}, *done]
     _judge(report, echo)
     return cluster, events
 

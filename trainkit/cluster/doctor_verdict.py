@@ -218,6 +218,32 @@ def shared_check(s: dict[str, Any] | None, invisible: list[str]) -> Check:
     return Check("shared", OK, f"shared mount {s['path']}: present, writable, shared with every node")
 
 
+def not_seen(seen: dict[str, set[str]], trusted: set[str] = frozenset()) -> dict[str, list[str]]:
+    """{node: the nodes on the shared storage whose markers it does not see} (empty: it passes).
+
+    `seen[n]` holds the nodes whose markers node n found on its shared folder. Nodes that see each
+    other (either way) are on one storage; the shared storage is the biggest such group, and in a
+    tie the group holding a `trusted` node (a node the run already ran on: it saw the run's
+    checkpoints there). A node outside that group fails, naming the group's nodes; one inside
+    fails only for a member it misses. With no group to prefer (a tie, nothing trusted), every
+    node is judged against every other: a pair that sees two different folders fails both."""
+    names = list(seen)
+    group = {n: {n} for n in names}
+    for a in names:
+        for b in seen[a]:
+            if b in group and group[a] is not group[b]:
+                merged = group[a] | group[b]
+                for m in merged:
+                    group[m] = merged
+    groups = list({id(g): g for g in group.values()}.values())
+    big = max((len(g) for g in groups), default=0)
+    best = [g for g in groups if len(g) == big]
+    if len(best) > 1:
+        best = [g for g in best if g & trusted] or best
+    shared = best[0] if len(best) == 1 else set(names)
+    return {n: sorted(m for m in shared if m != n and m not in seen[n]) for n in names}
+
+
 def clock_check(skew: float, th: Thresholds) -> Check:
     size = abs(skew)
     status = FAILED if size > th.skew_fail_s else WARN if size > th.skew_warn_s else OK

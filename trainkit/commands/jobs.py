@@ -46,7 +46,7 @@ from trainkit.util import resources
               "cloud's, when spot is on).")
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 @click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "
-              "on a failed node; docs/doctor.md).")
+              "on a failed node; with --recover they also run after every replacement; docs/doctor.md).")
 def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
@@ -77,7 +77,7 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
     require_applied(cluster, ws)
     cluster = effective_cluster(cluster, ws)
-    opts = recover.Options(detach=detach, recover=recover_, **tuning)
+    opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
     if detach and recover_:
         raise InputError("--recover needs a controller that stays: drop --detach",
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")

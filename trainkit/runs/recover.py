@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from trainkit.cluster import doctor
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
 from trainkit.money import cost
@@ -28,6 +29,7 @@ from trainkit.runs import launch, lock, remote
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
+from trainkit.util import progress
 from trainkit.workspace import Workspace, write_atomic
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
@@ -50,6 +52,7 @@ class Options:
     grace_s: float = 60.0               # survivors of a failed node get this long to stop alone
     notice_url: str | None = None
     notice_poll_s: float = 5.0
+    doctor: bool = True                 # doctor's checks after every replacement (train --no-doctor: off)
 
 
 @dataclass
@@ -213,7 +216,7 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 return finish(cluster, ws, run_dir, "failed", raise_=True)
         stop_survivors(nodes, lay, attempt, out.lost)
         if out.lost:
-            cluster = _replace(cluster, ws, run_dir, out.lost)
+            cluster = _replace(cluster, ws, run_dir, out.lost, opts)
         runs.event(run_dir, "backoff", seconds=backoff)
         time.sleep(backoff)
         backoff = min(backoff * 2, opts.backoff_max_s)
@@ -264,7 +267,7 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
         down = attempt_.unreachable(_nodes(cluster, ws)[0]) if opts.recover else []
         if down:
             runs.event(run_dir, "unreachable", nodes=down, by="probe")
-            cluster = _replace(cluster, ws, run_dir, down)
+            cluster = _replace(cluster, ws, run_dir, down, opts)
         try:
             return attempt_.launch_attempt(cluster, ws, job, run_dir, opts)
         except launch.LaunchError as err:
@@ -280,16 +283,24 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
                                 exit_code=PREEMPTED if down else TRAIN) from None
 
 
-def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str]) -> Cluster:
-    """replace_lost, its events written to the run; with nothing to replace them the run is
-    closed as preempted and the error says so."""
+def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], opts: Options) -> Cluster:
+    """replace_lost, its events written to the run; then (opts.doctor) doctor's checks on the
+    cluster as it is now, which replace a failed replacement the same way (at most
+    opts.max_recoveries times). With nothing to replace them, or a node that still fails, the run
+    is closed as preempted and the error says so."""
+    hint = f"trainkit train --resume {run_dir.name}"
+    survivors = {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
     try:
-        cluster, events = replace_lost(cluster, ws, lost, f"trainkit train --resume {run_dir.name}")
-    except TrainkitError as err:  # nothing to replace them with: close the run, then say so
+        cluster, events = replace_lost(cluster, ws, lost, hint)
+        record_events(run_dir, events)
+        if opts.doctor:
+            cluster, events = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint,
+                                          trusted=survivors)
+            record_events(run_dir, events)
+    except TrainkitError as err:  # nothing to replace them with, or a failed node: close the run, then say so
         finish(cluster, ws, run_dir, "preempted")
         raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
                             exit_code=err.exit_code) from None
-    record_events(run_dir, events)
     return cluster
 
 

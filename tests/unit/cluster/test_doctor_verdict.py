@@ -166,3 +166,20 @@ def test_top_reads_the_last_reports_busbw_and_names_the_nodes_not_ok():
     assert "gloo all-reduce busbw 0.250 GB/s" in line and "b slow" in line and "a ok" not in line
     assert node_busbw(report) == {"a": 0.5, "b": 0.01}
     assert busbw_line(None) is None and busbw_line({"network": None}) is None and node_busbw(None) == {}
+
+
+def test_not_seen_fails_the_node_outside_the_biggest_storage_group_only():
+    seen = {"a": {"a", "b"}, "b": {"a", "b"}, "c": {"c"}}      # c's folder is its own
+    assert v.not_seen(seen) == {"a": [], "b": [], "c": ["a", "b"]}
+
+
+def test_not_seen_breaks_a_tie_by_the_trusted_node_and_without_one_fails_both():
+    seen = {"h1": {"h1"}, "h3": {"h3"}}                       # two nodes, two folders
+    assert v.not_seen(seen) == {"h1": ["h3"], "h3": ["h1"]}
+    assert v.not_seen(seen, trusted={"h1"}) == {"h1": [], "h3": ["h1"]}   # h1 ran the job: its folder wins
+
+
+def test_not_seen_a_member_that_misses_another_fails_for_that_one():
+    seen = {"a": {"a", "b", "c"}, "b": {"a", "b", "c"}, "c": {"a", "c"}}  # c does not see b's file
+    assert v.not_seen(seen) == {"a": [], "b": [], "c": ["b"]}
+    assert v.not_seen({}) == {}
