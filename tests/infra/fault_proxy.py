@@ -21,7 +21,10 @@ told to, answers instead of it (or after it) with what AWS documents:
   specifying an Availability Zone in your request or choosing <zones>."; the error-codes page
   above lists it among the server errors, HTTP 500). `no_capacity` holds (zone, type) pairs, either
   part "*" for any. The zone is the form body's `Placement.AvailabilityZone`, else the zone of
-  the `SubnetId` (asked of moto with DescribeSubnets).
+  the `SubnetId` (asked of moto with DescribeSubnets). `no_spot_capacity` refuses only spot
+  requests (`InstanceMarketOptions.MarketType=spot`) the same way, with the message EC2 gives a
+  spot launch it cannot fill, "There is no Spot capacity available that matches your request."
+  (same code; "Spot Instance request status", Amazon EC2 user guide, `capacity-not-available`).
 - Lost responses. "Operations might also time out or encounter other server issues before they
   complete, even though the request has already returned a result... if the original request and
   the subsequent retries are successful, the operation is completed multiple times. This means
@@ -50,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 THROTTLED = (503, "RequestLimitExceeded", "Request limit exceeded.")
+SPOT_NO_CAPACITY = "There is no Spot capacity available that matches your request."
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
 
 
@@ -60,6 +64,7 @@ class Faults:
     throttle: float = 0.0                       # fraction of EC2 Query requests answered 503
     drop: float = 0.0                           # fraction of all requests closed unanswered
     no_capacity: set[tuple[str, str]] = field(default_factory=set)   # (zone, type), "*" = any
+    no_spot_capacity: set[tuple[str, str]] = field(default_factory=set)  # the same, spot requests only
     lose: dict[str, int] = field(default_factory=dict)              # Action -> responses to lose
     refuse: dict[str, tuple[int, str, str]] = field(default_factory=dict)  # Action -> (status, code, text)
     seed: int = 20
@@ -106,11 +111,13 @@ class FaultProxy:
                 return self._note("drop", action)
             if action and f.throttle and self.random.random() < f.throttle:
                 return self._note("throttle", action)
-            if action == "RunInstances" and f.no_capacity:
+            spot = form.get("InstanceMarketOptions.MarketType") == "spot"
+            refused = f.no_capacity | (f.no_spot_capacity if spot else set())
+            if action == "RunInstances" and refused:
                 zone = form.get("Placement.AvailabilityZone") or self._subnet_zone(form.get("SubnetId"), auth)
                 kind = form.get("InstanceType", "")
-                if any(z in ("*", zone) and t in ("*", kind) for z, t in f.no_capacity):
-                    return self._note(f"capacity:{zone}", action)
+                if any(z in ("*", zone) and t in ("*", kind) for z, t in refused):
+                    return self._note(f"{'spot-capacity' if spot else 'capacity'}:{zone}", action)
             if action in f.refuse:
                 return self._note("refuse", action)
             if action and f.lose.get(action, 0) > 0:
@@ -180,6 +187,8 @@ def _handler(proxy: FaultProxy):
                 zone = verdict.partition(":")[2]
                 return self._answer(*ec2_error(500, "InsufficientInstanceCapacity",
                                                capacity_message(form.get("InstanceType", ""), zone)))
+            if verdict and verdict.startswith("spot-capacity:"):
+                return self._answer(*ec2_error(500, "InsufficientInstanceCapacity", SPOT_NO_CAPACITY))
             if verdict == "refuse":
                 return self._answer(*ec2_error(*proxy.faults.refuse[action]))
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}

@@ -56,6 +56,7 @@ def explain(cloud_name: str, found: CapacityProblem, log: Path | str, phase: int
                        f"nodes or a smaller instance type; {kept}; provider's text in {log}", exit_code=phase)
     return CapacityError(
         f"{title} has no capacity for {what} in {where} right now ({found.code})",
-        found, fix=f"try another zone (`zone:`), another instance type (`instance.type:`), or on-demand "
-                   f"instead of spot (`spot.enabled: false`), or try again later; {kept}; provider's text "
+        found, fix=f"try another zone (`zone:`, a list is tried in order), another instance type "
+                   f"(`instance.type:`, a list too), or on-demand instead of spot (`spot.enabled: false`, "
+                   f"or `spot.fallback: on_demand` to try spot first), or try again later; {kept}; provider's text "
                    f"in {log}", exit_code=phase)

@@ -89,6 +89,9 @@ class InstanceSpec(_Model):
 class SpotSpec(_Model):
     enabled: bool = False
     max_price: float | None = Field(None, gt=0, description="Per node-hour; empty = up to on-demand")
+    fallback: Literal["none", "on_demand"] = Field(
+        "none", description="on_demand: when the cloud refuses spot capacity for every zone/type "
+                            "candidate at apply, try them again on-demand (each attempt is reviewed)")
 
 
 class SystemDiskSpec(_Model):
@@ -347,6 +350,8 @@ def _target_problems(s: ClusterSpec) -> list[str]:
                        f"{room.backend_type!r} or 'local'")
         if s.endpoints and not room.supports_endpoints:
             out.append(f"endpoints: custom API endpoints are not supported for {room.title}")
+        if s.spot.fallback != "none" and not s.spot.enabled:
+            out.append("spot.fallback: a fallback from spot needs spot.enabled: true (or drop spot.fallback)")
     else:
         if s.spot.enabled:
             out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")

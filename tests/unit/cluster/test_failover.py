@@ -24,9 +24,54 @@ def spec(**over) -> ClusterSpec:
 def test_lists_of_zones_and_types_are_tried_each_type_in_every_zone_first():
     cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"], instance={"type": ["g5.12xlarge", "g5.24xlarge"]}))
     assert cluster.spec.zone == "us-east-1a" and cluster.instance.type == "g5.12xlarge"  # the preferred one
-    assert failover.candidates(cluster) == [("us-east-1a", "g5.12xlarge"), ("us-east-1b", "g5.12xlarge"),
-                                            ("us-east-1a", "g5.24xlarge"), ("us-east-1b", "g5.24xlarge")]
-    assert failover.candidates(resolve(spec())) == [("us-east-1a", "g5.12xlarge")]
+    assert failover.candidates(cluster) == [("us-east-1a", "g5.12xlarge", False), ("us-east-1b", "g5.12xlarge", False),
+                                            ("us-east-1a", "g5.24xlarge", False), ("us-east-1b", "g5.24xlarge", False)]
+    assert failover.candidates(resolve(spec())) == [("us-east-1a", "g5.12xlarge", False)]
+
+
+def test_spot_fallback_tries_every_spot_candidate_then_the_same_on_demand():
+    cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"],
+                           spot={"enabled": True, "max_price": 3.5, "fallback": "on_demand"}))
+    assert failover.candidates(cluster) == [("us-east-1a", "g5.12xlarge", True), ("us-east-1b", "g5.12xlarge", True),
+                                            ("us-east-1a", "g5.12xlarge", False), ("us-east-1b", "g5.12xlarge", False)]
+    on_demand = failover.placed(cluster, "us-east-1b", "g5.12xlarge", False)
+    assert not on_demand.spec.spot.enabled and on_demand.spec.zone == "us-east-1b"
+    assert cluster.spec.spot.enabled  # the spec itself is not changed
+    # without the fallback, spot is only tried as spot; a fallback without spot is a spec error
+    assert [c[2] for c in failover.candidates(resolve(spec(spot={"enabled": True, "max_price": 3.5})))] == [True]
+    with pytest.raises(Exception, match="spot.fallback: a fallback from spot needs spot.enabled: true"):
+        spec(spot={"fallback": "on_demand"})
+    with pytest.raises(Exception, match="spot.fallback"):
+        spec(spot={"enabled": True, "fallback": "reserved"})
+
+
+def test_a_spot_quota_refusal_moves_on_to_on_demand_and_any_other_quota_stops(tmp_path):
+    from trainkit.clouds.base import CapacityProblem
+    from trainkit.clouds.capacity import CapacityError
+
+    cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"],
+                           spot={"enabled": True, "max_price": 3.5, "fallback": "on_demand"}))
+    ws = Workspace.for_cluster("demo", tmp_path)
+    ws.ensure()
+    seen = []
+
+    def attempt(here):
+        seen.append((here.spec.zone, here.spec.spot.enabled))
+        if here.spec.spot.enabled:  # the account's spot quota is used up
+            raise CapacityError("quota", CapacityProblem("quota", "MaxSpotInstanceCountExceeded"), fix="")
+        return "up"
+
+    placed, result = failover.apply_in_order(cluster, ws, attempt)
+    assert result == "up" and seen == [("us-east-1a", True), ("us-east-1a", False)]
+    assert not placed.spec.spot.enabled
+    assert json.loads((ws.root / failover.PLACEMENT_FILE).read_text()) == {
+        "zone": "us-east-1a", "type": "g5.12xlarge", "spot": False}
+    assert failover.remembered(cluster, ws).spec.spot.enabled is False   # the next plan keeps on-demand
+
+    def on_demand_quota(here):
+        raise CapacityError("quota", CapacityProblem("quota", "VcpuLimitExceeded"), fix="")
+    with pytest.raises(CapacityError, match="a quota is used up"):
+        failover.apply_in_order(resolve(spec(zone=["us-east-1a", "us-east-1b"])), ws, on_demand_quota)
 
 
 def test_every_candidate_is_validated_like_one():
