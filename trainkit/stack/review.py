@@ -68,12 +68,27 @@ LOSES = {"compute": "its local disks, its public IP and any job running on it (c
          "storage": "the data on it", "nas": "the files on it"}
 
 
+# The spec field behind an attribute the providers cannot change in place (ForceNew in their
+# schemas: tencentcloud_instance allocate_public_ip/internet_max_bandwidth_out, huaweicloud_compute_
+# instance eip_type/bandwidth, every instance's zone, subnet and image), so a REPLACE names its cause.
+SPEC_CAUSES = {"allocate_public_ip": "network.public_ip", "internet_max_bandwidth_out": "network.public_ip",
+               "eip_type": "network.public_ip", "bandwidth": "network.public_ip",
+               "associate_public_ip_address": "network.public_ip",
+               "availability_zone": "zone", "subnet_id": "zone or network", "network": "zone or network",
+               "vswitch_id": "zone or network", "system_disk": "storage.system_disk",
+               "image_id": "image", "ami": "image", "instance_type": "instance.type",
+               "flavor_id": "instance.type", "charging_mode": "spot", "instance_charge_type": "spot",
+               "spot_strategy": "spot"}
+
+
 def replace_reason(rc: dict, plan: dict) -> dict[str, Any]:
     """Why terraform replaces `rc` (plan JSON `replace_paths` / `action_reason`) and what is lost."""
     paths = [".".join(str(p) for p in path) for path in rc["change"].get("replace_paths") or []]
     why = rc.get("action_reason", "")
     if paths:
-        reason = f"{', '.join(paths)} cannot change in place"
+        fields = sorted({SPEC_CAUSES[p.split(".")[0]] for p in paths if p.split(".")[0] in SPEC_CAUSES})
+        reason = f"{', '.join(paths)} cannot change in place" + (
+            f" (spec: {', '.join(fields)})" if fields else "")
     elif why == "replace_by_triggers":
         module = rc.get("module_address", "")
         causes = [_data_change(o) for o in plan.get("resource_changes", [])

@@ -8,7 +8,7 @@ import pytest
 
 from trainkit.spec.resolve import resolve
 from trainkit.spec.schema import ClusterSpec
-from trainkit.stack.review import review
+from trainkit.stack.review import changes, review
 from trainkit.stack.review_render import to_markdown, to_text
 
 # A spec per cloud shape; the review reads a plan with the room of the spec's cloud.
@@ -215,13 +215,29 @@ def test_every_replace_says_why_and_what_is_lost():
     trig["action_reason"], trig["module_address"] = "replace_by_triggers", "module.cluster"
     rev = review(plan_of(node, disk, billing, trig), resolve(spec()))
     by = {a["address"]: a for a in rev["changes"]["addresses"]}
-    assert by[node["address"]]["reason"] == "vswitch_id, system_disk.0.category cannot change in place"
+    assert by[node["address"]]["reason"] == ("vswitch_id, system_disk.0.category cannot change in place "
+                                             "(spec: storage.system_disk, zone or network)")
     assert by[node["address"]]["replace_paths"] == ["vswitch_id", "system_disk.0.category"]
     assert "public IP" in by[node["address"]]["loses"] and "local disks" in by[node["address"]]["loses"]
     assert "--upgrade-image" in by[disk["address"]]["reason"] and by[disk["address"]]["loses"] == "the data on it"
     assert by[trig["address"]]["reason"] == "replaced with billing (spot False -> True) (replace_triggered_by)"
     text, md = to_text(rev), to_markdown(rev)
     assert "!! REPLACE module.cluster.alicloud_instance.node[0]: vswitch_id, system_disk.0.category " \
-           "cannot change in place; loses its local disks" in text
+           "cannot change in place (spec: storage.system_disk, zone or network); loses its local disks" in text
     assert "**REPLACE** `module.cluster.alicloud_instance.node[1]` (compute): replaced with billing " \
            "(spot False -> True)" in md
+
+
+@pytest.mark.parametrize("cloud, rtype, paths", [
+    ("tencentcloud", "tencentcloud_instance", [["allocate_public_ip"], ["internet_max_bandwidth_out"]]),
+    ("huaweicloud", "huaweicloud_compute_instance", [["eip_type"], ["bandwidth"]])])
+def test_a_public_ip_change_on_tencent_and_huawei_says_replace_naming_network_public_ip(cloud, rtype, paths):
+    """Both providers create an instance's public IP with it (ForceNew attributes): turning
+    network.public_ip on or off for a node replaces it, and the review says so and why."""
+    node = rc(f"module.cluster.{rtype}.node[1]", rtype, {}, ("delete", "create"), 1)
+    node["change"]["before"] = {}
+    node["change"]["replace_paths"] = paths
+    node["action_reason"] = "replace_because_cannot_update"
+    [entry] = changes(plan_of(node))["addresses"]
+    assert entry["action"] == "replace" and entry["reason"].endswith("cannot change in place (spec: network.public_ip)")
+    assert "public IP" in entry["loses"] and "job" in entry["loses"]
