@@ -23,6 +23,18 @@ REPO = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "dist", "infra", "e2e", "gpu")
 
 
+def pytest_configure(config):
+    """Ctrl-C reaches the processes the tests start, however pytest itself was started. A shell
+    starts a background command (`make test &`, a CI runner's job without a terminal) with SIGINT
+    ignored, and an ignored signal stays ignored across fork and exec (signal(7)): every test that
+    presses Ctrl-C on trainkit, terraform or the engine then saw its run end normally instead. Runs
+    in each xdist worker too."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts

@@ -52,6 +52,8 @@ class Row:
     controller: bool = False       # the controller dies first; a new one resumes with --recover
     bad_spare: bool = False        # the first spare's shared folder is its own tmpfs (a NAS mount that
                                    # failed): doctor fails it once it is put in, the next spare follows
+    partition: bool = False        # the worker is cut off the network instead of killed, and healed once
+                                   # a spare replaced it: its old job must be fenced (stopped) there
 
 
 ROWS = [Row("worker", ("worker",)), Row("head", ("head",)),
@@ -165,7 +167,14 @@ def check_row(bench: Bench, row: Row) -> None:
         if row.controller:
             _kill_group(proc)
         for who in row.kill:
-            b.cluster.kill(b.host(head if who == "head" else worker))
+            if row.partition:
+                b.cluster.partition(b.host(head if who == "head" else worker))
+            else:
+                b.cluster.kill(b.host(head if who == "head" else worker))
+        if row.partition:  # healed once recovery gave up on it: its old job is still there, stuck
+            _wait_event(run, "replaced", proc)
+            for who in row.kill:
+                b.cluster.partition(b.host(head if who == "head" else worker), cut=False)
         dead_spare = _kill_the_spare_put_in(b, {head, worker}, proc) if row.kill_spare else None
         if row.controller:
             proc = b.start("train", *b.common, "--resume", run.name, *FAST, "--recover")
@@ -192,11 +201,26 @@ def check_row(bench: Bench, row: Row) -> None:
     assert not set(b.active()) & (lost_hosts | given_up), b.active()
     if dead_spare:
         assert [e["node"] for e in events if e["event"] == "spare_failed"] == [dead_spare], events
+    if row.partition:  # the healed host's old job was stopped by the controller, not left to run
+        assert sorted(e["node"] for e in events if e["event"] == "fenced") == sorted(lost_hosts), events
+        assert not [e for e in events if e["event"] == "unfenced"], events
     if bad:  # doctor ran on the replacement, failed it, and its replacement passed
         assert [e["nodes"] for e in events if e["event"] == "doctor_failed"] == [[bad.name]], events
         assert "shared" in out and bad.name in out, out
     _assert_same_weights(b.shared / CLUSTER / "checkpoints", b.ref.name, run.name)
     b.no_leftovers(run.name)
+
+
+def _wait_event(run: Path, kind: str, proc, timeout_s: float = 300) -> None:
+    """Until the run's events.jsonl has an event of `kind` (the controller writes it)."""
+    deadline = time.monotonic() + timeout_s
+    path = run / "events.jsonl"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read()
+        if path.is_file() and f'"event": "{kind}"' in path.read_text():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {kind} event")
 
 
 def _newest_after(b: Bench, before: set, proc) -> Path:

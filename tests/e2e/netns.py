@@ -212,6 +212,12 @@ class NetnsCluster:
                 pass
         return len(pids)
 
+    def partition(self, host: Host, cut: bool = True) -> None:
+        """Cut `host` off the network (its veth's bridge end down: nothing in or out, processes
+        untouched, as a switch or a security group failing); `cut=False` heals it."""
+        i = self.hosts.index(host) + 1
+        sh("ip", "link", "set", f"{self.prefix}-v{i}", "down" if cut else "up")
+
     def revive(self, host: Host) -> None:
         """Boot a killed host again: a fresh mount namespace (its /etc/hosts as a new machine
         has it, its node-local folder kept) and sshd, back once it accepts the key."""

@@ -3,6 +3,8 @@ and what every row must end with: faultbench.py):
 
 - bad_spare: the worker is killed and the spare put in its place has a shared folder of its own (its
   NAS mount failed): doctor, run after every replacement, fails it, and the next spare takes over;
+- partition: the worker is cut off the network (not killed) past the detection window; a spare
+  takes its place, the network heals, and the worker's old job is fenced (hard-stopped) there;
 - controller: the controller (`trainkit train --recover`) is SIGKILLed, then the worker; a new
   `train --resume RUN --recover` finds the dead node by probing, stops the survivor's stuck job,
   replaces the node and resumes (and records `resumed`);
@@ -35,6 +37,10 @@ def bench(request, tmp_path_factory):
 
 def test_fault_matrix_bad_spare_row_doctor_fails_the_replacement_and_the_next_spare_takes_over(bench):
     check_row(bench, Row("bad_spare", ("worker",), bad_spare=True))
+
+
+def test_fault_matrix_partition_row_the_healed_worker_is_fenced(bench):
+    check_row(bench, Row("partition", ("worker",), partition=True))
 
 
 def test_fault_matrix_controller_row_ends_complete_with_one_interval_lost_and_nothing_left(bench):

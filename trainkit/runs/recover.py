@@ -4,7 +4,8 @@
 supervisor has a final state or a node is lost; `drive()` loops over attempts:
 
     reclaim (a notice, exit 75 / "preempted", a node unreachable or its processes gone)
-        -> stop the survivors -> replace lost nodes (hosts: a spare) -> provision only them
+        -> stop the survivors -> replace lost nodes (hosts: a spare; the lost host is fenced if it
+           comes back: runs/fence.py) -> provision only them -> doctor
         -> back off -> relaunch on every node -> the job resumes from the newest checkpoint
     failure of the user's code (every node reachable, one exited non-zero, no notice)
         -> retried at most `max_restarts_on_errors` times (default 0)
@@ -25,7 +26,7 @@ from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
 from trainkit.money import cost
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import launch, lock, remote
+from trainkit.runs import fence, launch, lock, remote
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
@@ -190,38 +191,48 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
     recoveries, restarts, backoff = 0, 0, opts.backoff_s
     attempt = attach_attempt or launch_recovering(cluster, ws, job, run_dir, opts)
     _resumed_unless_recorded(cluster, ws, job, run_dir, attempt)
-    while True:
-        cluster = effective_cluster(cluster, ws)
-        nodes, group = _nodes(cluster, ws)
-        lay = remote.layout_for(group, run_dir.name)
-        follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
-        out = watch(nodes, lay, attempt, run_dir, follower, opts)
-        _end_attempt(run_dir, attempt, out)
-        if out.status == "completed":
-            runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
-            return finish(cluster, ws, run_dir, "completed")
-        reclaim = out.status in ("reclaimed", "preempted")
-        runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
-                   last_step=out.last_step)
-        if out.status == "cancelled" or not opts.recover:
-            return finish(cluster, ws, run_dir, out.status, raise_=True)
-        if reclaim:
-            recoveries += 1
-            if recoveries > opts.max_recoveries:
-                return finish(cluster, ws, run_dir, "preempted", raise_=True,
-                              why=f"gave up after {opts.max_recoveries} recoveries")
-        else:
-            restarts += 1
-            if restarts > opts.max_restarts_on_errors:
-                return finish(cluster, ws, run_dir, "failed", raise_=True)
-        stop_survivors(nodes, lay, attempt, out.lost)
-        if out.lost:
-            cluster = _replace(cluster, ws, run_dir, out.lost, opts)
-        runs.event(run_dir, "backoff", seconds=backoff)
-        time.sleep(backoff)
-        backoff = min(backoff * 2, opts.backoff_max_s)
-        attempt = launch_recovering(cluster, ws, job, run_dir, opts)
-        _await_resume(cluster, ws, job, run_dir, attempt)
+    fencer = fence.Fencer(run_dir)   # hosts lost on the way: their old job is stopped if they come back
+    try:
+        while True:
+            cluster = effective_cluster(cluster, ws)
+            nodes, group = _nodes(cluster, ws)
+            lay = remote.layout_for(group, run_dir.name)
+            follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
+            out = watch(nodes, lay, attempt, run_dir, follower, opts)
+            _end_attempt(run_dir, attempt, out)
+            if out.status == "completed":
+                fencer.close()
+                runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
+                return finish(cluster, ws, run_dir, "completed")
+            reclaim = out.status in ("reclaimed", "preempted")
+            runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
+                       last_step=out.last_step)
+            if out.status == "cancelled" or not opts.recover:
+                fencer.close()
+                return finish(cluster, ws, run_dir, out.status, raise_=True)
+            if reclaim:
+                recoveries += 1
+                if recoveries > opts.max_recoveries:
+                    fencer.close()
+                    return finish(cluster, ws, run_dir, "preempted", raise_=True,
+                                  why=f"gave up after {opts.max_recoveries} recoveries")
+            else:
+                restarts += 1
+                if restarts > opts.max_restarts_on_errors:
+                    fencer.close()
+                    return finish(cluster, ws, run_dir, "failed", raise_=True)
+            stop_survivors(nodes, lay, attempt, out.lost)
+            if out.lost:
+                if cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
+                    fencer.add(nodes, lay, attempt, out.lost)
+                cluster = _replace(cluster, ws, run_dir, out.lost, opts)
+            runs.event(run_dir, "backoff", seconds=backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, opts.backoff_max_s)
+            attempt = launch_recovering(cluster, ws, job, run_dir, opts)
+            _await_resume(cluster, ws, job, run_dir, attempt)
+    finally:
+        fencer.stop()
 
 
 def stop_if_crippled(cluster: Cluster, ws: Workspace, resume: str) -> None:
