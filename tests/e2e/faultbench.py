@@ -50,6 +50,8 @@ class Row:
     kill: tuple[str, ...]          # "head" / "worker": the active machines killed at KILL_AT
     kill_spare: bool = False       # also the spare hosts.json puts in, while it is provisioned
     controller: bool = False       # the controller dies first; a new one resumes with --recover
+    controller_at: str = "step"    # when it dies: "step" (at KILL_AT, before the fault), "provision"
+                                   # (after the fault, once the spare is put in and being provisioned)
     bad_spare: bool = False        # the first spare's shared folder is its own tmpfs (a NAS mount that
                                    # failed): doctor fails it once it is put in, the next spare follows
     partition: bool = False        # the worker is cut off the network instead of killed, and healed once
@@ -164,7 +166,7 @@ def check_row(bench: Bench, row: Row) -> None:
     try:
         run = _newest_after(b, before, proc)
         _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
-        if row.controller:
+        if row.controller and row.controller_at == "step":
             _kill_group(proc)
         for who in row.kill:
             if row.partition:
@@ -176,6 +178,9 @@ def check_row(bench: Bench, row: Row) -> None:
             for who in row.kill:
                 b.cluster.partition(b.host(head if who == "head" else worker), cut=False)
         dead_spare = _kill_the_spare_put_in(b, {head, worker}, proc) if row.kill_spare else None
+        if row.controller and row.controller_at == "provision":  # mid site.yml on the spare
+            _wait_event(run, "replaced", proc)
+            _kill_group(proc)
         if row.controller:
             proc = b.start("train", *b.common, "--resume", run.name, *FAST, "--recover")
         out, _ = proc.communicate(timeout=600)

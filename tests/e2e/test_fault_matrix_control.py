@@ -8,6 +8,8 @@ and what every row must end with: faultbench.py):
 - controller: the controller (`trainkit train --recover`) is SIGKILLed, then the worker; a new
   `train --resume RUN --recover` finds the dead node by probing, stops the survivor's stuck job,
   replaces the node and resumes (and records `resumed`);
+- controller_provision: the worker is killed, and the controller is SIGKILLed while it provisions
+  the spare it put in; `train --resume RUN --recover` provisions that spare, then resumes;
 - a launch that fails on one node is rolled back on the others (no supervisor or torchrun of it
   left, the rendezvous port free) and recorded;
 - a second workspace on the same machines is locked out while a run is live, and its destroy
@@ -48,6 +50,15 @@ def test_fault_matrix_controller_row_ends_complete_with_one_interval_lost_and_no
 
 
 CUSTOM = ["--config", str(REPO / "examples/custom/train.yaml")]
+
+
+def test_fault_matrix_controller_killed_while_it_provisions_the_spare_row(bench):
+    """The new controller finds the spare put in but never provisioned (no `provisioned` event
+    after its `replaced`) and provisions it before the relaunch."""
+    check_row(bench, Row("controller_provision", ("worker",), controller=True, controller_at="provision"))
+    run = _runs(bench.ws)[-1]
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    assert [e.get("by") for e in events if e["event"] == "provisioned"][-1:] == ["resume"], events
 
 
 def test_a_launch_that_fails_on_one_node_is_rolled_back_on_the_others_and_recorded(bench):

@@ -23,7 +23,7 @@ import json
 import re
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from trainkit import clouds
 from trainkit.errors import PREEMPTED, TrainkitError
@@ -36,29 +36,35 @@ from trainkit.workspace import Workspace, read_json, write_atomic
 Event = dict[str, Any]
 
 
-def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
-                 ) -> tuple[Cluster, list[Event]]:
-    """(the cluster with `lost` nodes replaced and provisioned, the events of doing it);
+def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
+                 record: Callable[[Event], None] = lambda _ev: None) -> tuple[Cluster, list[Event]]:
+    """(the cluster with `lost` nodes replaced and provisioned, the events of doing it); each
+    event is also given to `record` as it happens (a `replaced` before its provisioning starts,
+    so a controller that dies while provisioning leaves a record of the half-done node);
     TrainkitError(PREEMPTED) when that is not possible (no spare left, `local`). `resume_hint` is
     the command that resumes the run, for the message when no spare answers. On `hosts`, a spare
     that stops answering while it is provisioned is given up (a `spare_failed` event) and the
     next spare takes its place."""
     if cluster.spec.cloud == "hosts":
-        return _spares_in(cluster, ws, lost, resume_hint)
+        return _spares_in(cluster, ws, lost, resume_hint, record)
     if not clouds.is_cloud(cluster.spec.cloud):
         raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
                             "nothing to replace it with", exit_code=PREEMPTED)
     events = replace_instances(cluster, ws, lost)
+    for ev in events:
+        record(ev)
     fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in lost and n.get("public_ip")]
     wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
     t0 = time.time()
     prepare_inventory(cluster, ws)               # site.yml on the new node(s) only (ansible --limit)
     run_site(cluster, ws, limit=lost)
-    return cluster, events + [{"kind": "provisioned", "nodes": lost, "took_s": round(time.time() - t0, 3)}]
+    done = {"kind": "provisioned", "nodes": lost, "took_s": round(time.time() - t0, 3)}
+    record(done)
+    return cluster, events + [done]
 
 
-def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
-               ) -> tuple[Cluster, list[Event]]:
+def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
+               record: Callable[[Event], None]) -> tuple[Cluster, list[Event]]:
     """Spares in the places of `lost`, provisioned (site.yml --limit); a spare that fails and then
     does not answer on SSH is replaced by the next one. A provisioning failure of a spare that
     still answers is the playbook's error (exit 5): another spare would fail the same way."""
@@ -67,6 +73,8 @@ def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: st
     pending: list[str] = []        # spares put in and not yet provisioned
     while True:
         cluster, new, evs = _swap_spares(cluster, ws, todo, resume_hint)
+        for ev in evs:
+            record(ev)
         events += evs
         pending += new
         t0 = time.time()
@@ -79,9 +87,14 @@ def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: st
             if not todo:
                 raise
             pending = [n for n in pending if n not in todo]
-            events += [{"kind": "spare_failed", "node": n, "took_s": round(time.time() - t0, 3)} for n in todo]
+            failed = [{"kind": "spare_failed", "node": n, "took_s": round(time.time() - t0, 3)} for n in todo]
+            for ev in failed:
+                record(ev)
+            events += failed
             continue
-        return cluster, events + [{"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)}]
+        done = {"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)}
+        record(done)
+        return cluster, events + [done]
 
 
 def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str

@@ -25,6 +25,7 @@ from trainkit.cluster import doctor
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
 from trainkit.money import cost
+from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.runs import attempt as attempt_
 from trainkit.runs import fence, launch, lock, remote
 from trainkit.runs import record as runs
@@ -244,6 +245,31 @@ def stop_if_crippled(cluster: Cluster, ws: Workspace, resume: str) -> None:
         _stop_if_crippled(cluster, ws, run_dir)
 
 
+def provision_unfinished(cluster: Cluster, ws: Workspace, resume: str) -> None:
+    """`train --resume RUN --recover` after a controller that died while it provisioned a
+    replacement: the nodes the run's events put in (`replaced`) with no `provisioned` after it,
+    and still in the cluster, are provisioned now (site.yml --limit), recorded as `provisioned`."""
+    run_dir = runs.resolve_run(ws.runs_dir, resume)
+    pending: list[str] = []
+    for e in runs.read_events(run_dir):
+        if e["event"] == "replaced":
+            pending.append(e.get("by") or e["node"])   # hosts: the spare; a cloud: the node's own name
+        elif e["event"] == "provisioned":
+            pending = [n for n in pending if n not in (e.get("nodes") or [])]
+    cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, written before provisioning
+    active = ({h.name for h in cluster.spec.hosts if not h.spare} if cluster.spec.cloud == "hosts"
+              else {n.name for n in _nodes(cluster, ws)[0]})
+    todo = [n for n in dict.fromkeys(pending) if n in active]
+    if not todo:
+        return
+    progress.info(f"provisioning {', '.join(todo)}: put in by run {run_dir.name}'s last controller, "
+                  "which stopped before it finished")
+    t0 = time.time()
+    prepare_inventory(cluster, ws)
+    run_site(cluster, ws, limit=todo)
+    runs.event(run_dir, "provisioned", nodes=todo, took_s=round(time.time() - t0, 3), by="resume")
+
+
 def record_events(run_dir: Path, events: list[dict[str, Any]]) -> None:
     """Events of work done for the run before it started (doctor's replacements) into its events.jsonl."""
     for ev in events:
@@ -302,8 +328,7 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], op
     hint = f"trainkit train --resume {run_dir.name}"
     survivors = {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
     try:
-        cluster, events = replace_lost(cluster, ws, lost, hint)
-        record_events(run_dir, events)
+        cluster, _ = replace_lost(cluster, ws, lost, hint, record=lambda ev: record_events(run_dir, [ev]))
         if opts.doctor:
             cluster, events = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint,
                                           trusted=survivors)
