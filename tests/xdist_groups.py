@@ -17,8 +17,9 @@ from pathlib import Path
 
 from xdist.scheduler import LoadFileScheduling
 
-# A module that names either builds namespace hosts: the fixture (tests/e2e/conftest.py) or the class.
-NETNS_WORDS = ("netns_hosts", "NetnsCluster")
+# A module that names any builds namespace hosts: the fixture (tests/e2e/conftest.py), the class,
+# or the fault matrix's bench (tests/e2e/faultbench.py).
+NETNS_WORDS = ("netns_hosts", "NetnsCluster", "faultbench")
 
 
 @lru_cache(maxsize=None)
