@@ -256,7 +256,7 @@ def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str
         if not report["failed"] or left == 0:
             break
         failures = _failures(report)
-        echo("doctor: replacing failed node(s): " + "; ".join(failures))
+        echo(f"doctor: replacing failed node(s) {', '.join(report['failed'])}: " + "; ".join(failures))
         try:
             cluster, done = replace_lost(cluster, ws, report["failed"], resume_hint)
         except TrainkitError as err:  # no spare left, or `local`: the failed node stays, exit 12 below
