@@ -102,7 +102,8 @@ class FaultProxy:
     # ------------------------------------------------------------ decisions (under the lock)
 
     def decide(self, action: str | None, form: dict[str, str], auth: str = "") -> str | None:
-        """'drop', 'throttle', 'capacity:<zone>', 'refuse', 'lose' or None (forward and answer)."""
+        """'drop', 'throttle', 'capacity:<zone>', 'spot-capacity:<zone>', 'refuse', 'lose' or None
+        (forward and answer)."""
         with self.lock:
             f = self.faults
             if action:
@@ -112,12 +113,12 @@ class FaultProxy:
             if action and f.throttle and self.random.random() < f.throttle:
                 return self._note("throttle", action)
             spot = form.get("InstanceMarketOptions.MarketType") == "spot"
-            refused = f.no_capacity | (f.no_spot_capacity if spot else set())
-            if action == "RunInstances" and refused:
+            if action == "RunInstances" and (f.no_capacity or (spot and f.no_spot_capacity)):
                 zone = form.get("Placement.AvailabilityZone") or self._subnet_zone(form.get("SubnetId"), auth)
                 kind = form.get("InstanceType", "")
-                if any(z in ("*", zone) and t in ("*", kind) for z, t in refused):
-                    return self._note(f"{'spot-capacity' if spot else 'capacity'}:{zone}", action)
+                for refused, what in ((f.no_capacity, "capacity"), (f.no_spot_capacity if spot else set(), "spot-capacity")):
+                    if any(z in ("*", zone) and t in ("*", kind) for z, t in refused):
+                        return self._note(f"{what}:{zone}", action)
             if action in f.refuse:
                 return self._note("refuse", action)
             if action and f.lose.get(action, 0) > 0:

@@ -6,10 +6,12 @@ Needs root and loop devices (losetup). Every test writes a scratch fstab (disks_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,22 +37,33 @@ def _mounted(path: Path) -> bool:
     return subprocess.run(["findmnt", "--mountpoint", str(path)], capture_output=True).returncode == 0
 
 
-@pytest.fixture
-def loopdev(tmp_path):
+@contextlib.contextmanager
+def _loop_disk(tmp_path: Path, size_mib: int):
+    """A loop device over a sparse file of `size_mib`; unmounted and detached afterwards (a
+    leftover of the same size would make the size-based fallback see two disks)."""
     image = tmp_path / "disk.img"
     with open(image, "wb") as fh:
-        fh.truncate(SIZE_MIB * 1024 * 1024)
+        fh.truncate(size_mib * 1024 * 1024)
     try:
         dev = _sh("losetup", "--find", "--show", str(image))
     except subprocess.CalledProcessError as err:
         pytest.skip(f"no loop device available: {err.stderr}")
     mnt = tmp_path / "mnt"
-    yield dev, mnt, tmp_path / "fstab"
-    for _ in range(3):
-        if not _mounted(mnt):
-            break
-        subprocess.run(["umount", str(mnt)], capture_output=True)
-    subprocess.run(["losetup", "-d", dev], capture_output=True)
+    try:
+        yield dev, mnt, tmp_path / "fstab"
+    finally:
+        for _ in range(10):
+            if not _mounted(mnt):
+                break
+            subprocess.run(["umount", str(mnt)], capture_output=True)
+            time.sleep(0.5)
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+@pytest.fixture
+def loopdev(tmp_path):
+    with _loop_disk(tmp_path, SIZE_MIB) as disk:
+        yield disk
 
 
 def run_role(tmp_path: Path, **role_vars):
@@ -114,15 +127,16 @@ def test_disks_role_never_reformats_a_disk_with_another_filesystem(loopdev, tmp_
     assert "ext2" in fstab.read_text()
 
 
-def test_disks_role_finds_the_only_disk_of_the_expected_size_when_the_named_device_is_absent(
-        loopdev, tmp_path):
-    dev, mnt, fstab = loopdev
-    r, _ = run_role(tmp_path, **disk_vars(
-        "/dev/trainkit-no-such-disk", mnt, fstab, disks_expected_size_gb=SIZE_MIB / 1024,
-        disks_size_tolerance_pct=1, disks_candidate_exclude="^(ram|sr|zram|dm-|md|nbd)"))
-    assert r.rc == 0, _failure_text(r)
-    assert _blkid(dev, "TYPE") == "ext4"
-    assert _mounted(mnt)
+def test_disks_role_finds_the_only_disk_of_the_expected_size_when_the_named_device_is_absent(tmp_path):
+    # a size of its own (4 MiB over the others', past the 1% tolerance): a disk another test of this
+    # module left attached (a busy unmount) is not a second candidate
+    with _loop_disk(tmp_path, SIZE_MIB + 4) as (dev, mnt, fstab):
+        r, _ = run_role(tmp_path, **disk_vars(
+            "/dev/trainkit-no-such-disk", mnt, fstab, disks_expected_size_gb=(SIZE_MIB + 4) / 1024,
+            disks_size_tolerance_pct=1, disks_candidate_exclude="^(ram|sr|zram|dm-|md|nbd)"))
+        assert r.rc == 0, _failure_text(r)
+        assert _blkid(dev, "TYPE") == "ext4"
+        assert _mounted(mnt)
 
 
 def test_disks_role_skips_with_a_message_when_no_disk_is_found_and_none_is_required(tmp_path):
