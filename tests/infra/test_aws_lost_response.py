@@ -1,0 +1,48 @@
+"""A create whose response was lost, through the fault proxy (tests/infra/fault_proxy.py): moto
+performs it, the answer never arrives, and `destroy --sweep` must still leave nothing. A module
+of its own (it was in test_aws_faults.py) so that pytest-xdist runs it beside the throttled
+lifecycle there: each is minutes of the aws provider's polls.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fault_proxy import Faults
+from moto_aws import assert_nothing_left, leftovers, trainkit, write_spec
+
+from trainkit import errors
+
+pytestmark = pytest.mark.usefixtures("tf_cli_config")
+
+
+def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
+    """moto creates the subnet, the answer never arrives, the SDK sends CreateSubnet again: a second
+    subnet (tagged, unknown to terraform) or a conflict with the first. `destroy --sweep` deletes
+    the copy terraform never recorded before terraform destroy (whose DeleteVpc it would block)."""
+    moto, proxy = faulty_moto
+    proxy.faults = Faults(lose={"CreateSubnet": 1})
+    spec = write_spec(repo, tmp_path, proxy.url, nodes=1)
+    ws = tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", check_rc=None)
+    assert ("lose", "CreateSubnet") in proxy.faults_done
+    state_subnets = json.loads((ws / "terraform" / "terraform.tfstate").read_text())
+    tracked = {r["instances"][0]["attributes"]["id"] for r in state_subnets["resources"]
+               if r["type"] == "aws_subnet" and r["instances"]}
+    assert set(leftovers(moto, "aws-moto")["subnets"]) - tracked  # a subnet terraform never learned of
+
+    # terraform destroy fails on the security group (an IAM policy denies DeleteSecurityGroup): the
+    # sweep still deletes the copy and everything else it can, and names what it could not delete
+    proxy.faults = Faults(refuse={"DeleteSecurityGroup": (403, "UnauthorizedOperation",
+                                                          "You are not authorized to perform this operation.")})
+    stuck = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep", check_rc=errors.DESTROY)
+    assert "terraform destroy failed" in stuck.stderr and "could not delete security-group sg-" in stuck.stderr, \
+        stuck.stderr
+    assert "Traceback" not in stuck.stderr and (ws / "terraform").exists()  # the workspace is kept
+    left = leftovers(moto, "aws-moto")
+    assert not set(left["subnets"]) - tracked and left["security_groups"]  # the copy is gone, the group stays
+
+    proxy.faults = Faults()
+    trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
+    assert_nothing_left(moto, "aws-moto")
