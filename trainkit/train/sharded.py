@@ -118,6 +118,11 @@ class Checkpointer:
             folder.mkdir(parents=True)
             buf = _to_bytes(meta)
             _atomic_write(folder / META, buf)
+        if self.distributed:
+            # No rank writes into the folder before rank 0 has cleaned and made it: on shared
+            # storage DCP's writer on another node made it first (rank 0's mkdir: FileExistsError,
+            # exit 6), or wrote its shard into a leftover that rank 0 then deleted.
+            torch.distributed.barrier(group=self.group)
         resp = dcp.async_save(app_state(model, opt), checkpoint_id=str(folder),
                               process_group=self.group, no_dist=not self.distributed,
                               async_stager=self.stager())
