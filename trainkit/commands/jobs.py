@@ -93,9 +93,11 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             lifecycle.sync(cluster, ws, need_ssh=True)
         recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
-        if resume and recover_:  # what is left of a run that lost a node stops before doctor replaces it;
-            recover.stop_if_crippled(cluster, ws, resume)  # a replacement its last controller left
-            recover.provision_unfinished(cluster, ws, resume)  # half provisioned is provisioned now
+        if resume and recover_:
+            # Before doctor touches the nodes: stop what is left of a run that lost a node, and finish
+            # provisioning a replacement its last controller died setting up.
+            recover.stop_if_crippled(cluster, ws, resume)
+            recover.provision_unfinished(cluster, ws, resume)
         replaced: list[dict] = []
         if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
             cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
