@@ -30,7 +30,8 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
             confirm_sweep: Callable[[list[dict]], bool] | None = None) -> dict[str, Any]:
     """Destroy what the state backend holds, then report (and with `sweep`, delete) leftovers.
 
-    Returns {destroyed, note?, leftovers: [...], swept: [...], leftover_check: str}. Raises
+    Returns {destroyed, note?, leftovers: [...], swept: [...], untracked?: [...], leftover_check: str}
+    (`untracked`: without `sweep`, tagged copies the state did not hold before destroy). Raises
     TrainkitError (exit DESTROY) when the backend cannot be reached, when the state is not empty
     afterwards, when the leftover check could not run (no SDK, no credentials, no network), or
     when tagged resources are left and not swept; the workspace is then kept.
@@ -55,9 +56,18 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
         if not runner.state_list():
             result["note"] = f"{backend_description(cluster, ws)} holds nothing: nothing to destroy"
         else:
-            if sweep:  # copies the state never recorded (a lost create response) block terraform's deletes
+            # copies the state never recorded (a lost create response) block terraform's deletes
+            if sweep:
                 result["swept"] = _sweep_untracked(cluster, runner, confirm_sweep)
-            failed = _terraform_destroy(runner, sweep)
+            else:
+                result["untracked"] = _warn_untracked(cluster, runner)
+            try:
+                failed = _terraform_destroy(runner, sweep)
+            except TrainkitError as err:
+                if result.get("untracked") and err.exit_code != 130:
+                    err.fix = (f"delete what the state does not hold ({len(result['untracked'])} tagged "
+                               f"resource(s), named above) first: `trainkit destroy {cluster.source} --sweep`")
+                raise
     swept_first, checked = result["swept"], _leftovers(cluster, sweep, confirm_sweep)
     result.update(checked, swept=swept_first + checked.get("swept", []))
     if failed is not None:
@@ -118,20 +128,42 @@ def _still_there(state_left: list[str], tagged_left: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def _sweep_untracked(cluster: Cluster, runner, confirm) -> list[dict]:
-    """Delete what carries the cluster's tag but is not in the state (terraform never learned of it:
-    a create whose response was lost, then retried). Returns what was deleted; [] when the check
+def _untracked(cluster: Cluster, runner) -> list[dict]:
+    """What carries the cluster's tag but is not in the state (terraform never learned of it: a
+    create whose response was lost, then retried). [] when the cloud has no sweeper or the check
     cannot run (the leftover check after destroy reports that)."""
     sweeper = tag_sweeper(cluster.spec.cloud)
     if sweeper is None:
         return []
     tracked = _state_ids(runner.state_json().get("values") or {})
     try:
-        untracked = [r for r in sweeper.find(cluster) if r["id"] not in tracked]
+        return [r for r in sweeper.find(cluster) if r["id"] not in tracked]
     except Exception:  # noqa: BLE001 - reported by the leftover check after destroy
         return []
+
+
+def _warn_untracked(cluster: Cluster, runner) -> list[dict]:
+    """Without --sweep: say before terraform destroy starts that copies the state does not hold
+    will hold up the deletes of what they use (a subnet, a security group, the VPC: the provider
+    retries those for minutes, then destroy fails), and how to delete them too. Returns them."""
+    untracked = _untracked(cluster, runner)
+    if untracked:
+        progress.info(f"warning: {len(untracked)} resource(s) tagged {RESERVED_TAG}={cluster.name} are not in "
+                      "the state (a create whose answer was lost): "
+                      + ", ".join(f"{r['type']} {r['id']}" for r in untracked)
+                      + ". terraform destroy cannot delete what they use and retries for minutes before it "
+                      f"fails; stop it (Ctrl-C) and run `trainkit destroy {cluster.source} --sweep` to delete "
+                      "them first")
+    return untracked
+
+
+def _sweep_untracked(cluster: Cluster, runner, confirm) -> list[dict]:
+    """Delete what carries the cluster's tag but is not in the state (`_untracked`). Returns what
+    was deleted."""
+    untracked = _untracked(cluster, runner)
     if not untracked or (confirm is not None and not confirm(untracked)):
         return []
+    sweeper = tag_sweeper(cluster.spec.cloud)
     with progress.step(f"deleting {len(untracked)} tagged resource(s) the state does not hold"):
         try:
             sweeper.delete(cluster, untracked)

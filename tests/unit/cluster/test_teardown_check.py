@@ -47,3 +47,60 @@ def test_destroy_without_credentials_exits_12_as_plan_and_apply_do_and_keeps_the
         teardown.destroy(cluster, ws)
     assert caught.value.exit_code == errors.CREDENTIALS == 13
     assert "AWS_ACCESS_KEY_ID" in caught.value.fix and (ws.root / "outputs.json").exists()
+
+
+class _Runner:
+    """terraform as destroy sees it: a state holding one instance; destroy fails the way the aws
+    provider does when a copy the state never recorded still uses the subnet."""
+
+    on_line = None
+
+    def __init__(self, events: list[str]):
+        self.events = events
+
+    def state_list(self):
+        return ["module.cluster.aws_instance.node[0]"]
+
+    def state_json(self):
+        return {"values": {"root_module": {"child_modules": [{"resources": [
+            {"values": {"id": "i-tracked", "subnet_id": "subnet-1"}}]}]}}}
+
+    def destroy(self):
+        self.events.append("terraform destroy")
+        raise TrainkitError("terraform destroy failed: DependencyViolation: subnet-1 has dependencies",
+                            fix="run it again", exit_code=errors.DESTROY)
+
+
+class _Sweeper:
+    def __init__(self, events: list[str]):
+        self.events = events
+
+    def find(self, cluster):
+        self.events.append("find")
+        return [{"type": "ec2 instance", "id": "i-tracked"}, {"type": "ec2 instance", "id": "i-lost-copy"}]
+
+    def delete(self, cluster, found):  # pragma: no cover - plain destroy must not delete
+        raise AssertionError("plain destroy deleted tagged resources")
+
+
+def test_plain_destroy_names_untracked_copies_before_terraform_waits_behind_them(tmp_path, monkeypatch, capsys):
+    # A lost create response left i-lost-copy in the cloud, tagged, not in the state: the provider
+    # retries the subnet's delete for minutes. Without --sweep destroy says so first, and its error
+    # names --sweep; nothing is deleted by tag and the workspace is kept.
+    cluster = load_cluster(REPO / "examples" / "clusters" / "aws-moto.yaml")
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.terraform_dir.mkdir(parents=True, exist_ok=True)
+    (ws.terraform_dir / "terraform.tfstate").write_text("{}")
+    (ws.root / "outputs.json").write_text("{}")
+    events: list[str] = []
+    monkeypatch.setattr(teardown, "render_and_init", lambda *a, **kw: (_Runner(events), None))
+    monkeypatch.setattr(teardown, "tag_sweeper", lambda cloud: _Sweeper(events))
+    monkeypatch.setattr(teardown.progress, "info", lambda text: events.append(text))
+    with pytest.raises(TrainkitError) as caught:
+        teardown.destroy(cluster, ws)
+    warning = next(e for e in events if e.startswith("warning:"))
+    assert events.index(warning) < events.index("terraform destroy")
+    assert "i-lost-copy" in warning and "i-tracked" not in warning and "--sweep" in warning
+    assert caught.value.exit_code == errors.DESTROY and "DependencyViolation" in caught.value.message
+    assert "--sweep" in caught.value.fix and "(1 tagged resource(s)" in caught.value.fix
+    assert (ws.root / "outputs.json").exists()
