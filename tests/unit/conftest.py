@@ -18,6 +18,17 @@ def _listing() -> dict[str, set[str]]:
     return {f: set(os.listdir(f)) if os.path.isdir(f) else set() for f in WATCHED}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_home(tmp_path_factory):
+    """The unit tier runs with HOME in a temp folder: no test reads the machine's own credential
+    files (~/.aws, ~/.tccli), and SDKs that write into the home write there. The Huawei SDK does
+    so when it is imported (huaweicloudsdkcore 3.1.219, http/user_agent.py: ~/.huaweicloud/
+    application_id, a random id for its User-Agent); the real home is still watched below."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def nothing_outside_tmp_is_touched():
     before = _listing()
