@@ -3,7 +3,8 @@ AWS answers under load. The real trainkit CLI and terraform binary; what the emu
 checked with boto3 at the moto server itself (behind no proxy).
 
 One cluster carries several checks (each apply costs minutes): a throttled apply, status and plan;
-the review's cost change priced from the state; a change the cloud has no capacity for; destroy.
+the review's cost change priced from the state; a change the cloud has no capacity for; destroy
+through dropped connections.
 """
 
 from __future__ import annotations
@@ -69,5 +70,11 @@ def test_throttled_apply_status_and_plan_then_no_capacity_then_destroy(repo, tmp
     assert "not created" not in trainkit("status", bigger, "--workdir", ws).stdout
     assert leftovers(moto, "aws-moto")["volumes"]
 
-    trainkit("destroy", bigger, "--workdir", ws, "--yes")
+    # Destroy with 10% of the connections closed unanswered (moto never sees those requests, the
+    # SDKs retry them as transient errors): the provider's and boto3's retries ride it out, and
+    # the leftover check after terraform destroy still runs.
+    proxy.faults = Faults(drop=0.1, seed=9)
+    destroyed = trainkit("destroy", bigger, "--workdir", ws, "--yes")
+    assert sum(1 for what, _ in proxy.faults_done if what == "drop") >= 3, proxy.faults_done[-5:]
+    assert "asked the cloud for resources tagged trainkit-cluster=aws-moto: 0 left" in destroyed.stdout
     assert_nothing_left(moto, "aws-moto")

@@ -7,8 +7,11 @@ room's documented codes, trainkit.clouds.capacity), apply re-renders with the ne
 applies again: terraform replaces what the refused zone holds (subnet, disks, instances), so
 nothing stays behind there. A quota refusal stops at once (another zone draws on the same quota).
 Each attempt is one line; the placement that came up is kept in the workspace (placement.json)
-so that the next plan keeps it. When every candidate is refused, a cluster this workspace had not
-applied before is destroyed again (nothing is left), and one message lists every attempt.
+so that the next plan keeps it. A workspace without that file (another machine, a CI job on the
+same remote state) reads the placement from the state: the zone, type and billing its nodes run
+on (`settle`), so its plan does not move the nodes back to the first candidate. When every
+candidate is refused, a cluster whose state held nothing before is destroyed again (nothing is
+left), and one message lists every attempt.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from trainkit import errors
+from trainkit import clouds, errors
 from trainkit.clouds.capacity import CapacityError
+from trainkit.money.cost import billing_record
 from trainkit.spec.resolve import Cluster
-from trainkit.stack.state import render_and_init
+from trainkit.stack.state import render_and_init, state_resources
 from trainkit.util import progress
 from trainkit.workspace import Workspace
 
@@ -68,6 +72,48 @@ def remembered(cluster: Cluster, ws: Workspace) -> Cluster:
     return placed(cluster, *where) if len(candidates(cluster)) > 1 and where in candidates(cluster) else cluster
 
 
+def held(cluster: Cluster, resources: list[dict]) -> Placement | None:
+    """Where the nodes in `resources` (the state's, `state_resources`) run: (zone, type, spot)
+    when every node agrees, else None. Zone: the instance's `availability_zone` (the attribute's
+    name in all four providers' instance resources); type and billing: the cloud room's `billed`,
+    with the modules' billing record deciding spot where the instance cannot tell
+    (money.cost.billing_record)."""
+    room, record = clouds.get(cluster.spec.cloud), billing_record(resources)
+    found = set()
+    for r in resources:
+        b = room.billed(r)
+        if b and b.get("node"):
+            spot = bool(record["spot"]) if record and "spot" in record else b.get("billing") == "spot"
+            found.add((r["values"].get("availability_zone"), b["node"], spot))
+    return found.pop() if len(found) == 1 else None
+
+
+def settle(cluster: Cluster, ws: Workspace) -> tuple[Cluster, bool]:
+    """(the cluster at the placement its nodes run on, whether the state holds anything) for a
+    spec with several candidates. Reads the state (render + init) only when this workspace keeps
+    no placement.json; a placement found there is kept in it. A spec with one candidate, or a
+    state placement that is no longer a candidate, gives the cluster as `remembered` has it."""
+    if len(candidates(cluster)) == 1 or (ws.root / PLACEMENT_FILE).exists():
+        return remembered(cluster, ws), ws.applied_at() is not None or (ws.root / PLACEMENT_FILE).exists()
+    resources = held_resources(cluster, ws)
+    where = held(cluster, resources)
+    if where is None or where not in candidates(cluster):
+        return cluster, bool(resources)
+    _keep(ws, where)
+    return placed(cluster, *where), True
+
+
+def held_resources(cluster: Cluster, ws: Workspace) -> list[dict]:
+    """The state's managed resources (render + `terraform init` against the backend)."""
+    runner, _ = render_and_init(cluster, ws)
+    return state_resources(runner.state_json().get("values") or {})
+
+
+def _keep(ws: Workspace, where: Placement) -> None:
+    zone, kind, spot = where
+    (ws.root / PLACEMENT_FILE).write_text(json.dumps({"zone": zone, "type": kind, "spot": spot}) + "\n")
+
+
 def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster], Any]) -> tuple[Cluster, Any]:
     """`attempt(cluster)` at each candidate until one is not refused for capacity; returns
     (the cluster as placed, what attempt returned). CapacityError listing the attempts when all
@@ -76,10 +122,10 @@ def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster],
     order = candidates(cluster)
     if len(order) == 1:
         return cluster, attempt(cluster)
-    current = remembered(cluster, ws)
+    current, existed = settle(cluster, ws)
     start = (current.spec.zone, current.instance.type, current.spec.spot.enabled)
     order = [start] + [c for c in order if c != start]
-    fresh = ws.applied_at() is None  # nothing of this cluster existed before from here
+    fresh = not existed  # nothing of this cluster existed before: what the attempts made can go
     tried: list[str] = []
     total, n = len(order), 0
     while order:
@@ -101,7 +147,7 @@ def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster],
             last = err
             continue
         progress.info(f"placement {n}/{total}: {where}: up")
-        (ws.root / PLACEMENT_FILE).write_text(json.dumps({"zone": zone, "type": kind, "spot": spot}) + "\n")
+        _keep(ws, (zone, kind, spot))
         return here, result
     if fresh:
         _remove_attempts(here, ws)

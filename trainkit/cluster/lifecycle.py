@@ -49,8 +49,8 @@ def plan(cluster: Cluster, ws: Workspace, upgrade_image: bool = False) -> dict[s
     """
     if not is_cloud(cluster):
         return no_terraform_review(cluster)
-    cluster = failover.remembered(cluster, ws)  # `zone:`/`type:` lists: where the last apply came up
     ws.rotate_log()
+    cluster, _ = failover.settle(cluster, ws)  # `zone:`/`type:` lists: where the nodes run now
     runner, _ = render_and_init(cluster, ws)
     return _plan(cluster, ws, runner, upgrade_image)
 

@@ -104,15 +104,15 @@ def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
     the cloud room's `billed`; NAT gateways are the `*_nat_gateway` resources."""
     room = clouds.get(cluster.spec.cloud)
     billed = [b for b in map(room.billed, resources) if b]
-    record = _billing_record(resources)
-    if record and record.get("spot"):  # the module created the nodes spot (see _billing_record)
+    record = billing_record(resources)
+    if record and record.get("spot"):  # the module created the nodes spot (see billing_record)
         billed = [{**b, "billing": "spot", "max_price": b.get("max_price") or record.get("max_price")}
                   if b.get("billing") == "on_demand" else b for b in billed]
     nat = sum(1 for r in resources if r["type"].endswith("_nat_gateway"))
     return billed_cost(cluster, billed, nat, nas=any(b.get("nas") for b in billed))
 
 
-def _billing_record(resources: list[dict]) -> dict | None:
+def billing_record(resources: list[dict]) -> dict | None:
     """The modules' `terraform_data.billing` input ({spot, max_price}): how the nodes were created
     (a change replaces them). It decides where the instance's own reading cannot tell spot from
     on-demand (an API that omits the market type, as the AWS emulator does)."""

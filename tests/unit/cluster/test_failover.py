@@ -45,7 +45,7 @@ def test_spot_fallback_tries_every_spot_candidate_then_the_same_on_demand():
         spec(spot={"enabled": True, "fallback": "reserved"})
 
 
-def test_a_spot_quota_refusal_moves_on_to_on_demand_and_any_other_quota_stops(tmp_path):
+def test_a_spot_quota_refusal_moves_on_to_on_demand_and_any_other_quota_stops(tmp_path, monkeypatch):
     from trainkit.clouds.base import CapacityProblem
     from trainkit.clouds.capacity import CapacityError
 
@@ -54,6 +54,7 @@ def test_a_spot_quota_refusal_moves_on_to_on_demand_and_any_other_quota_stops(tm
     ws = Workspace.for_cluster("demo", tmp_path)
     ws.ensure()
     seen = []
+    monkeypatch.setattr(failover, "held_resources", lambda cluster, ws: [])   # an empty state
 
     def attempt(here):
         seen.append((here.spec.zone, here.spec.spot.enabled))
@@ -96,3 +97,69 @@ def test_the_workspace_remembers_where_the_cluster_came_up(tmp_path):
     # a placement the spec no longer lists is not used
     (ws.root / failover.PLACEMENT_FILE).write_text(json.dumps({"zone": "us-east-1c", "type": "g5.12xlarge"}))
     assert failover.remembered(cluster, ws) is cluster
+
+
+def _node(zone, kind, market=None):
+    """An aws_instance as `terraform show -json` holds it (moto leaves out the market type)."""
+    values = {"availability_zone": zone, "instance_type": kind, "root_block_device": [{"volume_type": "gp3",
+                                                                                        "volume_size": 200}]}
+    if market:
+        values["instance_market_options"] = [{"market_type": market}]
+    return {"type": "aws_instance", "address": "module.cluster.aws_instance.node[0]", "values": values}
+
+
+def _billing(spot):
+    return {"type": "terraform_data", "address": "module.cluster.terraform_data.billing",
+            "values": {"input": {"spot": spot, "max_price": 3.5 if spot else None}}}
+
+
+def test_the_placement_comes_from_the_state_where_the_workspace_keeps_none(tmp_path, monkeypatch):
+    # Another workspace on the same remote state (a CI job, a colleague's machine) has no
+    # placement.json: the nodes' zone, type and billing come from the state, so its plan leaves
+    # them where failover put them instead of moving them back to the first candidate.
+    cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"], instance={"type": ["g5.12xlarge", "g5.24xlarge"]},
+                           spot={"enabled": True, "max_price": 3.5, "fallback": "on_demand"}))
+    state = [_node("us-east-1b", "g5.24xlarge"), _node("us-east-1b", "g5.24xlarge"), _billing(False)]
+    assert failover.held(cluster, state) == ("us-east-1b", "g5.24xlarge", False)
+    assert failover.held(cluster, [_node("us-east-1b", "g5.24xlarge"), _billing(True)])[2] is True
+    assert failover.held(cluster, [_node("us-east-1a", "g5.12xlarge"), _node("us-east-1b", "g5.12xlarge")]) is None
+    assert failover.held(cluster, [_billing(True)]) is None
+
+    ws = Workspace.for_cluster("demo", tmp_path / "elsewhere").ensure()
+    reads = []
+    monkeypatch.setattr(failover, "held_resources", lambda c, w: reads.append(1) or state)
+    settled, existed = failover.settle(cluster, ws)
+    assert (settled.spec.zone, settled.instance.type, settled.spec.spot.enabled) == ("us-east-1b", "g5.24xlarge", False)
+    assert existed and json.loads((ws.root / failover.PLACEMENT_FILE).read_text())["zone"] == "us-east-1b"
+    failover.settle(cluster, ws)
+    assert len(reads) == 1   # kept in placement.json: the state is read once
+
+    # A placement the spec no longer lists: the spec's first candidate (the plan shows the move).
+    monkeypatch.setattr(failover, "held_resources", lambda c, w: [_node("us-east-1c", "g5.12xlarge"), _billing(True)])
+    other = Workspace.for_cluster("demo", tmp_path / "third").ensure()
+    settled, existed = failover.settle(cluster, other)
+    assert settled.spec.zone == "us-east-1a" and existed
+
+
+def test_every_candidate_refused_destroys_nothing_that_existed_before_from_another_workspace(tmp_path, monkeypatch):
+    # The state (remote) holds a running cluster applied from elsewhere: when every candidate is
+    # refused here, nothing is destroyed (a cluster this workspace never applied is not "fresh").
+    from trainkit.clouds.base import CapacityProblem
+    from trainkit.clouds.capacity import CapacityError
+
+    cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"]))
+    ws = Workspace.for_cluster("demo", tmp_path / "ci").ensure()
+    monkeypatch.setattr(failover, "held_resources", lambda c, w: [_node("us-east-1a", "g5.12xlarge")])
+    removed = []
+    monkeypatch.setattr(failover, "_remove_attempts", lambda c, w: removed.append(1))
+
+    def refused(here):
+        raise CapacityError("no capacity", CapacityProblem("capacity", "InsufficientInstanceCapacity"), fix="")
+    with pytest.raises(CapacityError, match="every candidate was refused") as caught:
+        failover.apply_in_order(cluster, ws, refused)
+    assert not removed and "destroyed again" not in caught.value.message
+
+    monkeypatch.setattr(failover, "held_resources", lambda c, w: [])   # nothing before: the attempts go
+    with pytest.raises(CapacityError, match="destroyed again"):
+        failover.apply_in_order(cluster, Workspace.for_cluster("demo", tmp_path / "new").ensure(), refused)
+    assert removed == [1]
