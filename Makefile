@@ -53,10 +53,10 @@ destroy: venv
 
 # The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
 # share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS
-# workers: a test module runs whole on one worker, longest first (tests/xdist_groups.py), and each
-# module with network-namespace hosts has its own names and /24 (tests/e2e/netns.py: names_for).
-# 3 on 2 cores: the moto tests mostly wait on the aws provider's polls while the torchrun and
-# Ansible tests use the CPU; the fault matrix's two modules (~10 min each under load) start first.
+# workers: a test module runs whole on one worker, the longest first by their measured time
+# (tests/xdist_groups.py), and each module with network-namespace hosts has its own names and /24
+# (tests/e2e/netns.py: names_for). 3 on 2 cores: the moto tests mostly wait on the aws provider's
+# polls while the torchrun and Ansible tests use the CPU.
 TEST_WORKERS ?= 3
 test: venv-dev checkov house
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)

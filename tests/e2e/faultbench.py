@@ -58,9 +58,6 @@ class Row:
                                    # a spare replaced it: its old job must be fenced (stopped) there
 
 
-ROWS = [Row("worker", ("worker",)), Row("head", ("head",)),
-        Row("spare_dies", ("worker",), kill_spare=True), Row("controller", ("worker",), controller=True),
-        Row("two_nodes", ("head", "worker"))]
 
 
 class Bench:
@@ -164,7 +161,7 @@ def check_row(bench: Bench, row: Row) -> None:
         b.cluster.ssh(bad, f"mount -t tmpfs -o size=8m tmpfs {b.shared}")
     proc = b.start("train", *b.common, *DIGITS, *FAST, "--recover")
     try:
-        run = _newest_after(b, before, proc)
+        run = newest_run(b, before, proc)
         _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
         if row.controller and row.controller_at == "step":
             _kill_group(proc)
@@ -228,7 +225,7 @@ def _wait_event(run: Path, kind: str, proc, timeout_s: float = 300) -> None:
     raise AssertionError(f"no {kind} event")
 
 
-def _newest_after(b: Bench, before: set, proc) -> Path:
+def newest_run(b: Bench, before: set, proc) -> Path:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read()

@@ -10,6 +10,8 @@ and what every row must end with: faultbench.py):
   replaces the node and resumes (and records `resumed`);
 - controller_provision: the worker is killed, and the controller is SIGKILLed while it provisions
   the spare it put in; `train --resume RUN --recover` provisions that spare, then resumes;
+- blip: the worker is cut off for less than the detection window and healed: nothing is
+  replaced, the run goes on in its first attempt and ends as the uninterrupted run does;
 - a launch that fails on one node is rolled back on the others (no supervisor or torchrun of it
   left, the rendezvous port free) and recorded;
 - a second workspace on the same machines is locked out while a run is live, and its destroy
@@ -27,9 +29,15 @@ import time
 
 import pytest
 import yaml
-from faultbench import CLUSTER, DIGITS, FAST, RDZV_PORT, REPO, Row, build_bench, check_row
-from test_hosts_multinode import SITE_VARS
-from test_recover_hosts import _runs
+from faultbench import CLUSTER, DIGITS, FAST, KILL_AT, RDZV_PORT, REPO, Row, build_bench, check_row, newest_run
+from test_hosts_multinode import SITE_VARS, _kill_group
+from test_recover_hosts import _assert_same_weights, _runs, _wait_step
+
+# Shorter than the detection window: a node is lost after two failed polls at least 5 s apart
+# (trainkit/runs/recover.py Options.lost_after/lost_after_s), and a poll over the persistent SSH
+# connection stalls rather than fails while the link is down (ServerAliveInterval=5 x
+# ServerAliveCountMax=2, trainkit/runs/remote.py).
+BLIP_S = 3
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +51,31 @@ def test_fault_matrix_bad_spare_row_doctor_fails_the_replacement_and_the_next_sp
 
 def test_fault_matrix_partition_row_the_healed_worker_is_fenced(bench):
     check_row(bench, Row("partition", ("worker",), partition=True))
+
+
+def test_a_partition_shorter_than_the_detection_window_replaces_nothing_and_loses_no_step(bench):
+    b = bench
+    b.revive_all()
+    head, worker = b.active()
+    before = set(_runs(b.ws))
+    proc = b.start("train", *b.common, *DIGITS, *FAST, "--recover")
+    try:
+        run = newest_run(b, before, proc)
+        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
+        b.cluster.partition(b.host(worker))
+        time.sleep(BLIP_S)
+        b.cluster.partition(b.host(worker), cut=False)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, out
+    record = json.loads((run / "run.json").read_text())
+    kinds = [json.loads(x)["event"] for x in (run / "events.jsonl").read_text().splitlines()]
+    assert record["status"] == "completed" and len(record["attempts"]) == 1, record["attempts"]
+    assert not {"unreachable", "replaced", "resumed", "fenced"} & set(kinds), kinds
+    assert b.active() == [head, worker]
+    _assert_same_weights(b.shared / CLUSTER / "checkpoints", b.ref.name, run.name)
+    b.no_leftovers(run.name)
 
 
 def test_fault_matrix_controller_row_ends_complete_with_one_interval_lost_and_nothing_left(bench):

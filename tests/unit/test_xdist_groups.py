@@ -1,7 +1,7 @@
-"""make test's scheduling (tests/xdist_groups.py): every module that builds namespace hosts starts
-in the first group. A module that does not (the fault matrix's, which build them through
-tests/e2e/faultbench.py, once ranked with the short e2e modules) ran last and made the whole
-run wait for it."""
+"""make test's scheduling (tests/xdist_groups.py): modules start longest first by their measured
+time. A table that names a module that no longer exists (renamed, split) would quietly send its
+successor to the end of the run with the default, as the fault matrix once ran last and made the
+whole run wait for it."""
 
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ def _load(path: Path):
     return module
 
 
-def test_every_module_with_a_netns_slot_starts_first_and_the_fault_matrix_before_the_rest():
+def test_every_measured_module_exists_and_the_longest_start_first():
     groups = _load(TESTS / "xdist_groups.py")
-    slots = _load(TESTS / "e2e" / "netns.py").MODULE_SLOTS
-    ranks = {name: groups.rank(str(TESTS / "e2e" / f"{name}.py")) for name in slots}
-    assert all((TESTS / "e2e" / f"{name}.py").is_file() for name in slots), slots
-    assert {n: r for n, r in ranks.items() if n.startswith("test_fault_matrix")} == {
-        "test_fault_matrix": 0, "test_fault_matrix_control": 0}
-    assert max(ranks.values()) <= 1, ranks
-    assert groups.rank(str(TESTS / "infra" / "test_aws_faults.py")) > 1   # the moto modules come after
+    assert all((TESTS / name).is_file() for name in groups.MEASURED_S), [
+        n for n in groups.MEASURED_S if not (TESTS / n).is_file()]
+    order = sorted((TESTS / n for n in [*groups.MEASURED_S, "infra/test_checkov.py"]),
+                   key=lambda p: groups.rank(str(p)))
+    assert order[0].name == "test_aws_faults.py"
+    assert order[-1].name == "test_checkov.py"   # unlisted: the default, after every listed one
+    assert min(groups.MEASURED_S.values()) > groups.DEFAULT_S
+

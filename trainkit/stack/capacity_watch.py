@@ -14,7 +14,9 @@ The interrupt waits until the only operations still running are instance creatio
 read from terraform's own output; at most QUIET_WAIT_S): SIGINT cancels every operation in
 flight, and a create the cloud already carried out but whose wait was cancelled is in the cloud
 and not in the state. A security group rule cut off that way made the next zone's apply fail
-with InvalidPermission.Duplicate; an EFS mount target, with MountTargetConflict.
+with InvalidPermission.Duplicate; an EFS mount target, with MountTargetConflict. An operation
+that failed prints no end line (terraform shows its error only when the whole apply ends), but
+it stops printing "Still creating...": one silent for STILL_S is over.
 """
 
 from __future__ import annotations
@@ -39,33 +41,43 @@ REPEATS = 3
 # created); past it, terraform is interrupted anyway (an operation that failed prints no end line).
 QUIET_WAIT_S = 300
 
-# terraform's human-readable apply lines: "ADDR: Creating...", "ADDR: Creation complete after 2s
-# [id=...]", the same for Modifying/Destroying/Reading (terraform's internal/command/views/hook_ui.go)
-_START = re.compile(r"^(\S+): (Creating|Modifying|Destroying|Reading)\.\.\.")
+# terraform's human-readable apply lines: "ADDR: Creating...", "ADDR: Still creating... [10s
+# elapsed]", "ADDR: Creation complete after 2s [id=...]", the same for Modifying/Destroying/Reading
+# (terraform's internal/command/views/hook_ui.go; it prints "Still ..." every periodicUiTimer, 10 s).
+_START = re.compile(r"^(\S+): (Creating|Modifying|Destroying|Reading|Still [a-z]+)\.\.\.")
 _END = re.compile(r"^(\S+): (Creation|Modifications|Destruction|Read) complete")
+# An operation that has printed nothing for this long has ended (failed: its error comes at the
+# very end): terraform's 10 s progress interval, with room for a loaded machine.
+STILL_S = 30.0
 # An instance in the module interface: a `*_instance` resource named `node` (count-indexed).
 _INSTANCE = re.compile(r"(?:^|\.)[a-z0-9]+_(?:compute_)?instance\.node(?:\[\d+\])?$")
 
 
 class InFlight:
-    """The operations terraform has started and not finished, from its output lines (pure)."""
+    """The operations terraform has started and not finished, from its output lines and the
+    times they were read (pure: the caller gives the clock)."""
 
-    def __init__(self) -> None:
-        self._open: set[str] = set()
+    def __init__(self, still_s: float = STILL_S) -> None:
+        self._open: dict[str, float] = {}   # address -> when it last printed a line
         self._lock = threading.Lock()
+        self.still_s = still_s
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str, now: float | None = None) -> None:
         line = line.strip()
+        now = time.monotonic() if now is None else now
         with self._lock:
             if found := _START.match(line):
-                self._open.add(found.group(1))
+                self._open[found.group(1)] = now
             elif found := _END.match(line):
-                self._open.discard(found.group(1))
+                self._open.pop(found.group(1), None)
 
-    def others(self) -> list[str]:
-        """In-flight operations that are not instance creations (those are what the cloud refuses)."""
+    def others(self, now: float | None = None) -> list[str]:
+        """In-flight operations that are not instance creations (those are what the cloud
+        refuses), leaving out those silent for `still_s` (failed)."""
+        now = time.monotonic() if now is None else now
         with self._lock:
-            return sorted(a for a in self._open if not _INSTANCE.search(a))
+            return sorted(a for a, seen in self._open.items()
+                          if not _INSTANCE.search(a) and now - seen < self.still_s)
 
 
 class CapacityWatch:

@@ -24,7 +24,7 @@ def _reader(line: str):
 
 
 def test_in_flight_counts_started_operations_until_their_end_line_and_ignores_instances():
-    f = InFlight()
+    f = InFlight(still_s=1e9)
     for line in ["module.cluster.aws_instance.node[0]: Creating...",
                  "module.cluster.aws_security_group_rule.egress: Creating...",
                  "module.cluster.aws_efs_mount_target.this[0]: Creating...",
@@ -40,6 +40,21 @@ def test_in_flight_counts_started_operations_until_their_end_line_and_ignores_in
     assert f.others() == []
     f.feed("module.cluster.aws_eip.node[0]: Creating...")     # an address named node, not an instance
     assert f.others() == ["module.cluster.aws_eip.node[0]"]
+
+
+def test_an_operation_that_stopped_printing_has_failed_and_is_not_waited_for():
+    # A security group rule whose create failed (InvalidPermission.Duplicate): terraform prints no
+    # end line, only the error when the whole apply ends, and no more "Still creating..." lines.
+    f = InFlight(still_s=30)
+    f.feed("module.cluster.aws_security_group_rule.ssh: Creating...", now=0)
+    f.feed("module.cluster.aws_efs_mount_target.this[0]: Creating...", now=0)
+    f.feed("module.cluster.aws_instance.node[0]: Creating...", now=0)
+    for t in (10, 20, 30, 40):   # the mount target is still being waited for; the rule went quiet
+        f.feed("module.cluster.aws_efs_mount_target.this[0]: Still creating... [%ds elapsed]" % t, now=t)
+    assert f.others(now=25) == ["module.cluster.aws_efs_mount_target.this[0]",
+                                "module.cluster.aws_security_group_rule.ssh"]
+    assert f.others(now=45) == ["module.cluster.aws_efs_mount_target.this[0]"]
+    assert f.others(now=75) == []
 
 
 # The stand-in terraform: refuses three times on the pipe, then waits for SIGINT and prints when
