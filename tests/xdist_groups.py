@@ -17,23 +17,22 @@ from pathlib import Path
 from xdist.scheduler import LoadFileScheduling
 
 # Seconds per module (setup + call + teardown of its tests, `--durations=0`) in `.ci/run` at
-# 8518c0c on the 2-core machine, 3 workers; test_aws_failover.py with its every-candidate test at
-# its usual ~170 s (it hit a 600 s timeout in that run, fixed since). Only the order matters: a
-# module that is not listed gets DEFAULT_S, and tests/unit/test_xdist_groups.py keeps the table
-# naming modules that exist.
+# 9dba0a0 on the 2-core machine, 3 workers (make test 1257 s); the fault matrix's modules with the
+# rows added after it (during_write ~40 s, controller_stop/backoff ~75 s, measured alone). Only
+# the order matters: a module that is not listed gets DEFAULT_S, and
+# tests/unit/test_xdist_groups.py keeps the table naming modules that exist.
 MEASURED_S = {
-    "infra/test_aws_faults.py": 511, "infra/test_aws_lifecycle.py": 379,
-    "infra/test_aws_failover.py": 350, "e2e/test_fault_matrix_control.py": 347,
-    "e2e/test_fault_matrix.py": 271, "infra/test_aws_node_changes.py": 253,
-    "dist/test_train_fsdp.py": 200, "e2e/test_doctor_hosts.py": 173,
-    "infra/test_aws_lost_response.py": 166, "infra/test_aws_replace.py": 123,
-    "e2e/test_run_ops_local.py": 108, "e2e/test_recover_hosts.py": 90,
-    "e2e/test_hosts_multinode.py": 86, "dist/test_train_torchrun.py": 53,
-    "infra/test_ansible_disks.py": 52, "dist/test_train_resume.py": 51,
-    "infra/test_ansible_site.py": 46, "e2e/test_wheel.py": 44, "e2e/test_train_local.py": 44,
-    "infra/test_ci_pipelines.py": 40, "infra/test_credential_errors.py": 36,
-    "e2e/test_main_job.py": 35, "infra/test_budget_and_checkov.py": 34,
-    "infra/test_aws_state_lock.py": 24, "infra/test_guard.py": 22,
+    "infra/test_aws_faults.py": 489, "e2e/test_fault_matrix_control.py": 417,
+    "infra/test_aws_lifecycle.py": 391, "infra/test_aws_node_changes.py": 344,
+    "e2e/test_fault_matrix.py": 260, "dist/test_train_fsdp.py": 233,
+    "infra/test_aws_failover.py": 205, "e2e/test_doctor_hosts.py": 162,
+    "infra/test_aws_replace.py": 150, "infra/test_aws_lost_response.py": 148,
+    "e2e/test_run_ops_local.py": 117, "e2e/test_recover_hosts.py": 91,
+    "dist/test_train_resume.py": 63, "e2e/test_hosts_multinode.py": 49,
+    "infra/test_ansible_site.py": 47, "infra/test_credential_errors.py": 46,
+    "infra/test_ansible_disks.py": 46, "e2e/test_train_local.py": 46, "infra/test_ci_pipelines.py": 45,
+    "infra/test_budget_and_checkov.py": 43, "e2e/test_wheel.py": 42, "dist/test_train_torchrun.py": 41,
+    "e2e/test_main_job.py": 38, "infra/test_aws_state_lock.py": 27, "infra/test_guard.py": 21,
 }
 DEFAULT_S = 20
 

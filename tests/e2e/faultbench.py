@@ -41,7 +41,18 @@ DIGITS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=4", "exp
           "plot=false", "tensorboard=false", "checkpoint.interval=null",
           f"checkpoint.every_n_steps={CKPT_EVERY}", "log_every=1", "workers=0"]
 FAST = ["--poll", "1", "--backoff", "1"]
+# The during_write row: how long step KILL_AT's save is held in flight before its commit
+# (TRAINKIT_FAULT_SLOW_SAVE, trainkit/train/sharded.py KillFault), so that the worker is killed
+# while that checkpoint is incomplete (its folder there, no COMPLETE marker).
+SLOW_SAVE_S = 6
 RDZV_PORT = 29400
+
+
+# The recovery phases the controller can die in, after the fault, and the event that starts each
+# (trainkit/runs/recover.py drive): "stop" (the attempt ended, the survivors' jobs being stopped),
+# "provision" (the spare put in, site.yml running on it), "backoff" (replaced and provisioned,
+# waiting before the relaunch).
+CONTROLLER_PHASES = {"stop": "preempted", "provision": "replaced", "backoff": "backoff"}
 
 
 @dataclass(frozen=True)
@@ -49,13 +60,15 @@ class Row:
     id: str
     kill: tuple[str, ...]          # "head" / "worker": the active machines killed at KILL_AT
     kill_spare: bool = False       # also the spare hosts.json puts in, while it is provisioned
-    controller: bool = False       # the controller dies first; a new one resumes with --recover
-    controller_at: str = "step"    # when it dies: "step" (at KILL_AT, before the fault), "provision"
-                                   # (after the fault, once the spare is put in and being provisioned)
+    controller: bool = False       # the controller is SIGKILLed; a new one resumes with --recover
+    controller_at: str = "step"    # when it dies: "step" (at KILL_AT, before the fault), or after the
+                                   # fault at the event CONTROLLER_PHASES names for the phase
     bad_spare: bool = False        # the first spare's shared folder is its own tmpfs (a NAS mount that
                                    # failed): doctor fails it once it is put in, the next spare follows
     partition: bool = False        # the worker is cut off the network instead of killed, and healed once
                                    # a spare replaced it: its old job must be fenced (stopped) there
+    during_write: bool = False     # the fault comes while step KILL_AT's checkpoint is in flight (held
+                                   # SLOW_SAVE_S before its commit by the engine's test hook)
 
 
 
@@ -159,10 +172,18 @@ def check_row(bench: Bench, row: Row) -> None:
     bad = next(h for h in b.cluster.hosts if h.name not in (head, worker)) if row.bad_spare else None
     if bad:  # only in its own mount namespace: the others keep seeing the shared folder
         b.cluster.ssh(bad, f"mount -t tmpfs -o size=8m tmpfs {b.shared}")
-    proc = b.start("train", *b.common, *DIGITS, *FAST, "--recover")
+    config = DIGITS
+    if row.during_write:   # the digits config with the slow-save hook in the job's environment
+        slow = {**yaml.safe_load(Path(DIGITS[1]).read_text()), "env": {"TRAINKIT_FAULT_SLOW_SAVE": f"{KILL_AT}:{SLOW_SAVE_S}"}}
+        (b.base / "digits-slow-save.yaml").write_text(yaml.safe_dump(slow))
+        config = ["--config", str(b.base / "digits-slow-save.yaml"), *DIGITS[2:]]
+    proc = b.start("train", *b.common, *config, *FAST, "--recover")
     try:
         run = newest_run(b, before, proc)
-        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
+        if row.during_write:
+            _wait_file(b.shared / CLUSTER / "checkpoints" / run.name / f"step-{KILL_AT:08d}", proc)
+        else:
+            _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
         if row.controller and row.controller_at == "step":
             _kill_group(proc)
         for who in row.kill:
@@ -175,8 +196,8 @@ def check_row(bench: Bench, row: Row) -> None:
             for who in row.kill:
                 b.cluster.partition(b.host(head if who == "head" else worker), cut=False)
         dead_spare = _kill_the_spare_put_in(b, {head, worker}, proc) if row.kill_spare else None
-        if row.controller and row.controller_at == "provision":  # mid site.yml on the spare
-            _wait_event(run, "replaced", proc)
+        if row.controller and row.controller_at in CONTROLLER_PHASES:
+            _wait_event(run, CONTROLLER_PHASES[row.controller_at], proc)
             _kill_group(proc)
         if row.controller:
             proc = b.start("train", *b.common, "--resume", run.name, *FAST, "--recover")
@@ -197,6 +218,8 @@ def check_row(bench: Bench, row: Row) -> None:
     resumed = [e for e in events if e["event"] == "resumed"]
     assert len(resumed) == 1, kinds
     assert resumed[0]["step"] > 0 and 0 <= resumed[0]["lost_steps"] <= CKPT_EVERY, resumed
+    if row.during_write:   # the incomplete checkpoint was skipped (or committed by the survivor)
+        assert resumed[0]["step"] in (KILL_AT - CKPT_EVERY, KILL_AT), resumed
     lost_hosts = {head if who == "head" else worker for who in row.kill}
     given_up = {dead_spare or (bad.name if bad else None)} - {None}
     assert sorted(e["node"] for e in events if e["event"] == "replaced") == sorted(lost_hosts | given_up), events
@@ -223,6 +246,14 @@ def _wait_event(run: Path, kind: str, proc, timeout_s: float = 300) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"no {kind} event")
+
+
+def _wait_file(path: Path, proc, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
 
 
 def newest_run(b: Bench, before: set, proc) -> Path:

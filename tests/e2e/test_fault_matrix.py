@@ -6,7 +6,10 @@ every row must end with: faultbench.py):
   survivor's /etc/hosts has never heard of (torchrun --local-addr: the head's IP, not its name);
 - spare_dies: the worker is killed, and the spare put in its place (hosts.json names it) is
   killed while it is being provisioned: recovery goes on with the next spare;
-- two_nodes: both active machines are killed at once; both spares take over.
+- two_nodes: both active machines are killed at once; both spares take over;
+- during_write: the worker is killed while a checkpoint is in flight (held before its commit by
+  the engine's slow-save hook): the run resumes from a complete one, still losing at most one
+  interval (the engine commits a save before the next step counts: checkpoint.overlap_steps 1).
 
 The controller's faults and the run lock: test_fault_matrix_control.py.
 """
@@ -22,7 +25,8 @@ def bench(request, tmp_path_factory):
     return build_bench(request, tmp_path_factory)
 
 ROWS = [Row("worker", ("worker",)), Row("head", ("head",)),
-        Row("spare_dies", ("worker",), kill_spare=True), Row("two_nodes", ("head", "worker"))]
+        Row("spare_dies", ("worker",), kill_spare=True), Row("two_nodes", ("head", "worker")),
+        Row("during_write", ("worker",), during_write=True)]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])

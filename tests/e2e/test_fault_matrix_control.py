@@ -10,6 +10,9 @@ and what every row must end with: faultbench.py):
   replaces the node and resumes (and records `resumed`);
 - controller_provision: the worker is killed, and the controller is SIGKILLed while it provisions
   the spare it put in; `train --resume RUN --recover` provisions that spare, then resumes;
+- controller_stop, controller_backoff: the worker is killed, and the controller is SIGKILLed once
+  the attempt has ended (while it stops the survivor's job), or in the backoff before the
+  relaunch (the spare already in and provisioned); `train --resume RUN --recover` finishes;
 - blip: the worker is cut off for less than the detection window and healed: nothing is
   replaced, the run goes on in its first attempt and ends as the uninterrupted run does;
 - a launch that fails on one node is rolled back on the others (no supervisor or torchrun of it
@@ -92,6 +95,11 @@ def test_fault_matrix_controller_killed_while_it_provisions_the_spare_row(bench)
     run = _runs(bench.ws)[-1]
     events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
     assert [e.get("by") for e in events if e["event"] == "provisioned"][-1:] == ["resume"], events
+
+
+@pytest.mark.parametrize("phase", ["stop", "backoff"])
+def test_fault_matrix_controller_killed_at_a_later_recovery_phase_row(bench, phase):
+    check_row(bench, Row(f"controller_{phase}", ("worker",), controller=True, controller_at=phase))
 
 
 def test_a_launch_that_fails_on_one_node_is_rolled_back_on_the_others_and_recorded(bench):

@@ -135,6 +135,9 @@ def _workdir(path: Path, value: Any) -> Path | None:
     return folder
 
 
+FAULT_HOOK_PREFIX = "TRAINKIT_FAULT_"
+
+
 def _env(path: Path, value: Any) -> dict[str, str]:
     if value is None:
         return {}
@@ -144,8 +147,12 @@ def _env(path: Path, value: Any) -> dict[str, str]:
     for key, val in value.items():
         if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
             raise InputError(f"{path}: env: {key!r} is not an environment variable name")
-        if key.startswith("TRAINKIT_"):
-            raise InputError(f"{path}: env.{key}: TRAINKIT_* variables are set by trainkit")
+        # TRAINKIT_* are the launch environment trainkit sets (docs/runs.md); the engine's fault
+        # hooks (TRAINKIT_FAULT_*, README: test only) are read, never set, by trainkit
+        if key.startswith("TRAINKIT_") and not key.startswith(FAULT_HOOK_PREFIX):
+            raise InputError(f"{path}: env.{key}: TRAINKIT_* variables are set by trainkit",
+                             fix="rename the variable (TRAINKIT_RUN_ID, TRAINKIT_CHECKPOINT_DIR ... are in every "
+                                 "job's environment already: docs/runs.md)")
         if isinstance(val, (dict, list)) or val is None:
             raise InputError(f"{path}: env.{key}: give a string or number")
         out[key] = check_env_value(path, key, str(val))

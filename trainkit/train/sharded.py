@@ -53,23 +53,36 @@ SHA_MAX_BYTES = 2 << 30  # above this, markers carry sizes only (hashing would c
 
 
 class KillFault:
-    """Test hook, read ONCE at start-up: TRAINKIT_FAULT_KILL_IN_SAVE="<step>[:<delay s>]" makes every
-    rank SIGKILL itself <delay> seconds after the save of <step> starts (mid-write)."""
+    """Test hooks, read ONCE at start-up: TRAINKIT_FAULT_KILL_IN_SAVE="<step>[:<delay s>]" makes every
+    rank SIGKILL itself <delay> seconds after the save of <step> starts (mid-write);
+    TRAINKIT_FAULT_SLOW_SAVE="<step>:<seconds>" holds the save of <step> in flight that long before
+    it is committed (its COMPLETE marker written), in the run's first attempt only
+    (TRAINKIT_ATTEMPT unset or 1): a test can kill a machine while that checkpoint is incomplete."""
 
-    def __init__(self, spec: str | None) -> None:
+    def __init__(self, spec: str | None, slow: str | None = None) -> None:
         step, _, delay = (spec or "").partition(":")
         self.step = int(step) if step else None
         self.delay = float(delay or 0)
+        slow_step, _, seconds = (slow or "").partition(":")
+        self.slow_step = int(slow_step) if slow_step else None
+        self.slow_s = float(seconds or 0)
 
     @classmethod
     def from_env(cls) -> "KillFault":
-        return cls(os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE"))
+        first = os.environ.get("TRAINKIT_ATTEMPT", "1") == "1"
+        return cls(os.environ.get("TRAINKIT_FAULT_KILL_IN_SAVE"),
+                   os.environ.get("TRAINKIT_FAULT_SLOW_SAVE") if first else None)
 
     def arm(self, step: int) -> None:
         if self.step == step:
             timer = threading.Timer(self.delay, os.kill, (os.getpid(), signal.SIGKILL))
             timer.daemon = True
             timer.start()
+
+    def hold(self, step: int) -> None:
+        """In the save's background thread, before it is committed."""
+        if self.slow_step == step:
+            time.sleep(self.slow_s)
 
 
 def app_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
@@ -175,6 +188,7 @@ class Checkpointer:
 
     def _finish(self, fut, folder: Path, step: int, t0: float) -> None:
         try:
+            self.fault.hold(step)
             fut.result()
             if self.rank == 0:
                 _atomic_write(folder / MARKER, json.dumps(_marker(folder, step)).encode())

@@ -196,3 +196,10 @@ def test_a_workdir_too_big_to_ship_names_its_largest_files(tmp_path, monkeypatch
                                          r"largest: dataset.bin \(3.0 MiB\)") as err:
         launch.workdir_tar(tmp_path)
     assert "excludes:" in err.value.fix
+
+
+def test_trainkit_variables_in_env_are_refused_but_the_engines_fault_hooks_pass(tmp_path):
+    with pytest.raises(InputError, match="env.TRAINKIT_RUN_ID: TRAINKIT_.* variables are set by trainkit"):
+        runs.load_job(write(tmp_path, "epochs: 3\nenv: {TRAINKIT_RUN_ID: mine}\n", "a.yaml"))
+    job = runs.load_job(write(tmp_path, "epochs: 3\nenv: {TRAINKIT_FAULT_SLOW_SAVE: '15:6'}\n", "b.yaml"))
+    assert job.env == {"TRAINKIT_FAULT_SLOW_SAVE": "15:6"}
