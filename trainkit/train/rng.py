@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from typing import Iterator
 
 import torch
@@ -44,14 +45,25 @@ def mix(x):
 def sample_keys(seed: int, epoch: int, positions: torch.Tensor) -> torch.Tensor:
     """int64 keys (< 2**32) for samples at `positions` of epoch `epoch`'s global order."""
     base = mix(mix(seed) ^ epoch)
-    return mix(positions.to(torch.int64) ^ base)
+    return _mix_(positions.to(torch.int64) ^ base)   # a new tensor: hashed in place
+
+
+def reseed(seed: int) -> None:
+    """What `torch.manual_seed(seed)` does for the generators a run draws from: the CPU's, and
+    every GPU's once CUDA is up. Once per micro-batch, so not torch.manual_seed itself: before
+    CUDA is initialised it queues the GPU seeding with a captured stack trace for each of CUDA,
+    XPU and MTIA (torch/cuda/__init__.py `_lazy_call`), 0.6 ms a call on a CPU run, 15% of a
+    digits step (benchmarks/bench_train.py)."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
 
 
 @contextlib.contextmanager
 def keys_for(keys: torch.Tensor) -> Iterator[None]:
     """Within this block, KeyedDropout layers draw sample b's mask from keys[b]; the global torch
     RNG is reseeded from keys[0] (see the module docstring)."""
-    torch.manual_seed(int(keys[0]))
+    reseed(int(keys[0]))
     token = _KEYS.set(keys)
     try:
         yield
@@ -74,14 +86,37 @@ def same_keys(keys: torch.Tensor | None) -> Iterator[None]:
         _KEYS.reset(token)
 
 
-def keyed_uniform(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
-    """Uniform [0, 1) float32 of `shape` (batch first); row b depends only on keys[b] and salt."""
+def _mix_(x: torch.Tensor) -> torch.Tensor:
+    """`mix` of an int64 tensor, in place (the same values, fewer temporaries: the dropout masks
+    hash every element of an activation)."""
+    x.bitwise_and_(M32)
+    x.bitwise_xor_(x >> 16)
+    x.mul_(0x21F0AAAD).bitwise_and_(M32)
+    x.bitwise_xor_(x >> 15)
+    x.mul_(0x735A2D97).bitwise_and_(M32)
+    return x.bitwise_xor_(x >> 15)
+
+
+def keyed_bits(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
+    """32-bit hashes (int64 < 2**32), one per element of `shape` (batch first), as a (batch, rest)
+    tensor; row b depends only on keys[b] and salt."""
     n = 1
     for d in shape[1:]:
         n *= d
     row = mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9))
-    bits = mix(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
-    return ((bits >> 8).to(torch.float32) * (1.0 / (1 << 24))).reshape(shape)
+    return _mix_(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
+
+
+def keyed_uniform(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
+    """Uniform [0, 1) float32 of `shape` (batch first): the top 24 bits of `keyed_bits`."""
+    return ((keyed_bits(keys, shape, salt) >> 8).to(torch.float32) * (1.0 / (1 << 24))).reshape(shape)
+
+
+def keep_threshold(p: float) -> int:
+    """The `keyed_bits` value from which an element is kept: `keyed_uniform(...) >= p` compares
+    k / 2**24 (k the top 24 bits, exact in float32) with p rounded to float32, i.e. k >= p32 * 2**24
+    (exact: a power-of-two scale), i.e. bits >= ceil(p32 * 2**24) * 256. The same masks, one pass."""
+    return math.ceil(float(torch.tensor(p, dtype=torch.float32)) * (1 << 24)) << 8
 
 
 class KeyedDropout(nn.Dropout):
@@ -98,7 +133,7 @@ class KeyedDropout(nn.Dropout):
             return x
         if keys is None or keys.shape[0] != x.shape[0]:
             return F.dropout(x, self.p, True)
-        keep = keyed_uniform(keys.to(x.device), x.shape, self.salt) >= self.p
+        keep = (keyed_bits(keys.to(x.device), x.shape, self.salt) >= keep_threshold(self.p)).reshape(x.shape)
         return x * keep.to(x.dtype) * (1.0 / (1.0 - self.p))
 
 

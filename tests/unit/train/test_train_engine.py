@@ -178,3 +178,22 @@ def test_amp_off_is_fp32_and_fp16_on_a_cpu_is_a_config_error():
     assert load_config(None, []).amp_dtype == "auto"
     with pytest.raises(InputError, match="amp_dtype"):
         load_config(None, ["amp_dtype=fp8"])
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 1 / 3, 0.25, 0.9999, 1e-7])
+def test_keyed_dropouts_integer_threshold_keeps_exactly_what_the_uniform_comparison_keeps(p):
+    # the mask is compared on the hash bits (one pass) instead of a float32 uniform: not one
+    # element may differ, or resumed and earlier runs would draw other masks
+    keys = rng.sample_keys(7, 3, torch.arange(64))
+    shape = torch.Size([64, 8, 33])
+    old = rng.keyed_uniform(keys, shape, salt=2) >= p
+    new = (rng.keyed_bits(keys, shape, 2) >= rng.keep_threshold(p)).reshape(shape)
+    assert torch.equal(old, new)
+    values = torch.arange(2**24, dtype=torch.int64) << 8   # every top-24-bit value at the edge
+    as_uniform = (values >> 8).to(torch.float32) * (1.0 / (1 << 24)) >= p
+    assert torch.equal(as_uniform, values >= rng.keep_threshold(p))
+
+
+def test_in_place_mix_equals_mix():
+    x = torch.randint(0, 2**32, (1000,), dtype=torch.int64)
+    assert torch.equal(rng._mix_(x.clone()), rng.mix(x))
