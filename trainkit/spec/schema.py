@@ -58,6 +58,22 @@ def _candidates(data: Any, key: str, label: str, example: str) -> Any:
     return {**data, key: items[0], f"{key}_candidates": tuple(items)}
 
 
+def _auto_zones(data: Any) -> Any:
+    """`zone: auto` -> every zone the cloud room lists for the region, in the room's order (its
+    regions file, trainkit/clouds/data/<cloud>-regions.yaml): apply tries them in turn, moving on
+    from a zone without capacity (cluster/failover.py)."""
+    if not isinstance(data, dict) or data.get("zone") != "auto":
+        return data
+    cloud, region = data.get("cloud"), data.get("region")
+    if not isinstance(cloud, str) or not clouds.is_cloud(cloud) or not isinstance(region, str):
+        raise ValueError("zone: auto needs a cloud target and its region")
+    zones = list(clouds.get(cloud).regions.get(region) or ())
+    if not zones:
+        raise ValueError(f"zone: auto: trainkit lists no zones for region {region!r} of {cloud}; "
+                         f"give them in order of preference, e.g. zone: [{region}a, {region}b]")
+    return {**data, "zone": zones if len(zones) > 1 else zones[0]}
+
+
 def _is_number(annotation: Any) -> bool:
     """int, float or an Optional of one (bool is an int subclass, so it is excluded by name)."""
     return annotation in (int, float) or any(a in (int, float) for a in typing.get_args(annotation))
@@ -276,7 +292,8 @@ class ClusterSpec(_Model):
     cloud: str = Field(description="A target: a cloud with a room (trainkit.clouds) or hosts/local")
     region: str | None = None
     zone: str | None = Field(None, description="Zone, or an ordered list of zones to fall back on when the "
-                                               "cloud has no capacity in the first")
+                                               "cloud has no capacity in the first, or auto (every zone "
+                                               "trainkit lists for the region)")
     zone_candidates: tuple[str, ...] = Field((), description="Set from a list in `zone:` (first = preferred)")
     nodes: int = Field(1, ge=1, le=64)
     instance: InstanceSpec = InstanceSpec()
@@ -318,7 +335,7 @@ class ClusterSpec(_Model):
     @model_validator(mode="before")
     @classmethod
     def _zone_list(cls, data: Any) -> Any:
-        return _candidates(data, "zone", "zone", "us-east-1a, us-east-1b")
+        return _candidates(_auto_zones(data), "zone", "zone", "us-east-1a, us-east-1b")
 
     @model_validator(mode="after")
     def _per_target_rules(self) -> "ClusterSpec":

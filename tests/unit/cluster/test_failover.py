@@ -163,3 +163,15 @@ def test_every_candidate_refused_destroys_nothing_that_existed_before_from_anoth
     with pytest.raises(CapacityError, match="destroyed again"):
         failover.apply_in_order(cluster, Workspace.for_cluster("demo", tmp_path / "new").ensure(), refused)
     assert removed == [1]
+
+
+def test_zone_auto_is_every_zone_the_room_lists_for_the_region_in_order():
+    cluster = resolve(spec(zone="auto"))
+    assert cluster.spec.zone == "us-east-1a"
+    assert [z for z, _, _ in failover.candidates(cluster)] == [
+        "us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"]
+    # a region whose zones trainkit does not list: the error says how to give them
+    with pytest.raises(Exception, match=r"zone: auto: trainkit lists no zones for region 'us-west-1'.*zone: \[us-west-1a"):
+        spec(region="us-west-1", zone="auto")
+    with pytest.raises(Exception, match="zone: auto needs a cloud target"):
+        ClusterSpec.model_validate({"name": "demo", "cloud": "local", "zone": "auto"})
