@@ -73,7 +73,8 @@ class Workspace:
                      "doctor.json")
     # Everything else trainkit (or a tool it runs) writes here: names in a workspace outside
     # these are someone else's, and no command runs there.
-    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars", "host_vars")
+    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars", "host_vars",
+                  "capacity-refusals.json")
     # The user's own Ansible variables (docs/hosts.md): may be put in a folder before trainkit makes
     # it its workspace, and are never deleted.
     USER_FILES = ("group_vars", "host_vars")

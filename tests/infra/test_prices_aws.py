@@ -14,6 +14,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import boto3
 import pytest
 import yaml
 
@@ -106,3 +107,15 @@ def test_refresh_refuses_unknown_types_and_clouds(tmp_path, monkeypatch, capsys)
             main(["prices", "refresh", *argv])
         assert exc.value.code == 2 and words in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_spot_prices_per_zone_come_from_the_real_moto_server(moto, monkeypatch):
+    # `zone: auto` on spot orders the zones by these (cluster/failover.py)
+    from trainkit.clouds import prices_aws
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    found = prices_aws.spot_by_zone("us-east-1", ["g5.12xlarge"], endpoint=moto)
+    assert found and all(kind == "g5.12xlarge" and zone.startswith("us-east-1") for zone, kind in found)
+    assert min(found.values()) == prices_aws.spot(boto3.client(
+        "ec2", region_name="us-east-1", endpoint_url=moto), ["g5.12xlarge"])["g5.12xlarge"]

@@ -47,12 +47,25 @@ def on_demand(pricing, region: str, instance_type: str) -> float | None:
 def spot(ec2, types: list[str]) -> dict[str, float]:
     """The lowest current Linux spot price per type over the region's zones."""
     out: dict[str, float] = {}
+    for (_, t), price in _spot_rows(ec2, types).items():
+        out[t] = min(price, out.get(t, price))
+    return out
+
+
+def spot_by_zone(region: str, types: list[str], endpoint: str | None = None) -> dict[tuple[str, str], float]:
+    """{(zone, type): the current Linux spot price} (for `zone: auto` on spot, cluster/failover.py)."""
+    return _spot_rows(boto3.client("ec2", region_name=region, endpoint_url=endpoint), types)
+
+
+def _spot_rows(ec2, types: list[str]) -> dict[tuple[str, str], float]:
+    """DescribeSpotPriceHistory from now on: the current price of each (zone, type)."""
+    out: dict[tuple[str, str], float] = {}
     pages = ec2.get_paginator("describe_spot_price_history").paginate(
         InstanceTypes=types, ProductDescriptions=["Linux/UNIX"],
         StartTime=dt.datetime.now(dt.timezone.utc))
     for page in pages:
         for row in page.get("SpotPriceHistory", []):
+            key = (row.get("AvailabilityZone", ""), row["InstanceType"])
             price = float(row["SpotPrice"])
-            t = row["InstanceType"]
-            out[t] = min(price, out.get(t, price))
+            out[key] = min(price, out.get(key, price))
     return out

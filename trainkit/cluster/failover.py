@@ -17,7 +17,9 @@ left), and one message lists every attempt.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import time
 from typing import Any, Callable
 
 from trainkit import clouds, errors
@@ -26,9 +28,13 @@ from trainkit.money.cost import billing_record
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.state import render_and_init, state_resources
 from trainkit.util import progress
-from trainkit.workspace import Workspace
+from trainkit.workspace import Workspace, write_atomic
 
 PLACEMENT_FILE = "placement.json"
+# Capacity refusals met by apply from this workspace: `zone: auto` tries a zone refused within
+# RECENT_S after the others (spot capacity comes and goes within the hour).
+HISTORY_FILE = "capacity-refusals.json"
+RECENT_S = 3600
 
 
 Placement = tuple[str | None, str, bool]  # (zone, instance type, spot)
@@ -114,6 +120,70 @@ def _keep(ws: Workspace, where: Placement) -> None:
     (ws.root / PLACEMENT_FILE).write_text(json.dumps({"zone": zone, "type": kind, "spot": spot}) + "\n")
 
 
+def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:
+    """{(zone, type): spot price} from the cloud room's price adapter where it has `spot_by_zone`
+    (AWS); {} otherwise."""
+    room = clouds.get(cluster.spec.cloud)
+    if not room.price_adapter:
+        return {}
+    adapter = importlib.import_module(room.price_adapter)
+    if not hasattr(adapter, "spot_by_zone"):
+        return {}
+    types = list(cluster.spec.instance.type_candidates or (cluster.instance.type,))
+    return adapter.spot_by_zone(cluster.spec.region, types, cluster.spec.endpoints.get("ec2"))
+
+
+def recent_refusals(ws: Workspace, now: float) -> set[tuple[str, str, bool]]:
+    """(zone, type, spot) refused for capacity within RECENT_S, from this workspace's history."""
+    try:
+        rows = json.loads((ws.root / HISTORY_FILE).read_text())
+        return {(r["zone"], r["type"], bool(r["spot"])) for r in rows if now - float(r["at"]) < RECENT_S}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return set()
+
+
+def _note_refusal(ws: Workspace, where: Placement, now: float) -> None:
+    path = ws.root / HISTORY_FILE
+    try:
+        rows = [r for r in json.loads(path.read_text()) if now - float(r["at"]) < RECENT_S]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        rows = []
+    zone, kind, spot = where
+    rows.append({"zone": zone, "type": kind, "spot": spot, "at": now})
+    write_atomic(path, json.dumps(rows, indent=1) + "\n")
+
+
+def auto_order(order: list[Placement], refused: set[Placement],
+               prices: dict[tuple[str, str], float]) -> list[Placement]:
+    """`zone: auto`'s order (pure): within each (type, billing) group, zones refused recently go
+    last, then by the spot price of the zone (spot candidates, where known), then as listed."""
+    rank = {c: i for i, c in enumerate(order)}
+
+    def key(c: Placement):
+        zone, kind, spot = c
+        group = min(rank[o] for o in order if o[1:] == c[1:])
+        price = prices.get((zone, kind), float("inf")) if spot else 0.0
+        return (group, c in refused, price, rank[c])
+    return sorted(order, key=key)
+
+
+def _auto(cluster: Cluster, ws: Workspace, order: list[Placement]) -> list[Placement]:
+    """The candidates of a `zone: auto` spec in auto_order, saying what decided it."""
+    prices: dict[tuple[str, str], float] = {}
+    if cluster.spec.spot.enabled:
+        try:
+            prices = zone_spot_prices(cluster)
+        except Exception as err:  # noqa: BLE001 - the order falls back to the listed one
+            progress.info(f"zone: auto: no spot prices ({type(err).__name__}: {str(err)[:120]}); "
+                          "the zones go in the listed order")
+    refused = recent_refusals(ws, time.time())
+    ordered = auto_order(order, refused, prices)
+    zones = list(dict.fromkeys(zone for zone, _, _ in ordered))   # first appearance, in order
+    why = [w for w, on in (("spot price", bool(prices)), ("refused within the hour last", bool(refused))) if on]
+    progress.info(f"zone: auto: {', '.join(zones)}" + (f" (by {'; '.join(why)})" if why else ""))
+    return ordered
+
+
 def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster], Any]) -> tuple[Cluster, Any]:
     """`attempt(cluster)` at each candidate until one is not refused for capacity; returns
     (the cluster as placed, what attempt returned). CapacityError listing the attempts when all
@@ -123,8 +193,11 @@ def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster],
     if len(order) == 1:
         return cluster, attempt(cluster)
     current, existed = settle(cluster, ws)
-    start = (current.spec.zone, current.instance.type, current.spec.spot.enabled)
-    order = [start] + [c for c in order if c != start]
+    if cluster.spec.zone_auto:
+        order = _auto(cluster, ws, order)
+    if existed:   # where the nodes are first: a running cluster does not move unless refused
+        start = (current.spec.zone, current.instance.type, current.spec.spot.enabled)
+        order = [start] + [c for c in order if c != start]
     fresh = not existed  # nothing of this cluster existed before: what the attempts made can go
     tried: list[str] = []
     total, n = len(order), 0
@@ -136,6 +209,8 @@ def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster],
             result = attempt(here)
         except CapacityError as err:
             quota = err.problem.kind == "quota"
+            if not quota:
+                _note_refusal(ws, (zone, kind, spot), time.time())
             tried.append(f"{where}: {'quota' if quota else 'no capacity'} ({err.problem.code})")
             if quota and spot and any(not c[2] for c in order):  # a spot quota: on-demand draws on another
                 order = [c for c in order if not c[2]]

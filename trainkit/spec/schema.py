@@ -71,7 +71,7 @@ def _auto_zones(data: Any) -> Any:
     if not zones:
         raise ValueError(f"zone: auto: trainkit lists no zones for region {region!r} of {cloud}; "
                          f"give them in order of preference, e.g. zone: [{region}a, {region}b]")
-    return {**data, "zone": zones if len(zones) > 1 else zones[0]}
+    return {**data, "zone": zones if len(zones) > 1 else zones[0], "zone_auto": True}
 
 
 def _is_number(annotation: Any) -> bool:
@@ -295,6 +295,7 @@ class ClusterSpec(_Model):
                                                "cloud has no capacity in the first, or auto (every zone "
                                                "trainkit lists for the region)")
     zone_candidates: tuple[str, ...] = Field((), description="Set from a list in `zone:` (first = preferred)")
+    zone_auto: bool = Field(False, description="Set by `zone: auto`: apply orders the zones itself")
     nodes: int = Field(1, ge=1, le=64)
     instance: InstanceSpec = InstanceSpec()
     spot: SpotSpec = SpotSpec()

@@ -5,6 +5,7 @@ tests/infra/test_aws_faults.py."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -175,3 +176,39 @@ def test_zone_auto_is_every_zone_the_room_lists_for_the_region_in_order():
         spec(region="us-west-1", zone="auto")
     with pytest.raises(Exception, match="zone: auto needs a cloud target"):
         ClusterSpec.model_validate({"name": "demo", "cloud": "local", "zone": "auto"})
+
+
+def test_zone_auto_orders_by_spot_price_with_zones_refused_within_the_hour_last(tmp_path, monkeypatch):
+    cluster = resolve(spec(zone="auto", spot={"enabled": True, "max_price": 3.5, "fallback": "on_demand"}))
+    order = failover.candidates(cluster)
+    prices = {("us-east-1c", "g5.12xlarge"): 1.1, ("us-east-1a", "g5.12xlarge"): 1.9,
+              ("us-east-1b", "g5.12xlarge"): 1.2}
+    ordered = failover.auto_order(order, {("us-east-1c", "g5.12xlarge", True)}, prices)
+    spot = [z for z, _, s in ordered if s]
+    assert spot[:3] == ["us-east-1b", "us-east-1a", "us-east-1d"] and spot[-1] == "us-east-1c"
+    assert spot[3:5] == ["us-east-1e", "us-east-1f"]          # no price: as listed, after the priced
+    on_demand = [z for z, _, s in ordered if not s]
+    assert on_demand == ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"]
+    assert [s for _, _, s in ordered] == [True] * 6 + [False] * 6   # spot before on-demand still
+
+    # apply: a refusal is kept for the hour and the next apply tries that zone last
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    monkeypatch.setattr(failover, "held_resources", lambda c, w: [])
+    monkeypatch.setattr(failover, "zone_spot_prices", lambda c: prices)
+    from trainkit.clouds.base import CapacityProblem
+    from trainkit.clouds.capacity import CapacityError
+    seen = []
+
+    def attempt(here):
+        seen.append((here.spec.zone, here.spec.spot.enabled))
+        if here.spec.zone == "us-east-1c":
+            raise CapacityError("no capacity", CapacityProblem("capacity", "InsufficientInstanceCapacity"), fix="")
+        return "up"
+    failover.apply_in_order(cluster, ws, attempt)
+    assert seen == [("us-east-1c", True), ("us-east-1b", True)]
+    assert failover.recent_refusals(ws, time.time()) == {("us-east-1c", "g5.12xlarge", True)}
+
+    (ws.root / failover.PLACEMENT_FILE).unlink()   # a fresh start from here: 1c goes last now
+    seen.clear()
+    failover.apply_in_order(cluster, Workspace.for_cluster("demo", tmp_path).ensure(), attempt)
+    assert seen == [("us-east-1b", True)]
