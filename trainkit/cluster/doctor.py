@@ -258,7 +258,8 @@ def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str
         failures = _failures(report)
         echo(f"doctor: replacing failed node(s) {', '.join(report['failed'])}: " + "; ".join(failures))
         try:
-            cluster, done = replace_lost(cluster, ws, report["failed"], resume_hint)
+            done: list[dict[str, Any]] = []
+            cluster = replace_lost(cluster, ws, report["failed"], resume_hint, record=done.append)
         except TrainkitError as err:  # no spare left, or `local`: the failed node stays, exit 12 below
             echo(f"doctor: cannot replace {', '.join(report['failed'])}: {err.message}")
             break

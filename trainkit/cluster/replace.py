@@ -37,10 +37,10 @@ Event = dict[str, Any]
 
 
 def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
-                 record: Callable[[Event], None] = lambda _ev: None) -> tuple[Cluster, list[Event]]:
-    """(the cluster with `lost` nodes replaced and provisioned, the events of doing it); each
-    event is also given to `record` as it happens (a `replaced` before its provisioning starts,
-    so a controller that dies while provisioning leaves a record of the half-done node);
+                 record: Callable[[Event], None]) -> Cluster:
+    """The cluster with `lost` nodes replaced and provisioned; each event of doing it goes to
+    `record` as it happens (a `replaced` before its provisioning starts, so a controller that
+    dies while provisioning leaves a record of the half-done node);
     TrainkitError(PREEMPTED) when that is not possible (no spare left, `local`). `resume_hint` is
     the command that resumes the run, for the message when no spare answers. On `hosts`, a spare
     that stops answering while it is provisioned is given up (a `spare_failed` event) and the
@@ -50,32 +50,28 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     if not clouds.is_cloud(cluster.spec.cloud):
         raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
                             "nothing to replace it with", exit_code=PREEMPTED)
-    events = replace_instances(cluster, ws, lost)
-    for ev in events:
+    for ev in replace_instances(cluster, ws, lost):
         record(ev)
     fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in lost and n.get("public_ip")]
     wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
     t0 = time.time()
     prepare_inventory(cluster, ws)               # site.yml on the new node(s) only (ansible --limit)
     run_site(cluster, ws, limit=lost)
-    done = {"kind": "provisioned", "nodes": lost, "took_s": round(time.time() - t0, 3)}
-    record(done)
-    return cluster, events + [done]
+    record({"kind": "provisioned", "nodes": lost, "took_s": round(time.time() - t0, 3)})
+    return cluster
 
 
 def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
-               record: Callable[[Event], None]) -> tuple[Cluster, list[Event]]:
+               record: Callable[[Event], None]) -> Cluster:
     """Spares in the places of `lost`, provisioned (site.yml --limit); a spare that fails and then
     does not answer on SSH is replaced by the next one. A provisioning failure of a spare that
     still answers is the playbook's error (exit 5): another spare would fail the same way."""
-    events: list[Event] = []
     todo = list(lost)              # places (names in hosts.json's active list) still to fill
     pending: list[str] = []        # spares put in and not yet provisioned
     while True:
         cluster, new, evs = _swap_spares(cluster, ws, todo, resume_hint)
         for ev in evs:
             record(ev)
-        events += evs
         pending += new
         t0 = time.time()
         try:
@@ -87,14 +83,11 @@ def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: st
             if not todo:
                 raise
             pending = [n for n in pending if n not in todo]
-            failed = [{"kind": "spare_failed", "node": n, "took_s": round(time.time() - t0, 3)} for n in todo]
-            for ev in failed:
-                record(ev)
-            events += failed
+            for n in todo:
+                record({"kind": "spare_failed", "node": n, "took_s": round(time.time() - t0, 3)})
             continue
-        done = {"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)}
-        record(done)
-        return cluster, events + [done]
+        record({"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)})
+        return cluster
 
 
 def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str

@@ -328,7 +328,7 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], op
     hint = f"trainkit train --resume {run_dir.name}"
     survivors = {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
     try:
-        cluster, _ = replace_lost(cluster, ws, lost, hint, record=lambda ev: record_events(run_dir, [ev]))
+        cluster = replace_lost(cluster, ws, lost, hint, record=lambda ev: record_events(run_dir, [ev]))
         if opts.doctor:
             cluster, events = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint,
                                           trusted=survivors)
