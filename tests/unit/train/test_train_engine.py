@@ -189,9 +189,11 @@ def test_keyed_dropouts_integer_threshold_keeps_exactly_what_the_uniform_compari
     old = rng.keyed_uniform(keys, shape, salt=2) >= p
     new = (rng.keyed_bits(keys, shape, 2) >= rng.keep_threshold(p)).reshape(shape)
     assert torch.equal(old, new)
-    values = torch.arange(2**24, dtype=torch.int64) << 8   # every top-24-bit value at the edge
+    edge = rng.keep_threshold(p) >> 8   # the top-24-bit values on both sides of the threshold
+    top = torch.arange(max(edge - 4096, 0), min(edge + 4096, 2**24), dtype=torch.int64)
+    values = torch.cat([top << 8, (top << 8) + 255])
     as_uniform = (values >> 8).to(torch.float32) * (1.0 / (1 << 24)) >= p
-    assert torch.equal(as_uniform, values >= rng.keep_threshold(p))
+    assert torch.equal(as_uniform, values >= rng.keep_threshold(p)) and as_uniform.any() and not as_uniform.all()
 
 
 def test_in_place_mix_equals_mix():
