@@ -35,7 +35,7 @@ def test_every_candidate_refused_lists_the_attempts_and_leaves_nothing(repo, tmp
 def test_spot_refused_everywhere_falls_back_to_on_demand_and_destroy_leaves_nothing(repo, tmp_path, faulty_moto):
     """spot.fallback: on_demand: EC2 has no spot g5.12xlarge in either zone (on-demand it has): the
     nodes come up on-demand in the first zone, one line per attempt names the billing, the next
-    plan keeps that placement (nothing to change), and destroy leaves nothing."""
+    plan keeps that placement (nothing to change), and destroy, 30% throttled, leaves nothing."""
     moto, proxy = faulty_moto
     proxy.faults = Faults(no_spot_capacity={("*", "g5.12xlarge")})
     spec = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1a", "us-east-1b"],
@@ -53,5 +53,9 @@ def test_spot_refused_everywhere_falls_back_to_on_demand_and_destroy_leaves_noth
     assert [(i["Placement"]["AvailabilityZone"], i.get("InstanceLifecycle", "on-demand")) for i in running] == [
         ("us-east-1a", "on-demand")]
     trainkit("plan", spec, "--workdir", ws, "--detailed-exitcode")   # exit 0: the placement is kept
+    # destroy with 30% of EC2 requests throttled (RequestLimitExceeded): the provider's retries
+    # and boto3's in the leftover check ride it out (test_aws_faults.py throttles apply and plan)
+    proxy.faults = Faults(throttle=0.3, seed=11)
     trainkit("destroy", spec, "--workdir", ws, "--yes")
+    assert sum(1 for what, _ in proxy.faults_done if what == "throttle") >= 3, proxy.faults_done
     assert_nothing_left(moto, "aws-moto")
