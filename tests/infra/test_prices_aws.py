@@ -115,7 +115,7 @@ def test_spot_prices_per_zone_come_from_the_real_moto_server(moto, monkeypatch):
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    found = prices_aws.spot_by_zone("us-east-1", ["g5.12xlarge"], endpoint=moto)
+    found = prices_aws.spot_by_zone("us-east-1", ["g5.12xlarge"], {"ec2": moto})
     assert found and all(kind == "g5.12xlarge" and zone.startswith("us-east-1") for zone, kind in found)
     assert min(found.values()) == prices_aws.spot(boto3.client(
         "ec2", region_name="us-east-1", endpoint_url=moto), ["g5.12xlarge"])["g5.12xlarge"]

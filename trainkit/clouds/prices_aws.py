@@ -52,9 +52,11 @@ def spot(ec2, types: list[str]) -> dict[str, float]:
     return out
 
 
-def spot_by_zone(region: str, types: list[str], endpoint: str | None = None) -> dict[tuple[str, str], float]:
-    """{(zone, type): the current Linux spot price} (for `zone: auto` on spot, cluster/failover.py)."""
-    return _spot_rows(boto3.client("ec2", region_name=region, endpoint_url=endpoint), types)
+def spot_by_zone(region: str, types: list[str], endpoints: dict[str, str] | None = None
+                 ) -> dict[tuple[str, str], float]:
+    """{(zone, type): the current Linux spot price} (for `zone: auto` on spot, cluster/failover.py);
+    `endpoints`: the spec's (an emulator's `ec2`), else boto3's own settings."""
+    return _spot_rows(boto3.client("ec2", region_name=region, endpoint_url=(endpoints or {}).get("ec2")), types)
 
 
 def _spot_rows(ec2, types: list[str]) -> dict[tuple[str, str], float]:

@@ -99,8 +99,10 @@ def settle(cluster: Cluster, ws: Workspace) -> tuple[Cluster, bool]:
     spec with several candidates. Reads the state (render + init) only when this workspace keeps
     no placement.json; a placement found there is kept in it. A spec with one candidate, or a
     state placement that is no longer a candidate, gives the cluster as `remembered` has it."""
-    if len(candidates(cluster)) == 1 or (ws.root / PLACEMENT_FILE).exists():
-        return remembered(cluster, ws), ws.applied_at() is not None or (ws.root / PLACEMENT_FILE).exists()
+    if (ws.root / PLACEMENT_FILE).exists():   # an apply from here came up there
+        return remembered(cluster, ws), True
+    if len(candidates(cluster)) == 1:
+        return cluster, ws.applied_at() is not None
     resources = held_resources(cluster, ws)
     where = held(cluster, resources)
     if where is None or where not in candidates(cluster):
@@ -117,7 +119,7 @@ def held_resources(cluster: Cluster, ws: Workspace) -> list[dict]:
 
 def _keep(ws: Workspace, where: Placement) -> None:
     zone, kind, spot = where
-    (ws.root / PLACEMENT_FILE).write_text(json.dumps({"zone": zone, "type": kind, "spot": spot}) + "\n")
+    write_atomic(ws.root / PLACEMENT_FILE, json.dumps({"zone": zone, "type": kind, "spot": spot}) + "\n")
 
 
 def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:
@@ -130,27 +132,29 @@ def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:
     if not hasattr(adapter, "spot_by_zone"):
         return {}
     types = list(cluster.spec.instance.type_candidates or (cluster.instance.type,))
-    return adapter.spot_by_zone(cluster.spec.region, types, cluster.spec.endpoints.get("ec2"))
+    return adapter.spot_by_zone(cluster.spec.region, types, cluster.spec.endpoints)
 
 
-def recent_refusals(ws: Workspace, now: float) -> set[tuple[str, str, bool]]:
-    """(zone, type, spot) refused for capacity within RECENT_S, from this workspace's history."""
+def _refusals(ws: Workspace, now: float) -> list[dict]:
+    """This workspace's capacity refusals of the last RECENT_S ({zone, type, spot, at}); an
+    unreadable history (edited, half a file) counts as none: it only orders zones."""
     try:
         rows = json.loads((ws.root / HISTORY_FILE).read_text())
-        return {(r["zone"], r["type"], bool(r["spot"])) for r in rows if now - float(r["at"]) < RECENT_S}
+        return [{"zone": r["zone"], "type": r["type"], "spot": bool(r["spot"]), "at": float(r["at"])}
+                for r in rows if now - float(r["at"]) < RECENT_S]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return set()
+        return []
+
+
+def recent_refusals(ws: Workspace, now: float) -> set[Placement]:
+    """(zone, type, spot) refused for capacity within RECENT_S, from this workspace's history."""
+    return {(r["zone"], r["type"], r["spot"]) for r in _refusals(ws, now)}
 
 
 def _note_refusal(ws: Workspace, where: Placement, now: float) -> None:
-    path = ws.root / HISTORY_FILE
-    try:
-        rows = [r for r in json.loads(path.read_text()) if now - float(r["at"]) < RECENT_S]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        rows = []
     zone, kind, spot = where
-    rows.append({"zone": zone, "type": kind, "spot": spot, "at": now})
-    write_atomic(path, json.dumps(rows, indent=1) + "\n")
+    rows = _refusals(ws, now) + [{"zone": zone, "type": kind, "spot": spot, "at": now}]
+    write_atomic(ws.root / HISTORY_FILE, json.dumps(rows, indent=1) + "\n")
 
 
 def auto_order(order: list[Placement], refused: set[Placement],

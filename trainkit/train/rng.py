@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 from typing import Iterator
 
@@ -107,15 +108,12 @@ def keyed_bits(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor
     return _mix_(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
 
 
-def keyed_uniform(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
-    """Uniform [0, 1) float32 of `shape` (batch first): the top 24 bits of `keyed_bits`."""
-    return ((keyed_bits(keys, shape, salt) >> 8).to(torch.float32) * (1.0 / (1 << 24))).reshape(shape)
-
-
+@functools.lru_cache(maxsize=None)
 def keep_threshold(p: float) -> int:
-    """The `keyed_bits` value from which an element is kept: `keyed_uniform(...) >= p` compares
-    k / 2**24 (k the top 24 bits, exact in float32) with p rounded to float32, i.e. k >= p32 * 2**24
-    (exact: a power-of-two scale), i.e. bits >= ceil(p32 * 2**24) * 256. The same masks, one pass."""
+    """The `keyed_bits` value from which an element is kept. The masks were defined as a uniform
+    u = k / 2**24 (k the top 24 bits, exact in float32) kept when u >= p, p rounded to float32:
+    k >= p32 * 2**24 (exact: a power-of-two scale), i.e. bits >= ceil(p32 * 2**24) * 256. The
+    same masks in one integer comparison."""
     return math.ceil(float(torch.tensor(p, dtype=torch.float32)) * (1 << 24)) << 8
 
 

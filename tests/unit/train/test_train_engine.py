@@ -186,7 +186,7 @@ def test_keyed_dropouts_integer_threshold_keeps_exactly_what_the_uniform_compari
     # element may differ, or resumed and earlier runs would draw other masks
     keys = rng.sample_keys(7, 3, torch.arange(64))
     shape = torch.Size([64, 8, 33])
-    old = rng.keyed_uniform(keys, shape, salt=2) >= p
+    old = ((rng.keyed_bits(keys, shape, 2) >> 8).to(torch.float32) * (1.0 / (1 << 24))).reshape(shape) >= p
     new = (rng.keyed_bits(keys, shape, 2) >= rng.keep_threshold(p)).reshape(shape)
     assert torch.equal(old, new)
     edge = rng.keep_threshold(p) >> 8   # the top-24-bit values on both sides of the threshold
