@@ -122,6 +122,32 @@ def capacity_error(text: str) -> CapacityProblem | None:
                           type_re=r"sufficient ([a-z0-9-]+\.[a-z0-9]+) capacity|instance type \(([a-z0-9-]+\.[a-z0-9]+)\)")
 
 
+def _import_id(kind: str, values: dict) -> str | None:
+    """The import ID of a planned security group rule (see Cloud.import_id); None for other types.
+
+    AuthorizeSecurityGroupIngress/Egress take no idempotency token: a retry after a lost answer
+    fails with `InvalidPermission.Duplicate` ("The specified rule already exists"; "Error codes for
+    the Amazon EC2 API"), and hashicorp/aws fails the create ("A duplicate Security Group rule was
+    found"). `aws_security_group_rule` import IDs are
+    SECURITYGROUPID_TYPE_PROTOCOL_FROMPORT_TOPORT_SOURCE[_SOURCE]*, a source being a CIDR, a prefix
+    list, a security group ID or `self` (the resource's import documentation; hashicorp/aws 5.x
+    resourceSecurityGroupRuleImport).
+    """
+    if kind != "aws_security_group_rule":
+        return None
+    sources = [*(values.get("cidr_blocks") or []), *(values.get("ipv6_cidr_blocks") or []),
+               *(values.get("prefix_list_ids") or [])]
+    if values.get("self"):
+        sources.append("self")
+    elif values.get("source_security_group_id"):
+        sources.append(values["source_security_group_id"])
+    group, protocol = values.get("security_group_id"), values.get("protocol")
+    if not (sources and group and protocol and values.get("type") in ("ingress", "egress")):
+        return None
+    return "_".join([group, values["type"], str(protocol), str(values.get("from_port") or 0),
+                     str(values.get("to_port") or 0), *sources])
+
+
 def _unencrypted(r: dict) -> Iterator[str]:
     v = r["values"]
     if r["type"] == "aws_ebs_volume" and v.get("encrypted") is False:
@@ -205,6 +231,8 @@ CLOUD = Cloud(
     supports_endpoints=True,
     tag_sweeper="trainkit.clouds.aws_sweep",
     capacity_error=capacity_error,
+    duplicate_error=r"InvalidPermission\.Duplicate",
+    import_id=_import_id,
     billed=_billed,
     spec_rules=_spec_rules,
     # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",

@@ -140,6 +140,13 @@ class Cloud:
     # Provider error text -> the capacity or quota refusal it reports (a pure function of the text,
     # None for anything else); trainkit.clouds.capacity turns it into one message.
     capacity_error: Callable[[str], "CapacityProblem | None"] = lambda text: None
+    # A create the cloud refused because what it creates is there already: the answer to an earlier
+    # attempt of the same request was lost and the SDK sent it again (the cloud carried out both).
+    # `duplicate_error` matches such a refusal in a resource's error text; `import_id(type, planned
+    # values)` is the ID `terraform import` adopts that resource by (None: the room cannot name it).
+    # trainkit/stack/adopt.py uses both; None/the default: nothing is adopted.
+    duplicate_error: str | None = None
+    import_id: Callable[[str, dict], "str | None"] = lambda kind, values: None
     # Spot termination notice on the instance metadata service (None: not documented).
     spot_notice_url: str | None = None
     # The metadata host's session-token endpoint, where reading spot_notice_url needs a token

@@ -24,6 +24,7 @@ from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import wait_for_ssh
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
+from trainkit.stack import adopt
 from trainkit.stack.checkov import scan_plan
 from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
@@ -107,7 +108,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
           upgrade_image: bool = False) -> ApplyResult:
     """Create/update the cluster, write outputs.json and inventory.yml, then run site.yml.
 
-    `confirm(review) -> bool` is asked unless the new plan makes exactly the reviewed changes.
+    `confirm(review) -> bool` is asked unless the new plan makes only reviewed changes.
     """
     rev = None
     outputs: dict[str, Any] = {}
@@ -134,7 +135,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
     """Plan again (refreshed against the cloud), then apply that plan.
 
     The plan saved by `trainkit plan` is what the user reviewed; it is never applied as such (the
-    cloud may have changed since: a reclaimed spot node). When the new plan makes exactly the
+    cloud may have changed since: a reclaimed spot node). When the new plan makes only the
     reviewed changes it is applied without asking again; otherwise `confirm(review)` decides.
     """
     ws.rotate_log()
@@ -148,26 +149,61 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
     with progress.step("terraform apply") as s:
         runner.on_line = s.line
         try:
-            runner.apply_plan(ws.plan_bin)
-        except TrainkitError as err:
-            if "Saved plan is stale" not in err.message:
-                raise
-            progress.info("the state changed while planning (another workspace?); planning again")
-            rev = _plan(cluster, ws, runner, upgrade_image)
-            _confirm_plan(rev, ws, confirm, None)
-            runner.apply_plan(ws.plan_bin)
+            rev = _apply_planned(cluster, ws, runner, confirm, rev, upgrade_image)
         finally:
             ws.drop_saved_plan()  # a saved plan can be applied once: the next apply plans again
         outputs = {k: v["value"] for k, v in runner.outputs().items()}
     return rev, outputs
 
 
+def _apply_planned(cluster: Cluster, ws: Workspace, runner, confirm, rev: dict[str, Any],
+                   upgrade_image: bool) -> dict[str, Any]:
+    """Apply plan.bin (confirmed by the caller); returns the review of what was applied.
+
+    Plans and applies once more when the state changed while planning (terraform: "Saved plan is
+    stale"; confirmed again), or when the cloud refused creates as duplicates of themselves (their
+    answers were lost, stack/adopt.py): those are imported first, and what is left of the confirmed
+    plan is applied without asking again. Any other failure is raised as it is.
+    """
+    reviewed: set | None = change_set(json.loads(ws.plan_json.read_text()))
+    try:
+        runner.apply_plan(ws.plan_bin)
+        return rev
+    except TrainkitError as err:
+        if "Saved plan is stale" in err.message:
+            progress.info("the state changed while planning (another workspace?); planning again")
+            reviewed = None
+        elif type(err) is not TrainkitError or not _adopt(cluster, ws, runner):
+            raise  # capacity, credentials, a lock: the callers act on those
+    rev = _plan(cluster, ws, runner, upgrade_image)
+    _confirm_plan(rev, ws, confirm, reviewed)
+    runner.apply_plan(ws.plan_bin)
+    return rev
+
+
+def _adopt(cluster: Cluster, ws: Workspace, runner) -> list[str]:
+    """Import what the last apply's errors name as created already (stack/adopt.py); the
+    addresses imported ([] when the failure was something else)."""
+    room = clouds.get(cluster.spec.cloud)
+    addresses = adopt.duplicates(runner.failed_output, room.duplicate_error)
+    if not addresses:
+        return []
+    runner.plan(ws.plan_bin)  # the values that were unknown before the apply (IDs) are known now
+    found = adopt.imports(addresses, runner.show_json(ws.plan_bin), room.import_id)
+    for address, resource_id in found:
+        progress.info(f"{address}: the cloud holds it already (the answer to its create was lost); "
+                      f"importing {resource_id}")
+        runner.import_(address, resource_id)
+    return [address for address, _ in found]
+
+
 def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | None) -> None:
-    """Refuse a blocking plan; ask `confirm(rev)` unless the new plan (plan.json) makes exactly
-    the `reviewed` changes or none. TrainkitError(APPLY) "cancelled" when the answer is no."""
+    """Refuse a blocking plan; ask `confirm(rev)` unless the new plan (plan.json) makes only
+    changes among the `reviewed` ones, or none. TrainkitError(APPLY) "cancelled" when the answer
+    is no."""
     refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
     now = change_set(json.loads(ws.plan_json.read_text()))
-    if reviewed is not None and now == reviewed:
+    if reviewed is not None and now <= reviewed:
         return
     if reviewed is not None:
         progress.info("the cloud or the state changed since `trainkit plan`: planned again"

@@ -78,6 +78,7 @@ class TerraformRunner:
         self.log_path = Path(log_path)
         self.on_line = on_line
         self.tf = Terraform(working_dir=str(self.workdir), terraform_bin_path=terraform_path())
+        self.failed_output = ""  # the whole output of the last command that failed (stack/adopt.py reads it)
 
     def init(self, phase: int = errors.PLAN) -> None:
         """`terraform init`: providers and the state backend (fails when the backend is unreachable)."""
@@ -133,6 +134,10 @@ class TerraformRunner:
         self._run("apply", phase=errors.APPLY, input=False, no_color=IsFlagged, auto_approve=IsFlagged,
                   replace=list(addresses) or None)
 
+    def import_(self, address: str, resource_id: str) -> None:
+        """`terraform import ADDRESS ID`: record in the state what the cloud holds under `resource_id`."""
+        self._run("import", address, resource_id, phase=errors.APPLY, input=False, no_color=IsFlagged)
+
     def _run(self, cmd: str, *args: str, phase: int, ok: tuple[int, ...] = (0,), quiet: bool = False,
              **options) -> Result:
         """Run one terraform command, streaming stdout+stderr into the log; TrainkitError if rc not in ok."""
@@ -165,6 +170,8 @@ class TerraformRunner:
                                     fix="run `trainkit destroy` to remove what was created, or "
                                         "`trainkit apply` to finish", exit_code=130) from None
         output = "".join(lines)
+        if proc.returncode not in ok:
+            self.failed_output = output
         if watch and watch.problem and proc.returncode not in ok:  # stopped on the cloud's refusal
             zone, kind = self.placement
             refused = dataclasses.replace(watch.problem, zone=watch.problem.zone or zone,
