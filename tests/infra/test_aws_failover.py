@@ -6,6 +6,8 @@ runs it beside tests/infra/test_aws_faults.py (each moto apply costs minutes).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fault_proxy import Faults
 from moto_aws import assert_nothing_left, aws, trainkit, write_spec
@@ -58,4 +60,38 @@ def test_spot_refused_everywhere_falls_back_to_on_demand_and_destroy_leaves_noth
     proxy.faults = Faults(throttle=0.3, seed=11)
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert sum(1 for what, _ in proxy.faults_done if what == "throttle") >= 3, proxy.faults_done
+    assert_nothing_left(moto, "aws-moto")
+
+
+def test_zones_that_do_not_offer_the_type_are_skipped_before_any_apply(repo, tmp_path, faulty_moto):
+    """The preflight asks EC2 DescribeInstanceTypeOfferings (moto holds AWS's offerings: no
+    p4d.24xlarge in us-east-1e or us-east-1f). A spec listing only such zones ends at once (exit
+    4, nothing created, no RunInstances); with us-east-1a after them the plan review shows every
+    candidate with what EC2 said, and apply goes straight to us-east-1a."""
+    moto, proxy = faulty_moto
+    small = {"data_disk": {"enabled": False}, "nas": {"enabled": False}}
+    nowhere = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1f", "us-east-1e"],
+                         instance={"type": "p4d.24xlarge"}, storage=small)
+    ws = tmp_path / "ws"
+    refused = trainkit("apply", nowhere, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
+    assert "AWS offers none of the candidates now" in refused.stderr, refused.stderr
+    assert "1. p4d.24xlarge in us-east-1f (spot): not offered" in refused.stderr
+    assert proxy.seen["DescribeInstanceTypeOfferings"] == 1 and not proxy.seen["RunInstances"]
+    assert_nothing_left(moto, "aws-moto")
+
+    spec = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1f", "us-east-1a"],
+                      instance={"type": "p4d.24xlarge"}, storage=small)
+    review = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
+    rows = review["placement"]["candidates"]
+    assert [(r["zone"], r["status"]) for r in rows] == [("us-east-1f", "not offered"), ("us-east-1a", "offered")]
+    assert review["placement"]["chosen"]["zone"] == "us-east-1a"
+    assert "-> 2. p4d.24xlarge in us-east-1a (spot): offered" in trainkit("plan", spec, "--workdir", ws).stdout
+    applied = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
+    assert "preflight: p4d.24xlarge in us-east-1f (spot): not offered; skipped" in applied.stderr, applied.stderr
+    assert "placement 1/1: p4d.24xlarge in us-east-1a: up" in applied.stderr
+    assert not [w for w, _ in proxy.faults_done]
+    zones = [i["Placement"]["AvailabilityZone"] for r in aws(moto, "ec2").describe_instances(Filters=[
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])["Reservations"] for i in r["Instances"]]
+    assert zones == ["us-east-1a"]
+    trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")

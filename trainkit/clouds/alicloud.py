@@ -186,6 +186,7 @@ CLOUD = Cloud(
         (r"Forbidden\.RAM|NoPermission|Forbidden\.NoPermission", "permission"),
     ),
     price_adapter="trainkit.clouds.prices_alicloud",
+    offers_adapter="trainkit.clouds.offers_alicloud",
     tag_sweeper="trainkit.clouds.alicloud_sweep",
     # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time";
     # ModifyInstanceAutoReleaseTime (help.aliyun.com/document_detail/47576.html): at most three

@@ -225,6 +225,7 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     price_adapter="trainkit.clouds.prices_aws",
+    offers_adapter="trainkit.clouds.offers_aws",
     shutdown_terminates=True,  # aws_instance.instance_initiated_shutdown_behavior = "terminate"
     # None: boto3 resolves Amazon S3's own endpoint, honouring AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
     object_store=("s3", None),

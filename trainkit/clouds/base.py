@@ -94,6 +94,10 @@ class CapacityProblem:
     quota: str | None = None
 
 
+# What an offers adapter says of one (zone, instance type) (see Cloud.offers_adapter).
+OFFER_AVAILABLE, OFFER_SOLD_OUT, OFFER_LISTED = "available", "sold out", "offered"
+
+
 # One documented error code: (code regex, kind, quota name or None).
 CapacityCode = tuple[str, str, "str | None"]
 
@@ -186,6 +190,12 @@ class Cloud:
     shutdown_terminates: bool = False
     # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).
     price_adapter: str | None = None
+    # Module with `offers(region, types, spot, endpoint=None) -> {(zone, type): status}` asking the
+    # cloud which zones offer each instance type and whether it is in stock (lazy import; the
+    # placement preflight, cluster/preflight.py). status: OFFER_AVAILABLE, OFFER_SOLD_OUT or
+    # OFFER_LISTED (offered; the cloud reports no stock); a (zone, type) the answer leaves out is
+    # not offered there. None: the room asks nothing.
+    offers_adapter: str | None = None
     # What the cloud (or its provider) refuses in a spec, beyond the data-driven checks of
     # trainkit.clouds.checks: spec -> [(field path, message, fix)]; each room cites its source.
     spec_rules: Callable[[Any], list] = lambda spec: []

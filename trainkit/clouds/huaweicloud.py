@@ -153,6 +153,7 @@ CLOUD = Cloud(
         (r"(?i)policy doesn'?t allow|APIGW\.0302|IAM\.\d{4}", "permission"),
     ),
     price_adapter="trainkit.clouds.prices_huaweicloud",
+    offers_adapter="trainkit.clouds.offers_huaweicloud",
     tag_sweeper="trainkit.clouds.huaweicloud_sweep",
     # OBS docs, "Regions and Endpoints": obs.<region>.myhuaweicloud.com (S3-compatible API).
     object_store=("obs", "https://obs.{region}.myhuaweicloud.com"),

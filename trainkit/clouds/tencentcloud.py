@@ -138,6 +138,7 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     price_adapter="trainkit.clouds.prices_tencentcloud",
+    offers_adapter="trainkit.clouds.offers_tencentcloud",
     tag_sweeper="trainkit.clouds.tencentcloud_sweep",
     # COS docs, "Using AWS S3 SDK to Access COS": endpoint cos.<region>.myqcloud.com.
     object_store=("cos", "https://cos.{region}.myqcloud.com"),

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from trainkit import clouds, errors
 from trainkit.clouds.capacity import CapacityError
+from trainkit.cluster import preflight
 from trainkit.money.cost import billing_record
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.state import render_and_init, state_resources
@@ -188,20 +189,43 @@ def _auto(cluster: Cluster, ws: Workspace, order: list[Placement]) -> list[Place
     return ordered
 
 
+def _screened(cluster: Cluster, ws: Workspace) -> tuple[list[Placement], bool, list[dict]]:
+    """(the candidates in the order apply tries them, whether the state holds anything, the
+    preflight's rows): `zone: auto` ordered, the placement the nodes run on first (a running
+    cluster does not move unless refused), then what the cloud does not offer skipped
+    (cluster/preflight.py)."""
+    order = candidates(cluster)
+    current, existed = settle(cluster, ws)
+    if cluster.spec.zone_auto:
+        order = _auto(cluster, ws, order)
+    start = None
+    if existed:
+        start = (current.spec.zone, current.instance.type, current.spec.spot.enabled)
+        order = [start] + [c for c in order if c != start]
+    order, rows = preflight.screen(cluster, order, preflight.ask(cluster, order), keep=start)
+    return order, existed, rows
+
+
+def plan_placement(cluster: Cluster, ws: Workspace) -> tuple[Cluster, dict[str, Any] | None]:
+    """Where `trainkit plan` plans the nodes, and the placement section of its review (None for a
+    spec with one candidate): where they run now, else the first candidate the preflight keeps."""
+    if len(candidates(cluster)) == 1:
+        return cluster, None
+    order, _, rows = _screened(cluster, ws)
+    chosen = order[0]
+    return placed(cluster, *chosen), {
+        "chosen": {"zone": chosen[0], "type": chosen[1], "billing": "spot" if chosen[2] else "on_demand"},
+        "currency": cluster.catalog.currency, "candidates": rows}
+
+
 def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster], Any]) -> tuple[Cluster, Any]:
     """`attempt(cluster)` at each candidate until one is not refused for capacity; returns
     (the cluster as placed, what attempt returned). CapacityError listing the attempts when all
     are refused (exit 4), at once on a quota refusal (a spot quota with an on-demand fallback
     skips to the on-demand candidates)."""
-    order = candidates(cluster)
-    if len(order) == 1:
+    if len(candidates(cluster)) == 1:
         return cluster, attempt(cluster)
-    current, existed = settle(cluster, ws)
-    if cluster.spec.zone_auto:
-        order = _auto(cluster, ws, order)
-    if existed:   # where the nodes are first: a running cluster does not move unless refused
-        start = (current.spec.zone, current.instance.type, current.spec.spot.enabled)
-        order = [start] + [c for c in order if c != start]
+    order, existed, _ = _screened(cluster, ws)
     fresh = not existed  # nothing of this cluster existed before: what the attempts made can go
     tried: list[str] = []
     total, n = len(order), 0

@@ -51,9 +51,10 @@ def plan(cluster: Cluster, ws: Workspace, upgrade_image: bool = False) -> dict[s
     if not is_cloud(cluster):
         return no_terraform_review(cluster)
     ws.rotate_log()
-    cluster, _ = failover.settle(cluster, ws)  # `zone:`/`type:` lists: where the nodes run now
+    # `zone:`/`type:` lists: where the nodes run now, else the first candidate the cloud offers
+    cluster, placement = failover.plan_placement(cluster, ws)
     runner, _ = render_and_init(cluster, ws)
-    return _plan(cluster, ws, runner, upgrade_image)
+    return _plan(cluster, ws, runner, upgrade_image, placement)
 
 
 # Every module names its instances `<type>.node[i]` (the module interface, see cluster/replace.py).
@@ -65,8 +66,10 @@ def node_addresses(runner) -> list[str]:
     return [a for a in runner.state_list() if _NODE_ADDRESS.match(a)]
 
 
-def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False) -> dict[str, Any]:
-    """Plan (refreshing against the cloud) into plan.bin/plan.json/review.md; returns the review."""
+def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False,
+          placement: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Plan (refreshing against the cloud) into plan.bin/plan.json/review.md; returns the review
+    (with `placement`, the preflight's candidates, when given)."""
 
     replace = node_addresses(runner) if upgrade_image else []
     with progress.step("terraform plan") as s:
@@ -82,6 +85,8 @@ def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False) 
     drift = drifted(plan_data)
     if drift:
         rev["drift"] = drift
+    if placement:
+        rev["placement"] = placement
     ws.review_md.write_text(to_markdown(rev))
     return rev
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import clouds
-from trainkit.catalog import Catalog, InstanceType, load_catalog, refreshed_price_file, select, with_prices
+from trainkit.catalog import Catalog, InstanceType, load_catalog, matching, refreshed_price_file, select, with_prices
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
 from trainkit.spec.safety import check_ttl, parse_minutes
@@ -97,6 +97,7 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
     inst = _pick_instance(spec, catalog)
     for kind in spec.instance.type_candidates[1:]:  # each fallback type is one the catalog knows
         catalog.get(kind)
+    spec = _requirement_candidates(spec, catalog)
     check_ttl(spec)
     d = catalog.defaults
     image = spec.image or d.get("image")  # None: the module looks the image up (its image.tf)
@@ -123,6 +124,20 @@ def _pick_instance(spec: ClusterSpec, catalog: Catalog) -> InstanceType:
         return catalog.get(spec.instance.type)
     return select(catalog, spec.instance.gpu, spec.instance.gpus_per_node,
                   spec.instance.min_gpu_memory_gb, spot=spec.spot.enabled)
+
+
+def _requirement_candidates(spec: ClusterSpec, catalog: Catalog) -> ClusterSpec:
+    """Requirements (`instance: {gpu: A100}`) -> every catalog type that meets them, cheapest
+    first, as the type candidates apply fails over along (cluster/failover.py); the first is the
+    type `_pick_instance` picked. A spec that names its type(s) is returned as it is."""
+    want = spec.instance
+    if want.type:
+        return spec
+    kinds = tuple(i.type for i in matching(catalog, want.gpu, want.gpus_per_node, want.min_gpu_memory_gb,
+                                           spot=spec.spot.enabled))
+    if len(kinds) < 2:
+        return spec
+    return spec.model_copy(update={"instance": want.model_copy(update={"type_candidates": kinds})})
 
 
 def _check_choices(catalog: Catalog, system_disk: dict, data_disk: dict, nas: dict) -> None:

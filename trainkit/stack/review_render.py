@@ -5,7 +5,8 @@ Both carry the same facts in the same order, as an Atlantis comment with an infr
 1. a header: cluster, cloud and region, workspace, state backend, the spec's commit (in git),
    and the command that applies the plan;
 2. what is replaced or destroyed, first and loudly, each with its cause and what it loses;
-3. counts per role;
+3. counts per role, and the placement candidates (zone, type, billing) with what the cloud says
+   of each and its price, where the spec lists several;
 4. cost: now, new and the delta, per hour and per month, with the currency on every line; the
    items with their price basis, usage-priced items marked (their use is billed on top), and
    warnings (prices from another region);
@@ -77,6 +78,22 @@ def item_price(item: dict, cost: dict) -> str:
     return f"{'≤ ' if item['upper_bound'] else ''}{item['per_hour']:,.4f} {cost.get('currency') or ''}".rstrip()
 
 
+def placement_rows(rev: dict) -> list[tuple[str, str, str, str]]:
+    """(mark, candidate, what the cloud said, price per node-hour) for each placement candidate
+    (the preflight's rows, cluster/preflight.py); mark "->" on the one planned. [] without them."""
+    p = rev.get("placement")
+    if not p:
+        return []
+    chosen = p["chosen"]
+    out = []
+    for row in p["candidates"]:
+        here = (row["zone"], row["type"], row["billing"]) == (chosen["zone"], chosen["type"], chosen["billing"])
+        price = f"{row['price']:,.4f} {p.get('currency') or ''}".rstrip() if row["price"] is not None else "unknown"
+        billing = "spot" if row["billing"] == "spot" else "on-demand"
+        out.append(("->" if here else "", f"{row['type']} in {row['zone']} ({billing})", row["status"], price))
+    return out
+
+
 def change_lines(a: dict) -> list[str]:
     """One resource as `terraform plan` prints it: symbol, address, action, then its attributes."""
     out = [f"{SYMBOL.get(a['action'], '?')} {a['address']} ({a['action']}{', ' + a['role'] if a.get('role') else ''})"]
@@ -101,6 +118,11 @@ def to_text(rev: dict) -> str:
     for role in ROLES:
         if ch["by_role"][role]:
             lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))
+    rows = placement_rows(rev)
+    if rows:
+        lines.append("Placement (candidates in the order apply tries them; what the cloud says now):")
+        lines += [f"  {mark:<2} {i}. {what}: {status}, {price} per node-hour"
+                  for i, (mark, what, status, price) in enumerate(rows, 1)]
     lines.append(f"Cost ({_billing(cost)}):")
     lines += [f"  {label:<6} {hour} per hour, {month} per month" for label, hour, month in cost_lines(cost)]
     for item in cost["items"]:
@@ -122,7 +144,8 @@ def to_markdown(rev: dict, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     title = f"### trainkit plan: `{rev['cluster']}` on {rev['cloud']}"
     if rev.get("note"):
         return f"{title}\n\n{rev['note']}\n"
-    head = "\n".join([title, ""] + _header(rev) + _danger(rev) + _summary(rev) + _cost(rev) + _findings(rev))
+    head = "\n".join([title, ""] + _header(rev) + _danger(rev) + _summary(rev) + _placement(rev) + _cost(rev)
+                     + _findings(rev))
     blocks = [change_lines(a) for a in rev["changes"]["addresses"]]
     return head + _details(blocks, limit - len(head) - _MARGIN)
 
@@ -162,6 +185,16 @@ def _summary(rev: dict) -> list[str]:
         c = ch["by_role"][role]
         out.append(f"| {role} | " + " | ".join(str(c.get(a, 0)) for a in
                                                ("create", "update", "delete", "replace")) + " |")
+    return out + [""]
+
+
+def _placement(rev: dict) -> list[str]:
+    rows = placement_rows(rev)
+    if not rows:
+        return []
+    out = ["**Placement** (candidates in the order apply tries them)", "",
+           "| | candidate | the cloud says | per node-hour |", "|---|---|---|---:|"]
+    out += [f"| {'**→**' if mark else ''} | {_cell(what)} | {_cell(status)} | {price} |" for mark, what, status, price in rows]
     return out + [""]
 
 
