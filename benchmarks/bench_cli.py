@@ -50,7 +50,15 @@ def bench_help() -> None:
     report("`trainkit --help` vs `import click`", ours, base, "start-up over click alone")
 
 
+def tests_importable() -> None:
+    """tests/conftest.py and its helpers (ports.py, infra/fault_proxy.py) import as pytest has them."""
+    for folder in (REPO / "tests", REPO / "tests" / "infra"):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+
+
 def _tf_config(tmp: Path) -> None:
+    tests_importable()
     from tests.conftest import _find_mirror  # the same discovery the tests use
 
     mirror = os.environ.get("TRAINKIT_TF_MIRROR") or _find_mirror()
