@@ -17,6 +17,7 @@ Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next to other namespace users.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -44,13 +46,25 @@ FAULTS = [("one worker", ("worker",), False), ("the head", ("head",), False),
 
 
 def main() -> None:
+    with four_hosts("bench_faults", "tkbf") as bench:
+        if bench is None:
+            return
+        rows = [fault(*bench, *f) for f in FAULTS]
+    report(rows)
+
+
+@contextlib.contextmanager
+def four_hosts(name: str, tmp_prefix: str) -> Iterator[tuple | None]:
+    """(the four namespace machines, base folder, spec arguments, environment) with the cluster
+    applied; None (and a line saying why) where namespace hosts cannot run. Stopped at the end."""
     from netns import NetnsCluster, missing_tools
 
     missing = missing_tools()
     if missing:
-        print(f"bench_faults: skipped, namespace hosts need {', '.join(missing)}")
+        print(f"{name}: skipped, namespace hosts need {', '.join(missing)}")
+        yield None
         return
-    with tempfile.TemporaryDirectory(prefix="tkbf") as tmp:
+    with tempfile.TemporaryDirectory(prefix=tmp_prefix) as tmp:
         base = Path(tmp)
         four = NetnsCluster(base, count=4, prefix=os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tkbench"),
                             local_root=base / "node-local",
@@ -58,10 +72,9 @@ def main() -> None:
         try:
             four.start()
             common, env = setup(four, base)
-            rows = [fault(four, base, common, env, *f) for f in FAULTS]
+            yield four, base, common, env
         finally:
             four.stop()
-    report(rows)
 
 
 def setup(four, base: Path) -> tuple[list[str], dict]:

@@ -280,3 +280,65 @@ def _kill_the_spare_put_in(b: Bench, active: set, proc, timeout_s: float = 300) 
     raise AssertionError("no spare was put in")
 
 
+
+
+# recover.elastic rows: each step sleeps this long (the engine's TRAINKIT_FAULT_STEP_SLEEP hook), so
+# that the spare is provisioned while the survivor still trains: digits steps take milliseconds
+# here, the spare's site.yml run 43 s on a quiet machine (docs/runs.md, "Measured"); the ~60 steps
+# after the fault then take ~90 s.
+ELASTIC_STEP_SLEEP_S = 1.5
+# Final test accuracy of an elastic run vs the uninterrupted one: the same samples make every
+# global batch, but the survivor sums them in another order (float), and dropout masks follow the
+# sample, not the rank (trainkit/train/rng.py); digits ends near 0.95.
+ELASTIC_ACC_TOLERANCE = 0.02
+
+
+def check_elastic_row(bench: Bench, who: str) -> None:
+    """recover.elastic: `who` ("head" or "worker") is killed at KILL_AT; the survivor resumes
+    alone (world 1, the same global batch) while the spare is provisioned, then is stopped at a
+    checkpoint and the run grows back to 2 ranks. Ends complete, losing at most one interval at
+    the fault and nothing at the grow, with the reference run's accuracy, and nothing left."""
+    b = bench
+    b.revive_all()
+    head, worker = b.active()
+    gone, survivor = (head, worker) if who == "head" else (worker, head)
+    before = set(_runs(b.ws))
+    config = {**yaml.safe_load(Path(DIGITS[1]).read_text()), "recover": {"elastic": True},
+              "env": {"TRAINKIT_FAULT_STEP_SLEEP": str(ELASTIC_STEP_SLEEP_S)}}
+    (b.base / "digits-elastic.yaml").write_text(yaml.safe_dump(config))
+    proc = b.start("train", *b.common, "--config", str(b.base / "digits-elastic.yaml"), *DIGITS[2:], *FAST,
+                   "--recover")
+    try:
+        run = newest_run(b, before, proc)
+        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
+        b.cluster.kill(b.host(gone))
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, out
+
+    record = json.loads((run / "run.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert record["status"] == summary["status"] == "completed" and kinds[-1] == "completed", kinds
+    for kind in ("shrunk", "resumed", "grown", "rejoined"):
+        assert kind in kinds, (kind, kinds)
+    assert kinds.index("shrunk") < kinds.index("resumed") < kinds.index("grown") < kinds.index("rejoined"), kinds
+    shrunk = next(e for e in events if e["event"] == "shrunk")
+    assert shrunk["nodes"] == [survivor] and shrunk["world"] == 1 and shrunk["lost"] == [gone], shrunk
+    attempts = record["attempts"]
+    assert [a["nodes"] for a in attempts][1] == [survivor] and len(attempts[2]["nodes"]) == 2, attempts
+    assert attempts[1]["outcome"] == "grown", attempts
+    resumed = next(e for e in events if e["event"] == "resumed")
+    rejoined = next(e for e in events if e["event"] == "rejoined")
+    assert resumed["step"] > 0 and 0 <= resumed["lost_steps"] <= CKPT_EVERY, resumed
+    assert rejoined["lost_steps"] == 0 and rejoined["step"] > resumed["step"], rejoined  # it trained alone
+    assert summary["recoveries"] == 1 and summary["world_size"] == 2, summary
+    worlds = [json.loads(x)["world_size"] for x in (b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl")
+              .read_text().splitlines() if '"kind": "run"' in x]
+    assert worlds == [2, 1, 2], worlds
+    ref = json.loads((b.ref / "summary.json").read_text())
+    assert abs(summary["test_acc"] - ref["test_acc"]) <= ELASTIC_ACC_TOLERANCE, (summary["test_acc"], ref["test_acc"])
+    assert [e["node"] for e in events if e["event"] == "replaced"] == [gone], events
+    b.no_leftovers(run.name)

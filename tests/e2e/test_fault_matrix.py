@@ -17,7 +17,7 @@ The controller's faults and the run lock: test_fault_matrix_control.py.
 from __future__ import annotations
 
 import pytest
-from faultbench import Row, build_bench, check_row
+from faultbench import Row, build_bench, check_elastic_row, check_row
 
 
 @pytest.fixture(scope="module")
@@ -32,3 +32,11 @@ ROWS = [Row("worker", ("worker",)), Row("head", ("head",)),
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_fault_matrix_every_row_ends_complete_with_one_interval_lost_and_nothing_left(bench, row):
     check_row(bench, row)
+
+
+def test_elastic_the_survivor_trains_on_while_the_spare_comes_up_then_the_run_grows_back(bench):
+    """recover.elastic (faultbench.check_elastic_row), the head killed: the worker resumes alone at
+    world 1 as rank 0 (the rendezvous moves to it), the spare is provisioned meanwhile, the worker
+    stops at a checkpoint and both resume. (The worker's loss takes the same path with the ranks
+    kept; unit-tested in tests/unit/runs/test_elastic.py.)"""
+    check_elastic_row(bench, "head")

@@ -14,7 +14,6 @@ project of the region.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from huaweicloudsdkcore.auth.credentials import BasicCredentials
@@ -22,6 +21,7 @@ from huaweicloudsdkcore.exceptions.exceptions import SdkException
 from huaweicloudsdkecs.v2 import EcsClient, ListFlavorSellPoliciesRequest
 
 from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
+from trainkit.clouds.prices_huaweicloud import required_env
 from trainkit.errors import InputError
 
 PAGE = 1000  # the API's default and documented page size
@@ -30,11 +30,8 @@ _STATUS = {"available": OFFER_AVAILABLE, "sellout": OFFER_SOLD_OUT, "sold_out": 
 
 def offers(region: str, types: list[str], spot: bool, endpoint: str | None = None, **_: Any
            ) -> dict[tuple[str, str], str]:
-    env = {n: os.environ.get(n) for n in ("HW_ACCESS_KEY", "HW_SECRET_KEY", "HW_PROJECT_ID")}
-    missing = [n for n, v in env.items() if not v]
-    if missing:
-        raise InputError(f"Huawei ListFlavorSellPolicies needs {', '.join(missing)} in the environment",
-                         fix="export the access key and the project id of the region")
+    env = required_env(("HW_ACCESS_KEY", "HW_SECRET_KEY", "HW_PROJECT_ID"), "Huawei ListFlavorSellPolicies",
+                       "export the access key and the project id of the region")
     client = EcsClient.new_builder().with_credentials(
         BasicCredentials(env["HW_ACCESS_KEY"], env["HW_SECRET_KEY"], env["HW_PROJECT_ID"])) \
         .with_endpoint(endpoint or f"https://ecs.{region}.myhuaweicloud.com").build()

@@ -25,12 +25,18 @@ ENDPOINT = "https://bss.myhuaweicloud.com"
 HOUR_MEASURE_ID = 4  # BSS measurement unit 4 = hour (BSS API "Querying Usage Types", measure ids)
 
 
-def fetch(region: str, types: list[str], endpoint: str | None = None, **_: Any) -> dict[str, Any]:
-    env = {n: os.environ.get(n) for n in ("HW_ACCESS_KEY", "HW_SECRET_KEY", "HW_DOMAIN_ID", "HW_PROJECT_ID")}
+def required_env(names: tuple[str, ...], what: str, fix: str) -> dict[str, str]:
+    """{name: value} of the environment variables `names`; InputError naming the missing ones."""
+    env = {n: os.environ.get(n) or "" for n in names}
     missing = [n for n, v in env.items() if not v]
     if missing:
-        raise InputError(f"Huawei price inquiry needs {', '.join(missing)} in the environment",
-                         fix="export the access key, account (domain) id and the region's project id")
+        raise InputError(f"{what} needs {', '.join(missing)} in the environment", fix=fix)
+    return env
+
+
+def fetch(region: str, types: list[str], endpoint: str | None = None, **_: Any) -> dict[str, Any]:
+    env = required_env(("HW_ACCESS_KEY", "HW_SECRET_KEY", "HW_DOMAIN_ID", "HW_PROJECT_ID"), "Huawei price inquiry",
+                       "export the access key, account (domain) id and the region's project id")
     client = BssClient.new_builder().with_credentials(
         GlobalCredentials(env["HW_ACCESS_KEY"], env["HW_SECRET_KEY"], env["HW_DOMAIN_ID"])) \
         .with_endpoint(endpoint or ENDPOINT).build()

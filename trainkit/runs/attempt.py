@@ -12,6 +12,7 @@ and state files of its own, so nothing of the failed one can meet it.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import time
 from pathlib import Path
@@ -38,6 +39,13 @@ def nodes_of(cluster: Cluster, ws: Workspace) -> tuple[list[reach.Node], dict]:
         raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}: apply first",
                             fix=f"run `trainkit apply {cluster.source}` first", exit_code=BAD_INPUT)
     return reach.nodes_from_inventory(ws.inventory_yml)
+
+
+def subset(nodes: list[reach.Node], names: list[str]) -> list[reach.Node]:
+    """The nodes named in `names`, in their rank order, ranked again from 0 (a smaller world:
+    the first of them hosts the rendezvous)."""
+    kept = [n for n in nodes if n.name in names]
+    return [dataclasses.replace(n, rank=i) for i, n in enumerate(kept)]
 
 
 def unreachable(nodes: list[reach.Node]) -> list[str]:
@@ -75,11 +83,17 @@ def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> N
         run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group), exit_code=TRAIN)
 
 
-def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts) -> int:
-    """Start attempt K+1 on every node; returns K+1 (recorded in run.json and events.jsonl).
-    LaunchError when it failed on some node, after the others were rolled back (module doc)."""
+def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts,
+                   only: list[str] | None = None) -> int:
+    """Start attempt K+1 on every node, or on the nodes named in `only` (recover.elastic: the
+    survivors, ranked 0.. in their order; their data is staged already); returns K+1 (recorded in
+    run.json and events.jsonl). LaunchError when it failed on some node, after the others were
+    rolled back (module doc)."""
     nodes, group = nodes_of(cluster, ws)
-    stage_data(cluster, ws, job, group)
+    if only is None:
+        stage_data(cluster, ws, job, group)
+    else:
+        nodes = subset(nodes, only)
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
     lay = remote.layout_for(group, run_dir.name)

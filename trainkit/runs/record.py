@@ -54,6 +54,7 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)
     excludes: tuple[str, ...] = ()         # extra rsync-style exclude patterns for workdir
     stage: Any = None                      # the job's own data (trainkit.staging.section.DataSection) or None
+    elastic: bool = False                  # recover.elastic: survivors train on while a node is replaced
 
     @property
     def mode(self) -> str:
@@ -92,7 +93,25 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
                workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
                excludes=_string_list(path, "excludes", launch.get("excludes")),
-               stage=_stage(path, launch.get("stage")))
+               stage=_stage(path, launch.get("stage")), elastic=_elastic(path, launch.get("recover"), command))
+
+
+def _elastic(path: Path, value: Any, command: str | None) -> bool:
+    """`recover: {elastic: true|false}` (default false); InputError naming the field otherwise.
+    Only the built-in engine resumes at another world size (it reshards its checkpoints and keeps
+    the global batch): a `command:` job cannot be elastic."""
+    if value is None:
+        return False
+    if not isinstance(value, dict) or set(value) - {"elastic"}:
+        raise InputError(f"{path}: recover: expected {{elastic: true}} or {{elastic: false}}, got {value!r}",
+                         fix="recover.elastic is the only key of recover:")
+    elastic = value.get("elastic", False)
+    if not isinstance(elastic, bool):
+        raise InputError(f"{path}: recover.elastic: expected true or false, got {elastic!r}")
+    if elastic and command is not None:
+        raise InputError(f"{path}: recover.elastic: only the built-in engine resumes at another world size",
+                         fix="remove recover.elastic, or run the job with the built-in engine (no `command:`)")
+    return elastic
 
 
 def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitE
 from trainkit.money import cost
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import fence, launch, lock, remote
+from trainkit.runs import elastic, fence, launch, lock, remote
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
@@ -36,6 +36,9 @@ from trainkit.workspace import Workspace, write_atomic
 
 FINAL = ("completed", "failed", "preempted", "cancelled")
 LOST_PEER_WAIT_S = 10  # survivors of a lost node: time to end alone before the hard stop
+# recover.elastic: the survivors' time to write their checkpoint and exit before the hard stop;
+# torchrun gives its ranks 30 s after a SIGTERM before SIGKILL (pytorch PR #61602), and a margin.
+STOP_TO_GROW_S = 60
 
 
 @dataclass
@@ -132,8 +135,9 @@ def check_job(cluster: Cluster, job: runs.Job) -> None:
 
 
 def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_status.Follower, opts: Options,
-          *, stop_on_preempt: bool = True) -> Outcome:
-    """Poll every node until all are final or one is lost; records notices as events."""
+          *, stop_on_preempt: bool = True, interrupt: Callable[[], bool] | None = None) -> Outcome:
+    """Poll every node until all are final or one is lost; records notices as events. With
+    `interrupt`, an Outcome "interrupted" as soon as it answers True (the job is left running)."""
     misses: dict[str, list[float]] = {n.name: [] for n in nodes}   # times of consecutive bad polls
     first_end, signalled, noticed, began = None, False, set(), time.time()
     while True:
@@ -160,6 +164,8 @@ def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_
         if first_end and not signalled and time.time() - first_end > opts.grace_s:
             remote.signal_nodes(nodes, lay, attempt)   # survivors of a dead peer stuck in a collective
             signalled = True
+        if interrupt and interrupt():
+            return Outcome("interrupted", [], follower.last_step, time.time(), follower.step_time_s)
         time.sleep(opts.poll_s)
 
 
@@ -193,13 +199,17 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
     attempt = attach_attempt or launch_recovering(cluster, ws, job, run_dir, opts)
     _resumed_unless_recorded(cluster, ws, job, run_dir, attempt)
     fencer = fence.Fencer(run_dir)   # hosts lost on the way: their old job is stopped if they come back
+    ended: Outcome | None = None     # recover.elastic: how the survivors' attempt ended by itself
     try:
         while True:
             cluster = effective_cluster(cluster, ws)
             nodes, group = _nodes(cluster, ws)
             lay = remote.layout_for(group, run_dir.name)
-            follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
-            out = watch(nodes, lay, attempt, run_dir, follower, opts)
+            if ended is None:
+                follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
+                out = watch(nodes, lay, attempt, run_dir, follower, opts)
+            else:
+                out, ended = ended, None
             _end_attempt(run_dir, attempt, out)
             if out.status == "completed":
                 fencer.close()
@@ -223,9 +233,14 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                     fencer.close()
                     return finish(cluster, ws, run_dir, "failed", raise_=True)
             stop_survivors(nodes, lay, attempt, out.lost)
+            if out.lost and cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
+                fencer.add(nodes, lay, attempt, out.lost)
+            if out.lost and job.elastic:
+                went_on = _on_survivors(cluster, ws, job, run_dir, opts, nodes, out.lost, echo)
+                if went_on is not None:
+                    cluster, attempt, ended = went_on
+                    continue
             if out.lost:
-                if cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
-                    fencer.add(nodes, lay, attempt, out.lost)
                 cluster = _replace(cluster, ws, run_dir, out.lost, opts)
             runs.event(run_dir, "backoff", seconds=backoff)
             time.sleep(backoff)
@@ -320,15 +335,17 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
                                 exit_code=PREEMPTED if down else TRAIN) from None
 
 
-def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], opts: Options) -> Cluster:
-    """replace_lost, its events written to the run; then (opts.doctor) doctor's checks on the
-    cluster as it is now, which replace a failed replacement the same way (at most
-    opts.max_recoveries times). With nothing to replace them, or a node that still fails, the run
-    is closed as preempted and the error says so."""
+def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], opts: Options,
+             replaced: tuple[Cluster, list[str]] | None = None) -> Cluster:
+    """replace_lost, its events written to the run (unless `replaced`: the cluster a background
+    replacement made and the survivors it ran beside, recover.elastic); then (opts.doctor) doctor's checks on the cluster as it is
+    now, which replace a failed replacement the same way (at most opts.max_recoveries times). With
+    nothing to replace them, or a node that still fails, the run is closed as preempted and the
+    error says so."""
     hint = f"trainkit train --resume {run_dir.name}"
-    survivors = {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
+    survivors = set(replaced[1]) if replaced else {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
     try:
-        cluster = replace_lost(cluster, ws, lost, hint, record=lambda ev: record_events(run_dir, [ev]))
+        cluster = replaced[0] if replaced else _replace_lost(cluster, ws, run_dir, lost)
         if opts.doctor:
             cluster, events = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint,
                                           trusted=survivors)
@@ -340,24 +357,99 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], op
     return cluster
 
 
+def _replace_lost(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str]) -> Cluster:
+    return replace_lost(cluster, ws, lost, f"trainkit train --resume {run_dir.name}",
+                        record=lambda ev: record_events(run_dir, [ev]))
+
+
+def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options,
+                  nodes: list, lost: list[str], echo) -> tuple[Cluster, int, Outcome | None] | None:
+    """recover.elastic (trainkit/runs/elastic.py): replace `lost` in the background while the
+    survivors resume the run at the smaller world size; once the replacement is provisioned, stop
+    them (the engine checkpoints on SIGTERM), run doctor's checks and relaunch on every node.
+
+    Returns (cluster, the full attempt, None) once grown back; (cluster, the survivors' attempt,
+    its outcome) when that attempt ended by itself first (completed, or another fault: the caller
+    handles it as any attempt's, with the replacement done); None when the survivors cannot carry
+    the run (elastic.why_not) or their launch failed: the caller recovers as without elastic."""
+    survivors = [n.name for n in nodes if n.name not in lost]
+    nproc = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
+    why = elastic.why_not(job, len(survivors) * nproc)
+    if why:
+        progress.info(f"recover.elastic: {why}; waiting for the replacement")
+        return None
+    replacing = elastic.Replacing(lambda: _replace_lost(cluster, ws, run_dir, lost))
+    runs.event(run_dir, "shrunk", nodes=survivors, lost=lost, world=len(survivors) * nproc)
+    try:
+        attempt = attempt_.launch_attempt(cluster, ws, job, run_dir, opts, only=survivors)
+    except launch.LaunchError as err:
+        progress.info(f"recover.elastic: the survivors did not start ({err.message[-200:]}); "
+                      "waiting for the replacement")
+        replacing.join()
+        if replacing.error:
+            raise_preempted(cluster, ws, run_dir, replacing.error)
+        return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
+    small, group = attempt_.subset(nodes, survivors), _nodes(cluster, ws)[1]
+    lay = remote.layout_for(group, run_dir.name)
+    _await_resume(cluster, ws, job, run_dir, attempt, node=small[0])
+    follower = run_status.Follower(small[0], lay, job, echo if opts.follow else None)
+    while True:
+        out = watch(small, lay, attempt, run_dir, follower, opts,
+                    interrupt=(lambda r=replacing: r.done) if replacing else None)
+        if out.status != "interrupted":
+            break
+        if replacing.error:   # the survivors go on alone; the next fault is recovered as usual
+            runs.event(run_dir, "replacement_failed", nodes=lost, error=replacing.error.message[-600:])
+            progress.info(f"recover.elastic: replacing {', '.join(lost)} failed ({replacing.error.message}); "
+                          "the survivors go on alone")
+            replacing = None
+            continue
+        stop_survivors(small, lay, attempt, [], wait_s=STOP_TO_GROW_S)   # SIGTERM: a checkpoint, then exit
+        out = Outcome("grown", [], follower.last_step, time.time(), follower.step_time_s)
+        _end_attempt(run_dir, attempt, out)
+        runs.event(run_dir, "grown", attempt=attempt, step=out.last_step)
+        return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
+    if replacing:
+        replacing.join()
+    cluster = (replacing.result if replacing and replacing.result is not None else cluster)
+    return cluster, attempt, out
+
+
+def _grow(cluster: Cluster, survivors: list[str], ws: Workspace, job: runs.Job, run_dir: Path, opts: Options,
+          lost: list[str]) -> tuple[Cluster, int, None]:
+    """Doctor's checks with the replacement in (the survivors stopped), then every node's attempt."""
+    cluster = _replace(cluster, ws, run_dir, lost, opts, replaced=(cluster, survivors))
+    attempt = launch_recovering(cluster, ws, job, run_dir, opts)
+    _await_resume(cluster, ws, job, run_dir, attempt, kind="rejoined")   # not a recovery: nothing was lost
+    return cluster, attempt, None
+
+
+def raise_preempted(cluster: Cluster, ws: Workspace, run_dir: Path, err: TrainkitError) -> None:
+    finish(cluster, ws, run_dir, "preempted")
+    raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
+                        exit_code=err.exit_code) from None
+
+
 def _resumed_unless_recorded(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int) -> None:
     """A resumed attempt (an earlier one ran) whose `resumed` event nobody wrote yet (started by
     `--resume`, or by a controller killed before it saw the first step): write it now."""
     record = runs.read_record(run_dir)
     ran = [a for a in record.get("attempts") or [] if a.get("attempt", 0) < attempt
            and a.get("outcome") != "launch_failed"]
-    done = any(e["event"] == "resumed" and e.get("attempt") == attempt for e in runs.read_events(run_dir))
+    done = any(e["event"] in ("resumed", "rejoined") and e.get("attempt") == attempt for e in runs.read_events(run_dir))
     if ran and not done:
         _await_resume(cluster, ws, job, run_dir, attempt)
 
 
 def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int,
-                  timeout_s: float = 300) -> None:
+                  timeout_s: float = 300, node=None, kind: str = "resumed") -> None:
     """Record `resumed` once the attempt's job logs its first step: the step it resumed from and
     the work lost, counted from metrics.jsonl itself (the last step logged before this attempt's
-    start record), not from what a lagging follower had seen when the fault was detected."""
+    start record), not from what a lagging follower had seen when the fault was detected.
+    `node`: the attempt's rank 0 when it is not the cluster's first node; `kind` "rejoined": the
+    relaunch on every node after the survivors went on alone (recover.elastic)."""
     nodes, group = _nodes(cluster, ws)
-    follower = run_status.Follower(nodes[0], remote.layout_for(group, run_dir.name), job, None)
+    follower = run_status.Follower(node or nodes[0], remote.layout_for(group, run_dir.name), job, None)
     started = next((a.get("started_at") for a in runs.read_record(run_dir).get("attempts") or []
                     if a.get("attempt") == attempt), None) or time.time()
     deadline = time.time() + timeout_s
@@ -369,7 +461,7 @@ def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
     resumed, before = follower.resumed_from, follower.before_run
     lost = (before - resumed) if (before is not None and resumed is not None) else None
     step_s = follower.step_time_s
-    runs.event(run_dir, "resumed", attempt=attempt, step=resumed, lost_steps=lost, last_step_before=before,
+    runs.event(run_dir, kind, attempt=attempt, step=resumed, lost_steps=lost, last_step_before=before,
                lost_s=round(lost * step_s, 3) if lost is not None and step_s else None,
                first_step_at=follower.first_step_at)
 

@@ -166,8 +166,9 @@ SECTIONS = {"checkpoint": CheckpointConfig, "export": ExportConfig, "fsdp": Fsdp
 
 
 # Keys of a train config that the controller's launcher reads (trainkit.runs.record: the run's name, a
-# user command with its code and environment, and the job's own data to stage); the engine ignores them.
-LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes", "stage")
+# user command with its code and environment, the job's own data to stage, and how `train --recover`
+# recovers); the engine ignores them.
+LAUNCH_KEYS = ("name", "command", "workdir", "setup", "env", "excludes", "stage", "recover")
 
 
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:

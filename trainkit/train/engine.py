@@ -168,20 +168,26 @@ def evaluate(run: Run, split: str) -> dict[str, float]:
 
 
 class SigtermFault:
-    """Test hook, read ONCE at start-up (never in the hot loop): TRAINKIT_FAULT_SIGTERM_AT_STEP=k[,k2...]
+    """Test hooks, read ONCE at start-up (never in the hot loop): TRAINKIT_FAULT_SIGTERM_AT_STEP=k[,k2...]
     makes rank 0 send SIGTERM after step k to itself (or, with TRAINKIT_FAULT_SIGTERM_TARGET=parent,
-    to torchrun, which forwards it to all ranks)."""
+    to torchrun, which forwards it to all ranks); TRAINKIT_FAULT_STEP_SLEEP=<seconds> makes every
+    rank sleep that long after each step (a small model standing in for a slow one, so that a
+    recovery test's replacement comes up while the run still trains)."""
 
-    def __init__(self, steps: str | None, target: str | None, is_main: bool) -> None:
+    def __init__(self, steps: str | None, target: str | None, is_main: bool, sleep: str | None = None) -> None:
         self.steps = {int(k) for k in steps.split(",")} if steps and is_main else set()
         self.parent = target == "parent"
+        self.sleep = float(sleep) if sleep else 0.0
 
     @classmethod
     def from_env(cls, is_main: bool) -> "SigtermFault":
         env = os.environ
-        return cls(env.get("TRAINKIT_FAULT_SIGTERM_AT_STEP"), env.get("TRAINKIT_FAULT_SIGTERM_TARGET"), is_main)
+        return cls(env.get("TRAINKIT_FAULT_SIGTERM_AT_STEP"), env.get("TRAINKIT_FAULT_SIGTERM_TARGET"), is_main,
+                   env.get("TRAINKIT_FAULT_STEP_SLEEP"))
 
     def after_step(self, step: int) -> None:
+        if self.sleep:
+            time.sleep(self.sleep)
         if step not in self.steps:
             return
         if self.parent:
