@@ -7,6 +7,7 @@ runs it beside tests/infra/test_aws_faults.py (each moto apply costs minutes).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from fault_proxy import Faults
@@ -63,15 +64,22 @@ def test_spot_refused_everywhere_falls_back_to_on_demand_and_destroy_leaves_noth
     assert_nothing_left(moto, "aws-moto")
 
 
-def test_zones_that_do_not_offer_the_type_are_skipped_before_any_apply(repo, tmp_path, faulty_moto):
+def test_zones_that_do_not_offer_the_type_are_skipped_and_a_rule_whose_answer_was_lost_is_imported(
+        repo, tmp_path, faulty_moto):
     """The preflight asks EC2 DescribeInstanceTypeOfferings (moto holds AWS's offerings: no
     p4d.24xlarge in us-east-1e or us-east-1f). A spec listing only such zones ends at once (exit
     4, nothing created, no RunInstances); with us-east-1a after them the plan review shows every
-    candidate with what EC2 said, and apply goes straight to us-east-1a."""
+    candidate with what EC2 said, and apply goes straight to us-east-1a.
+
+    That apply also meets lost answers: moto adds the first ingress and egress rules, the answers
+    never arrive, the SDK sends them again and EC2 answers InvalidPermission.Duplicate. The apply
+    imports those rules (the AWS room names their import IDs) and finishes: exit 0, every rule in
+    the state once, nothing left to plan, and destroy leaves nothing."""
     moto, proxy = faulty_moto
     small = {"data_disk": {"enabled": False}, "nas": {"enabled": False}}
+    net = {"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head", "placement_group": False, "nat_gateway": False}
     nowhere = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1f", "us-east-1e"],
-                         instance={"type": "p4d.24xlarge"}, storage=small)
+                         instance={"type": "p4d.24xlarge"}, storage=small, network=net)
     ws = tmp_path / "ws"
     refused = trainkit("apply", nowhere, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
     assert "AWS offers none of the candidates now" in refused.stderr, refused.stderr
@@ -80,18 +88,29 @@ def test_zones_that_do_not_offer_the_type_are_skipped_before_any_apply(repo, tmp
     assert_nothing_left(moto, "aws-moto")
 
     spec = write_spec(repo, tmp_path, proxy.url, nodes=1, zone=["us-east-1f", "us-east-1a"],
-                      instance={"type": "p4d.24xlarge"}, storage=small)
+                      instance={"type": "p4d.24xlarge"}, storage=small, network=net)
     review = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
     rows = review["placement"]["candidates"]
     assert [(r["zone"], r["status"]) for r in rows] == [("us-east-1f", "not offered"), ("us-east-1a", "offered")]
     assert review["placement"]["chosen"]["zone"] == "us-east-1a"
     assert "-> 2. p4d.24xlarge in us-east-1a (spot): offered" in trainkit("plan", spec, "--workdir", ws).stdout
+
+    proxy.faults = Faults(lose={"AuthorizeSecurityGroupIngress": 1, "AuthorizeSecurityGroupEgress": 1})
     applied = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
     assert "preflight: p4d.24xlarge in us-east-1f (spot): not offered; skipped" in applied.stderr, applied.stderr
     assert "placement 1/1: p4d.24xlarge in us-east-1a: up" in applied.stderr
-    assert not [w for w, _ in proxy.faults_done]
     zones = [i["Placement"]["AvailabilityZone"] for r in aws(moto, "ec2").describe_instances(Filters=[
         {"Name": "instance-state-name", "Values": ["pending", "running"]}])["Reservations"] for i in r["Instances"]]
     assert zones == ["us-east-1a"]
+    assert ("lose", "AuthorizeSecurityGroupIngress") in proxy.faults_done
+    imported = re.findall(r"(module\.cluster\.aws_security_group_rule\.\w+): the cloud holds it already", applied.stderr)
+    assert len(imported) == 2 and "module.cluster.aws_security_group_rule.egress" in imported, applied.stderr
+    assert "Duplicate" not in applied.stderr and "Traceback" not in applied.stderr
+    state = json.loads((ws / "terraform" / "terraform.tfstate").read_text())
+    assert sorted(r["name"] for r in state["resources"] if r["type"] == "aws_security_group_rule") == [
+        "egress", "intra_cluster", "ssh"]
+
+    proxy.faults = Faults()
+    trainkit("plan", spec, "--workdir", ws, "--detailed-exitcode")   # exit 0: nothing left to change
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")

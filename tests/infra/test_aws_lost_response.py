@@ -7,7 +7,6 @@ lifecycle there: each is minutes of the aws provider's polls.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from fault_proxy import Faults
@@ -48,28 +47,3 @@ def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
     trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
     assert_nothing_left(moto, "aws-moto")
 
-
-def test_a_rule_whose_create_answer_was_lost_is_imported(repo, tmp_path, faulty_moto):
-    """moto adds the first ingress and egress rules, the answers never arrive, the SDK sends them
-    again and EC2 answers InvalidPermission.Duplicate. The apply imports those rules (the cloud
-    room names their import IDs) and finishes: exit 0, every rule in the state once, nothing left
-    to plan, and destroy leaves nothing."""
-    moto, proxy = faulty_moto
-    proxy.faults = Faults(lose={"AuthorizeSecurityGroupIngress": 1, "AuthorizeSecurityGroupEgress": 1})
-    net = {"admin_cidrs": ["203.0.113.0/24"], "public_ip": "head", "placement_group": False, "nat_gateway": False}
-    spec = write_spec(repo, tmp_path, proxy.url, nodes=1, network=net)
-    ws = tmp_path / "ws"
-    applied = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes")
-    assert ("lose", "AuthorizeSecurityGroupIngress") in proxy.faults_done
-    imported = re.findall(r"(module\.cluster\.aws_security_group_rule\.\w+): the cloud holds it already", applied.stderr)
-    assert len(imported) == 2 and "module.cluster.aws_security_group_rule.egress" in imported, applied.stderr
-    assert "Duplicate" not in applied.stderr and "Traceback" not in applied.stderr
-    state = json.loads((ws / "terraform" / "terraform.tfstate").read_text())
-    rules = [r["name"] for r in state["resources"] if r["type"] == "aws_security_group_rule"]
-    assert sorted(rules) == ["egress", "intra_cluster", "ssh"]
-
-    proxy.faults = Faults()
-    plan = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
-    assert not plan["changes"]["has_changes"], plan["changes"]
-    trainkit("destroy", spec, "--workdir", ws, "--yes")
-    assert_nothing_left(moto, "aws-moto")
