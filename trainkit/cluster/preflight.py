@@ -32,23 +32,32 @@ SKIPPED = (OFFER_SOLD_OUT, NOT_OFFERED)
 
 def ask(cluster, order: list[Placement]) -> dict[bool, dict[tuple[str, str], str]] | None:
     """{spot: {(zone, type): status}} from the room's offers adapter, one call per billing the
-    candidates use; None (and one line saying why) when the cloud could not be asked."""
+    candidates use; a billing the cloud could not be asked about is left out (and one line says
+    why: Huawei answers for spot only); None when it could be asked about none."""
     room = clouds.get(cluster.spec.cloud)
     if not room.offers_adapter:
         return None
     types = list(dict.fromkeys(kind for _, kind, _ in order))
     try:
         adapter = importlib.import_module(room.offers_adapter)
-        endpoint = (cluster.spec.endpoints or {}).get(getattr(adapter, "ENDPOINT_KEY", ""))
-        return {spot: adapter.offers(cluster.spec.region, types, spot, endpoint)
-                for spot in sorted({spot for _, _, spot in order})}
     except ImportError as err:
-        why = f"the {room.title} SDK is not installed ({err.name}): pip install 'trainkit[prices]'"
-    except Exception as err:  # noqa: BLE001 - credentials, network, API errors: apply still decides
-        why = f"{type(err).__name__}: {' '.join(str(err).split())[:160]}"
-    progress.info(f"preflight: {room.title} was not asked which zones offer {', '.join(types)} ({why}); "
-                  "the candidates go in the spec's order")
-    return None
+        _not_asked(room.title, types, f"the {room.title} SDK is not installed ({err.name}): "
+                                      "pip install 'trainkit[prices]'")
+        return None
+    endpoint = (cluster.spec.endpoints or {}).get(getattr(adapter, "ENDPOINT_KEY", ""))
+    answers = {}
+    for spot in sorted({spot for _, _, spot in order}):
+        try:
+            answers[spot] = adapter.offers(cluster.spec.region, types, spot, endpoint)
+        except Exception as err:  # noqa: BLE001 - credentials, network, API errors: apply still decides
+            _not_asked(room.title, types, f"{type(err).__name__}: {' '.join(str(err).split())[:160]}",
+                       "spot" if spot else "on-demand")
+    return answers or None
+
+
+def _not_asked(title: str, types: list[str], why: str, billing: str = "") -> None:
+    progress.info(f"preflight: {title} was not asked which zones offer {', '.join(types)}"
+                  f"{' ' + billing if billing else ''} ({why}); those candidates go in the spec's order")
 
 
 def judge(cluster, order: list[Placement], answers: dict[bool, dict] | None) -> list[dict[str, Any]]:

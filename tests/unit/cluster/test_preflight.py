@@ -75,8 +75,31 @@ def test_an_adapter_that_cannot_ask_says_why_in_one_line(capsys, monkeypatch):
     c = cluster()
     assert preflight.ask(c, failover.candidates(c)) is None
     err = capsys.readouterr().err
-    assert "preflight: AWS was not asked which zones offer g5.12xlarge, g5.24xlarge (NoCredentialsError" in err
+    assert "preflight: AWS was not asked which zones offer g5.12xlarge, g5.24xlarge on-demand (NoCredentialsError" in err
     assert "Traceback" not in err
+
+
+def test_a_billing_the_cloud_cannot_answer_for_is_not_asked_and_the_other_is_kept(monkeypatch, capsys):
+    """Huawei's sell policies are documented for spot only (its adapter raises for on-demand): the
+    spot answer still skips what is sold out, the on-demand candidates go as the spec orders them."""
+    from types import SimpleNamespace
+
+    from trainkit.errors import InputError
+
+    def offers(region, types, spot, endpoint=None):
+        if not spot:
+            raise InputError("lists no postPaid policy (documented as spot only)")
+        return {(A, "g5.12xlarge"): OFFER_SOLD_OUT, (B, "g5.12xlarge"): OFFER_AVAILABLE}
+    monkeypatch.setattr(preflight.importlib, "import_module", lambda name: SimpleNamespace(offers=offers))
+    c = cluster(zone=[A, B], instance={"type": "g5.12xlarge"},
+                spot={"enabled": True, "max_price": 3.5, "fallback": "on_demand"})
+    order = failover.candidates(c)
+    answers = preflight.ask(c, order)
+    assert set(answers) == {True}
+    kept, rows = preflight.screen(c, order, answers)
+    assert kept == [(B, "g5.12xlarge", True), (A, "g5.12xlarge", False), (B, "g5.12xlarge", False)]
+    assert [r["status"] for r in rows] == ["sold out", "available", "not asked", "not asked"]
+    assert "g5.12xlarge on-demand (InputError: lists no postPaid policy" in capsys.readouterr().err
 
 
 def test_the_review_lists_each_candidate_with_status_and_price_and_marks_the_chosen():
