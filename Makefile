@@ -55,9 +55,10 @@ destroy: venv
 # share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS
 # workers: a test module runs whole on one worker, the longest first by their measured time
 # (tests/xdist_groups.py), and each module with network-namespace hosts has its own names and /24
-# (tests/e2e/netns.py: names_for). 3 on 2 cores: the moto tests mostly wait on the aws provider's
-# polls while the torchrun and Ansible tests use the CPU.
-TEST_WORKERS ?= 3
+# (tests/e2e/netns.py: names_for). 4 on 2 cores: the moto tests mostly wait on the aws provider's
+# polls while the torchrun and Ansible tests use the CPU (measured: 1775 s with 4, 1897 s with 3,
+# the same commit's tests on one 2-core machine).
+TEST_WORKERS ?= 4
 test: venv-dev checkov house
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" \
