@@ -160,7 +160,8 @@ def moto(moto_server, monkeypatch):
 
 @contextlib.contextmanager
 def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, list[dict]]]:
-    """Serve `answer(request) -> JSON dict`; yields (base URL, list of requests seen).
+    """Serve `answer(request) -> JSON dict` (or `(HTTP status, JSON dict)` for an API error);
+    yields (base URL, list of requests seen).
 
     A request is {method, path, query, headers, body (parsed JSON or form, else text)}.
     """
@@ -178,8 +179,10 @@ def running_price_stub(answer: Callable[[dict], dict]) -> Iterator[tuple[str, li
                    "query": {k: v[0] for k, v in parse_qs(url.query).items()},
                    "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
             seen.append(req)
-            data = json.dumps(answer(req)).encode()
-            self.send_response(200)
+            got = answer(req)
+            status, body = got if isinstance(got, tuple) else (200, got)
+            data = json.dumps(body).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

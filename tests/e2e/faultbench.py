@@ -208,11 +208,8 @@ def check_row(bench: Bench, row: Row) -> None:
             b.cluster.ssh(bad, f"umount {b.shared}", check=False)
     assert proc.returncode == 0, out
 
-    record = json.loads((run / "run.json").read_text())
-    summary = json.loads((run / "summary.json").read_text())
-    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    record, summary, events = completed_run(run)
     kinds = [e["event"] for e in events]
-    assert record["status"] == summary["status"] == "completed" and kinds[-1] == "completed", kinds
     assert all(a["ended_at"] for a in record["attempts"]), record["attempts"]
     assert len(record["attempts"]) == summary["cost"]["attempts"] == 2 and summary["world_size"] == 2
     resumed = [e for e in events if e["event"] == "resumed"]
@@ -234,6 +231,16 @@ def check_row(bench: Bench, row: Row) -> None:
         assert "shared" in out and bad.name in out, out
     _assert_same_weights(b.shared / CLUSTER / "checkpoints", b.ref.name, run.name)
     b.no_leftovers(run.name)
+
+
+def completed_run(run: Path) -> tuple[dict, dict, list[dict]]:
+    """run.json, summary.json and events.jsonl of a run that must have completed (all three say so)."""
+    record = json.loads((run / "run.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    assert record["status"] == summary["status"] == "completed" and events[-1]["event"] == "completed", \
+        [e["event"] for e in events]
+    return record, summary, events
 
 
 def _wait_event(run: Path, kind: str, proc, timeout_s: float = 300) -> None:
@@ -317,11 +324,8 @@ def check_elastic_row(bench: Bench, who: str) -> None:
         _kill_group(proc)
     assert proc.returncode == 0, out
 
-    record = json.loads((run / "run.json").read_text())
-    summary = json.loads((run / "summary.json").read_text())
-    events = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    record, summary, events = completed_run(run)
     kinds = [e["event"] for e in events]
-    assert record["status"] == summary["status"] == "completed" and kinds[-1] == "completed", kinds
     for kind in ("shrunk", "resumed", "grown", "rejoined"):
         assert kind in kinds, (kind, kinds)
     assert kinds.index("shrunk") < kinds.index("resumed") < kinds.index("grown") < kinds.index("rejoined"), kinds

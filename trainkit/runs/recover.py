@@ -338,10 +338,10 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
 def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], opts: Options,
              replaced: tuple[Cluster, list[str]] | None = None) -> Cluster:
     """replace_lost, its events written to the run (unless `replaced`: the cluster a background
-    replacement made and the survivors it ran beside, recover.elastic); then (opts.doctor) doctor's checks on the cluster as it is
-    now, which replace a failed replacement the same way (at most opts.max_recoveries times). With
-    nothing to replace them, or a node that still fails, the run is closed as preempted and the
-    error says so."""
+    replacement made and the survivors it ran beside, recover.elastic); then (opts.doctor)
+    doctor's checks on the cluster as it is now, which replace a failed replacement the same way
+    (at most opts.max_recoveries times). With nothing to replace them, or a node that still
+    fails, the run is closed as preempted and the error says so."""
     hint = f"trainkit train --resume {run_dir.name}"
     survivors = set(replaced[1]) if replaced else {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
     try:
@@ -351,9 +351,7 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], op
                                           trusted=survivors)
             record_events(run_dir, events)
     except TrainkitError as err:  # nothing to replace them with, or a failed node: close the run, then say so
-        finish(cluster, ws, run_dir, "preempted")
-        raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
-                            exit_code=err.exit_code) from None
+        _raise_preempted(cluster, ws, run_dir, err)
     return cluster
 
 
@@ -387,7 +385,7 @@ def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
                       "waiting for the replacement")
         replacing.join()
         if replacing.error:
-            raise_preempted(cluster, ws, run_dir, replacing.error)
+            _raise_preempted(cluster, ws, run_dir, replacing.error)
         return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
     small, group = attempt_.subset(nodes, survivors), _nodes(cluster, ws)[1]
     lay = remote.layout_for(group, run_dir.name)
@@ -424,7 +422,8 @@ def _grow(cluster: Cluster, survivors: list[str], ws: Workspace, job: runs.Job, 
     return cluster, attempt, None
 
 
-def raise_preempted(cluster: Cluster, ws: Workspace, run_dir: Path, err: TrainkitError) -> None:
+def _raise_preempted(cluster: Cluster, ws: Workspace, run_dir: Path, err: TrainkitError) -> None:
+    """Close the run as preempted, then raise `err` as the run's (exit code and fix kept)."""
     finish(cluster, ws, run_dir, "preempted")
     raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
                         exit_code=err.exit_code) from None

@@ -9,11 +9,6 @@ Message}). The official SDK reaches it through Config(endpoint, protocol).
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 
 from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
@@ -67,37 +62,10 @@ def test_offers_reads_stock_per_zone_one_call_per_type(creds, price_stub, spot, 
         ("cn-hangzhou-i", OFFER_AVAILABLE), ("cn-hangzhou-j", OFFER_AVAILABLE), ("cn-hangzhou-k", OFFER_SOLD_OUT)]}
 
 
-@contextlib.contextmanager
-def refusing(code: int, body: dict):
-    """A stand-in that answers every request with HTTP `code` and `body` (price_stub answers 200)."""
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self):
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_api_error_is_an_input_error_naming_the_code(creds):
+def test_api_error_is_an_input_error_naming_the_code(creds, price_stub):
     refusal = {"RequestId": "7A5E2A9C-0000-0000-0000-000000000000", "HostId": "ecs.aliyuncs.com",
                "Code": "InvalidAccessKeyId.NotFound", "Message": "Specified access key is not found."}
-    with refusing(404, refusal) as url, pytest.raises(InputError) as exc:
+    with price_stub(lambda req: (404, refusal)) as (url, _), pytest.raises(InputError) as exc:
         offers("cn-hangzhou", [GPU], False, endpoint=url)
     text = str(exc.value)
     assert "DescribeAvailableResource" in text and "InvalidAccessKeyId.NotFound" in text
