@@ -19,6 +19,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from ports import free_port
 
+from trainkit.stack import terraform
+
 REPO = Path(__file__).resolve().parent.parent
 TIERS = ("unit", "dist", "infra", "e2e", "gpu")
 
@@ -85,6 +87,8 @@ def tf_cli_config(tmp_path_factory) -> Path:
         '  direct {\n    exclude = ["registry.terraform.io/hashicorp/*"]\n  }\n}\n')
     os.environ["TF_CLI_CONFIG_FILE"] = str(path)
     os.environ["CHECKPOINT_DISABLE"] = "1"
+    # terraform run by the tests themselves gets the GC target trainkit runs it with
+    os.environ.setdefault("GOGC", terraform.GOGC)
     return path
 
 
