@@ -276,6 +276,20 @@ class Workspace:
             raise InputError(f"{self.applied_json}: no applied_at time in it (edited by hand?)", fix=REAPPLY)
         return when["applied_at"]
 
+    def node_placement(self) -> dict[str, dict[str, Any]]:
+        """Nodes placed apart from the cluster (placement.json's "nodes", written by a recovery
+        whose replacement failed over): {"1": {zone, subnet_cidr, instance_type, spot}}; {} when
+        there are none or the file cannot be read (the nodes then render at the cluster's placement)."""
+        try:
+            nodes = json.loads((self.root / "placement.json").read_text()).get("nodes") or {}
+        except (OSError, ValueError, AttributeError):
+            return {}
+        if not isinstance(nodes, dict):
+            return {}
+        fields = ("zone", "subnet_cidr", "instance_type", "spot")
+        return {str(k): {f: v[f] for f in fields if f in v} for k, v in nodes.items()
+                if str(k).isdigit() and isinstance(v, dict)}
+
     def write_inventory(self, inventory: dict) -> Path:
         """Write an inventory built by `trainkit.provision.inventory.inventory_for` to inventory.yml."""
 

@@ -12,12 +12,19 @@ same remote state) reads the placement from the state: the zone, type and billin
 on (`settle`), so its plan does not move the nodes back to the first candidate. When every
 candidate is refused, a cluster whose state held nothing before is destroyed again (nothing is
 left), and one message lists every attempt.
+
+Failover at recovery (`replace_in_order`): the replacement of a reclaimed node tries the
+cluster's placement, then the same candidates, for that node only; the modules' `node_placement`
+input places it (another zone gets a subnet of its own, `zone_subnet_cidr`), the survivors keep
+their place, and placement.json keeps the node's entry (`nodes`) for the next render
+(stack.state.with_node_placement).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import ipaddress
 import json
 import time
 from typing import Any, Callable
@@ -27,7 +34,7 @@ from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import preflight
 from trainkit.money.cost import billing_record
 from trainkit.spec.resolve import Cluster
-from trainkit.stack.state import render_and_init, state_resources
+from trainkit.stack.state import render_and_init, state_resources, with_node_placement
 from trainkit.util import progress
 from trainkit.workspace import Workspace, write_atomic
 
@@ -118,9 +125,101 @@ def held_resources(cluster: Cluster, ws: Workspace) -> list[dict]:
     return state_resources(runner.state_json().get("values") or {})
 
 
-def _keep(ws: Workspace, where: Placement) -> None:
+def _keep(ws: Workspace, where: Placement, nodes: dict[str, dict] | None = None) -> None:
+    """placement.json: where the cluster came up, and `nodes` placed apart from it (the ones kept
+    there stay while the cluster's placement does not change; a cluster that moved takes every
+    node with it)."""
     zone, kind, spot = where
-    write_atomic(ws.root / PLACEMENT_FILE, json.dumps({"zone": zone, "type": kind, "spot": spot}) + "\n")
+    if nodes is None:
+        try:
+            old = json.loads((ws.root / PLACEMENT_FILE).read_text())
+            same = (old.get("zone"), old.get("type"), old.get("spot")) == (zone, kind, spot)
+            nodes = old.get("nodes") if same else None
+        except (OSError, ValueError, AttributeError):
+            nodes = None
+    record: dict[str, Any] = {"zone": zone, "type": kind, "spot": spot}
+    if nodes:
+        record["nodes"] = nodes
+    write_atomic(ws.root / PLACEMENT_FILE, json.dumps(record, sort_keys=True) + "\n")
+
+
+def zone_subnet_cidr(vpc_cidr: str, subnet_cidr: str, taken: list[str]) -> str:
+    """A subnet for another zone (pure): the first block of `subnet_cidr`'s size in `vpc_cidr`
+    that overlaps neither `subnet_cidr`, the `taken` ones, nor the last /28 of the VPC (the
+    modules' public subnet, aws nat.tf). CapacityError-free: InputError when the VPC is full."""
+    vpc, own = ipaddress.ip_network(vpc_cidr), ipaddress.ip_network(subnet_cidr)
+    public = list(vpc.subnets(new_prefix=28))[-1] if vpc.prefixlen <= 28 else vpc
+    busy = [own, public] + [ipaddress.ip_network(t) for t in taken]
+    for block in vpc.subnets(new_prefix=own.prefixlen):
+        if not any(block.overlaps(b) for b in busy):
+            return str(block)
+    raise errors.InputError(f"network.vpc_cidr {vpc_cidr} has no free /{own.prefixlen} for a node "
+                            "placed in another zone", fix="use a larger network.vpc_cidr or a smaller "
+                            "network.subnet_cidr")
+
+
+def node_entry(cluster: Cluster, where: Placement, nodes: dict[str, dict]) -> dict[str, Any]:
+    """The node_placement entry (module input) of a node placed at `where` (pure): only what
+    differs from the cluster; another zone gets that zone's subnet (the one a node placed there
+    before has, else a free block)."""
+    zone, kind, spot = where
+    entry: dict[str, Any] = {}
+    if zone != cluster.spec.zone:
+        same = [n["subnet_cidr"] for n in nodes.values() if n.get("zone") == zone and n.get("subnet_cidr")]
+        taken = [n["subnet_cidr"] for n in nodes.values() if n.get("subnet_cidr")]
+        net = cluster.spec.network
+        entry.update(zone=zone, subnet_cidr=same[0] if same else zone_subnet_cidr(net.vpc_cidr, net.subnet_cidr, taken))
+    if kind != cluster.instance.type:
+        entry["instance_type"] = kind
+    if spot != cluster.spec.spot.enabled:
+        entry["spot"] = spot
+    return entry
+
+
+def replace_in_order(cluster: Cluster, ws: Workspace, indexes: list[int],
+                     attempt: Callable[[Cluster], Any], record: Callable[[dict], None]) -> Cluster:
+    """Recovery's failover (pure order, side effects in `attempt`): `attempt(cluster)` creates the
+    replacements of node `indexes`; refused for capacity, the next candidate after the cluster's
+    placement is tried for those nodes only (node_placement: the survivors keep their place and
+    ids), each refusal a `placement_refused` event to `record`. Returns the cluster as placed;
+    the placement is kept in placement.json. CapacityError listing every attempt when all are
+    refused, at once on a quota refusal (spot quota with an on-demand fallback: on-demand next)."""
+    cluster = with_node_placement(cluster, ws)
+    if len(candidates(cluster)) == 1 and not cluster.node_placement:
+        attempt(cluster)             # nowhere else to go: the refusal is the cloud's one message
+        return cluster
+    nodes = dict(cluster.node_placement)
+    here = (cluster.spec.zone, cluster.instance.type, cluster.spec.spot.enabled)
+    order = [here] + [c for c in candidates(cluster) if c != here]
+    tried: list[str] = []
+    while order:
+        where = order.pop(0)
+        for i in indexes:
+            nodes.pop(str(i), None)
+            entry = node_entry(cluster, where, nodes)
+            if entry:
+                nodes[str(i)] = entry
+        placed_nodes = dataclasses.replace(cluster, node_placement=dict(nodes))
+        label = _label(cluster, *where)
+        try:
+            attempt(placed_nodes)
+        except CapacityError as err:
+            quota = err.problem.kind == "quota"
+            if not quota:
+                _note_refusal(ws, where, time.time())
+            tried.append(f"{label}: {'quota' if quota else 'no capacity'} ({err.problem.code})")
+            record({"kind": "placement_refused", "nodes": indexes, "zone": where[0], "type": where[1],
+                    "spot": where[2], "code": err.problem.code})
+            if quota and where[2] and any(not c[2] for c in order):
+                order = [c for c in order if not c[2]]
+            elif quota or not order:
+                raise _all_refused(err, tried, quota=quota) from None
+            progress.info(f"replacement {len(tried)}: {tried[-1]}; trying the next")
+            continue
+        _keep(ws, here, nodes)
+        progress.info(f"replacement of node(s) {', '.join(map(str, indexes))}: {label}: up")
+        return placed_nodes
+    raise AssertionError("unreachable: the order starts with the cluster's placement")
 
 
 def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:

@@ -15,6 +15,10 @@ resources by role, `node` for instances and `data` for data disks and their atta
    attached; every other node, disk, the NAS and the network keep their ids (the config did
    not change, so nothing else is in the plan);
 4. outputs.json is rewritten (the new instance's id and addresses).
+
+When the cloud refuses step 3 for capacity, the replacement alone moves to the spec's next
+candidate zone/type/billing (cluster.failover.replace_in_order): a `placement_refused` event per
+refusal, and the survivors keep their ids.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from trainkit import clouds
+from trainkit.cluster import failover
 from trainkit.errors import PREEMPTED, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import reachable, wait_for_ssh
@@ -134,12 +139,26 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     addresses = []
     for name in lost:
         addresses += replace_addresses(state, index[name], nodes[index[name]].get("id"))
-    runner.apply_replace(addresses)
+    events: list[Event] = []
+    tries = 0
+
+    def attempt(placed: Cluster) -> None:
+        # each try renders its placement; after a refusal nothing is named for -replace: what the
+        # refused try created moves with the new placement (another zone replaces disk and node)
+        nonlocal runner, tries
+        tries += 1
+        runner, _ = render_and_init(placed, ws)
+        runner.apply_replace(addresses if tries == 1 else [])
+
+    def refused(ev: Event) -> None:
+        events.append({**ev, "took_s": round(time.time() - t0, 3)})
+
+    failover.replace_in_order(cluster, ws, [index[name] for name in lost], attempt, refused)
     outputs = {k: v["value"] for k, v in runner.outputs().items()}
     ws.write_outputs(outputs)
     new = {n["name"]: n.get("id") for n in outputs.get("nodes") or []}
-    return [{"kind": "replaced", "node": name, "old_id": nodes[index[name]].get("id"),
-             "new_id": new.get(name), "took_s": round(time.time() - t0, 3)} for name in lost]
+    return events + [{"kind": "replaced", "node": name, "old_id": nodes[index[name]].get("id"),
+                      "new_id": new.get(name), "took_s": round(time.time() - t0, 3)} for name in lost]
 
 
 def replace_addresses(state: dict, i: int, instance_id: str | None) -> list[str]:

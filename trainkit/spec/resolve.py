@@ -39,6 +39,10 @@ class Cluster:
     nas: dict[str, Any] = field(default_factory=dict)
     nfs_mount_options: str = "vers=3,nolock,proto=tcp,hard,timeo=600,retrans=2,noresvport"
     warnings: tuple[str, ...] = ()
+    # Nodes placed apart from the cluster's zone/type/billing, {"1": {zone, subnet_cidr,
+    # instance_type, spot}}: where a replacement at recovery came up (the workspace keeps it);
+    # None = as the workspace has it (stack.state.with_node_placement).
+    node_placement: dict[str, dict[str, Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -208,6 +212,7 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
         "nfs_mount_options": cluster.nfs_mount_options,
         "tags": tags(s),
+        "node_placement": cluster.node_placement or {},
         **safety_variables(cluster),
     }
 

@@ -45,6 +45,8 @@ VARS_FILE = "terraform.tfvars.json"  # per-workspace values; terraform loads it 
 WORKSPACE_VARIABLES = {
     "ssh_public_key": "Public key of the cluster's key pair, generated in the trainkit workspace "
                       "(or the spec's ssh.public_key); set in terraform.tfvars.json",
+    "node_placement": "Nodes placed apart from the cluster's zone, type or billing (where a replacement "
+                      "at recovery came up); set in terraform.tfvars.json",
 }
 
 

@@ -7,6 +7,7 @@ Reads the cloud and the backend; never changes either.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from trainkit import errors
@@ -30,6 +31,7 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
 
     terraform_path()  # fail first, with install instructions, when terraform is missing
     ws.ensure()
+    cluster = with_node_placement(cluster, ws)
     pub, _ = key_files(cluster.spec.ssh)
     user_key = pub.read_text().strip() if pub is not None else None
     first = user_key or ws.generated_public_key() or _INIT_ONLY_KEY
@@ -53,6 +55,24 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
     if key != first:
         write_stack(cluster, key, ws.terraform_dir)
     return runner, outputs
+
+
+def with_node_placement(cluster: Cluster, ws: Workspace) -> Cluster:
+    """`cluster` with the nodes this workspace placed apart (a replacement that failed over at
+    recovery), where the cluster has none set and each placement is still one the spec allows
+    (its zones, types and billings); a spec that no longer lists it moves that node back. A
+    cluster whose node_placement is set ({} included) is returned as it is."""
+    if cluster.node_placement is not None:
+        return cluster
+    spec = cluster.spec
+    zones = set(spec.zone_candidates or (spec.zone,))
+    types = set(spec.instance.type_candidates or ((cluster.instance.type,) if cluster.instance else ()))
+    spots = {spec.spot.enabled} | ({False} if spec.spot.enabled and spec.spot.fallback == "on_demand" else set())
+    kept = {i: p for i, p in ws.node_placement().items()
+            if int(i) < cluster.nodes and p.get("zone", spec.zone) in zones
+            and p.get("instance_type", cluster.instance and cluster.instance.type) in types
+            and p.get("spot", spec.spot.enabled) in spots}
+    return dataclasses.replace(cluster, node_placement=kept)
 
 
 def _key_in_state(state: dict) -> str | None:

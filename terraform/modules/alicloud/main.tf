@@ -1,6 +1,8 @@
 # trainkit GPU cluster on Alibaba Cloud: VPC, one vSwitch in one zone, a security group (SSH from
 # admin_cidrs, members talk freely), a key pair, N ECS GPU instances (spot optional) in a
 # LowLatency deployment set, one encrypted ESSD data disk per node, and optionally NAS (nas.tf).
+# node_placement moves single nodes (a replacement at recovery) to another zone, type or billing:
+# one more vSwitch per such zone; every other node keeps the cluster's zone, type and billing.
 
 locals {
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
@@ -10,8 +12,29 @@ locals {
   # Node 0 is the head node; it alone gets a public IP unless public_ip says otherwise.
   public = [for i in range(var.node_count) : var.public_ip == "all" || (var.public_ip == "head" && i == 0)]
 
-  # Spot: a price cap when max_price is set, else pay the market price up to on-demand.
-  spot_strategy = !var.spot.enabled ? "NoSpot" : (var.spot.max_price == null ? "SpotAsPriceGo" : "SpotWithPriceLimit")
+  # Per-node placement (var.node_placement): a node replaced at recovery may land in another zone,
+  # on another type or billing; every other node keeps the cluster's.
+  node_zone = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].zone, null), var.zone)]
+  node_type = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].instance_type, null), var.instance_type)]
+  node_spot = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].spot, null), var.spot.enabled)]
+
+  # zone -> vSwitch CIDR of every zone other than var.zone that holds a placed node: a vSwitch
+  # belongs to one zone (alicloud_vswitch zone_id, ForceNew) and an instance takes the zone of its
+  # vSwitch, so such a node needs a vSwitch of its own zone in the same VPC.
+  zone_vswitches = { for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : z => cidrs[0] }
+
+  # The node's zone is its vSwitch's: availability_zone stays unset on the instance, as before (it
+  # defaults to the vSwitch's zone; setting it would change the rendered config of every cluster).
+  node_vswitch_ids = [for z in local.node_zone : z == var.zone ? alicloud_vswitch.this.id : alicloud_vswitch.zone[z].id]
+
+  # A LowLatency deployment set holds instances of one zone only (Alibaba ECS docs, "Deployment
+  # set", Limitations: "For a deployment set with the low latency strategy, all instances must be in
+  # the same zone"): a node placed in another zone runs outside it.
+  node_deployment_set_ids = [for z in local.node_zone : z == var.zone ? try(alicloud_ecs_deployment_set.this[0].id, null) : null]
+
+  # Spot: a price cap when max_price is set, else pay the market price up to on-demand; per node,
+  # one max_price for all (node_placement switches spot on or off, not the price).
+  node_spot_strategy = [for s in local.node_spot : !s ? "NoSpot" : (var.spot.max_price == null ? "SpotAsPriceGo" : "SpotWithPriceLimit")]
 
   # Performance levels exist only for ESSD disks.
   data_disk_performance_level = var.data_disk.category == "cloud_essd" ? var.data_disk.performance_level : null
@@ -37,6 +60,34 @@ resource "alicloud_vswitch" "this" {
   zone_id      = var.zone
 
   tags = var.tags
+}
+
+# The vSwitch of each other zone a node is placed in (local.zone_vswitches); same VPC, so the
+# security group, the VPC route table (NAT route) and the NAS mount target serve it too.
+resource "alicloud_vswitch" "zone" {
+  for_each = local.zone_vswitches
+
+  vswitch_name = "${var.name}-${each.key}"
+  vpc_id       = alicloud_vpc.this.id
+  cidr_block   = each.value
+  zone_id      = each.key
+
+  tags = var.tags
+}
+
+# With nat_gateway, the vSwitch of each other zone gets its own SNAT entry on the gateway of nat.tf:
+# a SNAT entry covers the one vSwitch it names (source_vswitch_id), while the gateway and the
+# 0.0.0.0/0 route it adds serve the whole VPC (provider docs, r/snat_entry and r/nat_gateway).
+# Kept here, beside the per-zone vSwitch, so nat.tf stays one of each resource (count 0/1).
+resource "alicloud_snat_entry" "zone" {
+  for_each = var.nat_gateway ? local.zone_vswitches : {}
+
+  snat_entry_name   = "${var.name}-${each.key}"
+  snat_table_id     = alicloud_nat_gateway.this[0].snat_table_ids
+  source_vswitch_id = alicloud_vswitch.zone[each.key].id
+  snat_ip           = alicloud_eip_address.nat[0].ip_address
+
+  depends_on = [alicloud_eip_association.nat]
 }
 
 # inner_access_policy = "Accept": members of the group reach each other on every port (NCCL,
@@ -84,20 +135,20 @@ resource "alicloud_instance" "node" {
 
   instance_name                 = "${var.name}-node-${count.index}"
   host_name                     = "${var.name}-node-${count.index}"
-  instance_type                 = var.instance_type
+  instance_type                 = local.node_type[count.index]
   image_id                      = local.image_id
-  vswitch_id                    = alicloud_vswitch.this.id
+  vswitch_id                    = local.node_vswitch_ids[count.index]
   security_groups               = [alicloud_security_group.this.id]
   key_name                      = alicloud_ecs_key_pair.this.key_pair_name
   system_disk_category          = var.system_disk.category
   system_disk_size              = var.system_disk.size_gb
   system_disk_encrypted         = true
   instance_charge_type          = "PostPaid"
-  spot_strategy                 = local.spot_strategy
-  spot_price_limit              = local.spot_strategy == "SpotWithPriceLimit" ? var.spot.max_price : null
+  spot_strategy                 = local.node_spot_strategy[count.index]
+  spot_price_limit              = local.node_spot_strategy[count.index] == "SpotWithPriceLimit" ? var.spot.max_price : null
   internet_charge_type          = "PayByTraffic"
   internet_max_bandwidth_out    = local.public[count.index] ? local.public_bandwidth_mbps : 0
-  deployment_set_id             = try(alicloud_ecs_deployment_set.this[0].id, null)
+  deployment_set_id             = local.node_deployment_set_ids[count.index]
   http_tokens                   = "required"
   security_enhancement_strategy = "Active"
   # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (alicloud_instance docs); fixed at creation, see lifecycle.
@@ -119,7 +170,7 @@ resource "alicloud_ecs_disk" "data" {
   count = var.data_disk.enabled ? var.node_count : 0
 
   disk_name         = "${var.name}-data-${count.index}"
-  zone_id           = var.zone
+  zone_id           = local.node_zone[count.index] # a disk attaches only to an instance in its zone
   category          = var.data_disk.category
   performance_level = local.data_disk_performance_level
   size              = var.data_disk.size_gb
@@ -135,6 +186,8 @@ resource "alicloud_ecs_disk_attachment" "data" {
   disk_id     = alicloud_ecs_disk.data[count.index].id
   instance_id = alicloud_instance.node[count.index].id
   # With a TTL (auto_release_time) or spot, the cloud releases the instance without terraform: the
-  # data disk goes with it instead of billing on (delete_with_instance defaults to false).
-  delete_with_instance = var.ttl_minutes != null || var.spot.enabled
+  # data disk goes with it instead of billing on (delete_with_instance defaults to false). Per node:
+  # a node whose billing node_placement changed is new, and so is its attachment (it names the
+  # instance), so its own value is set when it is created.
+  delete_with_instance = var.ttl_minutes != null || local.node_spot[count.index]
 }

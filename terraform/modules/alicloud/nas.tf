@@ -1,5 +1,9 @@
 # Shared file system: a general-purpose NAS file system, an access group that lets the cluster
 # subnet read and write, and one mount target in the cluster vSwitch.
+# Nodes placed in another zone (node_placement) mount the same mount target: it serves its VPC,
+# and the zones of a region reach each other (Alibaba NAS API overview, "Terms": same zone is only
+# recommended, to spare the cross-zone latency). No mount target per zone, then; but the access
+# group admits source CIDRs only, so each other zone's vSwitch CIDR gets its own rule.
 # vpc_id/vswitch_id are NOT set on the file system: for standard NAS they force replacement
 # (cloud-facts.md 8.8).
 
@@ -32,6 +36,18 @@ resource "alicloud_nas_access_rule" "this" {
   access_group_name = alicloud_nas_access_group.this[0].access_group_name
   file_system_type  = "standard"
   source_cidr_ip    = var.subnet_cidr
+  rw_access_type    = "RDWR"
+  user_access_type  = "no_squash"
+  priority          = 1
+}
+
+# Same rule for the vSwitch of each other zone a node is placed in (main.tf, alicloud_vswitch.zone).
+resource "alicloud_nas_access_rule" "zone" {
+  for_each = var.nas.enabled ? local.zone_vswitches : {}
+
+  access_group_name = alicloud_nas_access_group.this[0].access_group_name
+  file_system_type  = "standard"
+  source_cidr_ip    = each.value
   rw_access_type    = "RDWR"
   user_access_type  = "no_squash"
   priority          = 1

@@ -222,3 +222,30 @@ variable "node_shutdown_terminates" {
   type        = bool
   default     = false
 }
+
+variable "node_placement" {
+  description = "Nodes placed apart from zone / instance_type / spot, keyed by node index as a string (\"1\"); trainkit sets it when the replacement of a reclaimed node fails over to another zone, type or billing at recovery. subnet_cidr is the CIDR of that zone's subnet (inside vpc_cidr, not overlapping the others); null fields keep the cluster's value"
+  type = map(object({
+    zone          = optional(string)
+    subnet_cidr   = optional(string)
+    instance_type = optional(string)
+    spot          = optional(bool)
+  }))
+  default = {}
+
+  validation {
+    condition     = alltrue([for k in keys(var.node_placement) : can(regex("^(0|[1-9][0-9]*)$", k)) && tonumber(k) < var.node_count])
+    error_message = "node_placement keys must be node indexes below node_count (\"0\", \"1\", ...)."
+  }
+
+  # A vSwitch lives in one zone (alicloud_vswitch zone_id): a node in another zone needs its own.
+  validation {
+    condition     = alltrue([for p in values(var.node_placement) : p.zone == null || p.zone == var.zone || can(cidrhost(p.subnet_cidr, 0))])
+    error_message = "node_placement: a node in a zone other than zone needs subnet_cidr, the IPv4 CIDR of its vSwitch there."
+  }
+
+  validation {
+    condition     = alltrue([for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : length(distinct(cidrs)) == 1])
+    error_message = "node_placement: nodes placed in the same zone must give the same subnet_cidr."
+  }
+}

@@ -1,4 +1,5 @@
-# trainkit GPU cluster on AWS: VPC, one subnet in one zone, a security group (SSH from admin_cidrs,
+# trainkit GPU cluster on AWS: VPC, one subnet in one zone (one more per zone of a node placed apart,
+# node_placement), a security group (SSH from admin_cidrs,
 # everything inside the group), a key pair, N GPU instances (spot optional) in a cluster placement
 # group, one encrypted EBS data volume per node, optionally EFS (nas.tf), and optionally a NAT
 # gateway for the nodes without a public IP (nat.tf).
@@ -18,7 +19,21 @@ locals {
   # With public_ip = "head", the head node lives in the public subnet (nat.tf), with or without a
   # NAT gateway: an Elastic IP only answers from a subnet whose default route is the internet
   # gateway, and a head that moved subnet when nat_gateway is switched would be replaced.
-  node_subnet_ids = [for p in local.public : p ? try(aws_subnet.public[0].id, aws_subnet.this.id) : aws_subnet.this.id]
+  node_subnet_ids = [for i, p in local.public : (
+    local.node_zone[i] != var.zone ? aws_subnet.zone[local.node_zone[i]].id
+    : p ? try(aws_subnet.public[0].id, aws_subnet.this.id) : aws_subnet.this.id
+  )]
+
+  # Per-node placement (var.node_placement): a node replaced at recovery may land in another zone,
+  # on another type or billing; every other node keeps the cluster's.
+  node_zone = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].zone, null), var.zone)]
+  node_type = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].instance_type, null), var.instance_type)]
+  node_spot = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].spot, null), var.spot.enabled)]
+  # One subnet per other zone (subnets are zonal in a VPC: AWS VPC user guide, "Subnets for your VPC").
+  zone_subnets = { for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : z => cidrs[0] }
+  # A subnet of another zone holding a node with a public IP routes to the internet gateway (an
+  # Elastic IP answers only there); else it goes out as the nodes' subnet does.
+  zone_public = { for z in keys(local.zone_subnets) : z => anytrue([for i, p in local.public : p && local.node_zone[i] == z]) }
 
   # g5/p4d/p5 are Nitro instances: the first EBS data volume shows up as an NVMe device, whatever
   # device_name says (AWS EC2 user guide, "Amazon EBS and NVMe"). Instance-store NVMe disks may
@@ -50,6 +65,24 @@ resource "aws_subnet" "this" {
   map_public_ip_on_launch = false
 
   tags = merge(var.tags, { Name = var.name })
+}
+
+resource "aws_subnet" "zone" {
+  for_each = local.zone_subnets
+
+  vpc_id                  = aws_vpc.this.id
+  cidr_block              = each.value
+  availability_zone       = each.key
+  map_public_ip_on_launch = false
+
+  tags = merge(var.tags, { Name = "${var.name}-${each.key}" })
+}
+
+resource "aws_route_table_association" "zone" {
+  for_each = local.zone_subnets
+
+  subnet_id      = aws_subnet.zone[each.key].id
+  route_table_id = local.zone_public[each.key] ? aws_route_table.this.id : try(aws_route_table.nat[0].id, aws_route_table.this.id)
 }
 
 resource "aws_internet_gateway" "this" {
@@ -146,18 +179,20 @@ resource "aws_instance" "node" {
   count = var.node_count
 
   ami                    = local.image_id
-  instance_type          = var.instance_type
+  instance_type          = local.node_type[count.index]
   subnet_id              = local.node_subnet_ids[count.index]
   vpc_security_group_ids = [aws_security_group.this.id]
   key_name               = aws_key_pair.this.key_name
-  placement_group        = try(aws_placement_group.this[0].id, null)
-  ebs_optimized          = true
+  # A cluster placement group lives in one zone (EC2 user guide, "Placement strategies"): a node
+  # placed in another zone runs outside it.
+  placement_group = local.node_zone[count.index] == var.zone ? try(aws_placement_group.this[0].id, null) : null
+  ebs_optimized   = true
   # EC2 has no release-at argument: the node-side guard shuts down, and this makes that terminate.
   # null keeps EC2's default (stop) without a perpetual diff where the API omits the attribute.
   instance_initiated_shutdown_behavior = var.node_shutdown_terminates ? "terminate" : null
 
   dynamic "instance_market_options" {
-    for_each = var.spot.enabled ? [var.spot] : []
+    for_each = local.node_spot[count.index] ? [var.spot] : []
 
     content {
       market_type = "spot"
@@ -212,7 +247,7 @@ resource "aws_ebs_volume" "data" {
   #checkov:skip=CKV_AWS_189:AWS-managed EBS key by default (a customer key would outlive the cluster); data_disk.kms_key_id names one
   count = var.data_disk.enabled ? var.node_count : 0
 
-  availability_zone = var.zone
+  availability_zone = local.node_zone[count.index] # attaches only to an instance in its zone
   type              = var.data_disk.category
   size              = var.data_disk.size_gb
   encrypted         = var.data_disk.encrypted

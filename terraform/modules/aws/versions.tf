@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.6.3"
+  required_version = ">= 1.9.0" # validation rules that name other variables (node_placement): Terraform 1.9 release notes
 
   required_providers {
     aws = {

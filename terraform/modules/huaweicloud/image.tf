@@ -11,6 +11,18 @@ data "huaweicloud_images_image" "default" {
   most_recent = true
 }
 
+# A node placed on another flavor (node_placement) gets the newest image that flavor can boot: the
+# lookup above is per flavor. var.image_id, when set, is the image of every node.
+data "huaweicloud_images_image" "type" {
+  for_each = var.image_id == null ? toset([for t in local.node_type : t if t != var.instance_type]) : toset([])
+
+  name_regex  = "^Ubuntu 22\\.04 server 64bit"
+  visibility  = "public"
+  flavor_id   = each.key
+  most_recent = true
+}
+
 locals {
-  image_id = var.image_id != null ? var.image_id : data.huaweicloud_images_image.default[0].id
+  image_id      = var.image_id != null ? var.image_id : data.huaweicloud_images_image.default[0].id
+  node_image_id = [for t in local.node_type : var.image_id != null || t == var.instance_type ? local.image_id : data.huaweicloud_images_image.type[t].id]
 }

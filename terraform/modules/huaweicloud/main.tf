@@ -1,6 +1,7 @@
 # trainkit GPU cluster on Huawei Cloud: VPC, one subnet in one zone, a security group (SSH from
 # admin_cidrs, all traffic between members), a KPS key pair, N ECS GPU instances (spot optional)
-# in a server group, one EVS data disk per node, and optionally SFS Turbo (nas.tf).
+# in a server group, one EVS data disk per node, and optionally SFS Turbo (nas.tf). Nodes named in
+# node_placement may sit in another zone (with a subnet there), on another flavor or billing.
 
 locals {
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
@@ -16,6 +17,18 @@ locals {
 
   # EIP bandwidth in Mbit/s for nodes with a public IP.
   public_bandwidth_mbps = 100
+
+  # Per-node placement (var.node_placement): a node replaced at recovery may land in another zone,
+  # on another flavor or billing; every other node keeps the cluster's. With node_placement = {}
+  # these are the cluster's values for every node, so the plan is what it was without them.
+  node_zone = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].zone, null), var.zone)]
+  node_type = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].instance_type, null), var.instance_type)]
+  node_spot = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].spot, null), var.spot.enabled)]
+
+  # One subnet per other zone (zone => subnet_cidr): the cluster subnet is pinned to var.zone, see
+  # huaweicloud_vpc_subnet.zone. Nodes placed in var.zone itself keep the cluster subnet.
+  zone_subnets    = { for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : z => cidrs[0] }
+  node_subnet_ids = [for z in local.node_zone : z == var.zone ? huaweicloud_vpc_subnet.this.id : huaweicloud_vpc_subnet.zone[z].id]
 }
 
 resource "huaweicloud_vpc" "this" {
@@ -33,6 +46,36 @@ resource "huaweicloud_vpc_subnet" "this" {
   availability_zone = var.zone
 
   tags = var.tags
+}
+
+# The subnet above belongs to one AZ ("availability_zone - the availability zone (AZ) to which the
+# subnet belongs", huaweicloud_vpc_subnet docs; ForceNew, so it cannot be widened in place), so a
+# node placed in another zone gets a subnet of its own there rather than relying on a subnet of
+# another AZ. ECSs in all subnets of one VPC communicate by default (VPC user guide, "Subnet"), so the nodes, the
+# security group's member rule and SFS Turbo (nas.tf) work across them.
+resource "huaweicloud_vpc_subnet" "zone" {
+  for_each = local.zone_subnets
+
+  name              = "${var.name}-${each.key}"
+  vpc_id            = huaweicloud_vpc.this.id
+  cidr              = each.value
+  gateway_ip        = cidrhost(each.value, 1)
+  availability_zone = each.key
+
+  tags = var.tags
+}
+
+# With nat_gateway, the subnets of other zones go out through the same gateway (nat.tf): its route is
+# in the VPC's default route table, and an SNAT rule names one subnet (provider docs, r/nat_snat_rule:
+# subnet_id), so each gets its own rule on the gateway's EIP. Kept here, beside its subnets: nat.tf
+# holds the gateway's single resources (count = var.nat_gateway ? 1 : 0).
+resource "huaweicloud_nat_snat_rule" "zone" {
+  for_each = { for z, subnet in huaweicloud_vpc_subnet.zone : z => subnet.id if var.nat_gateway }
+
+  nat_gateway_id = huaweicloud_nat_gateway.this[0].id
+  subnet_id      = each.value
+  floating_ip_id = huaweicloud_vpc_eip.nat[0].id
+  description    = "Outbound internet for the cluster subnet in ${each.key}"
 }
 
 # The default rules are removed and written out below, so the group holds exactly what it says.
@@ -79,7 +122,8 @@ resource "huaweicloud_kps_keypair" "this" {
 }
 
 # Huawei server groups only know anti-affinity (one node per host); there is no co-location
-# policy (cloud-facts.md 8.5).
+# policy (cloud-facts.md 8.5). Nodes placed in another zone stay out of it (scheduler_hints below):
+# they are on other hosts by definition, and the group is made for the cluster's zone.
 resource "huaweicloud_compute_servergroup" "this" {
   count = var.placement_group ? 1 : 0
 
@@ -90,6 +134,8 @@ resource "huaweicloud_compute_servergroup" "this" {
 # How the nodes are billed. EC2/ECS cannot switch a running instance between spot and on-demand
 # (Huawei ECS refuses to change charging_mode to or from spot in place), so a change here replaces
 # every node (replace_triggered_by on the instances); the review names this resource as the cause.
+# It stays cluster-level: a node whose spot differs in node_placement gets its billing when it is
+# created (trainkit sets that entry only for the node it is replacing), without a trigger of its own.
 resource "terraform_data" "billing" {
   input = { spot = var.spot.enabled, max_price = var.spot.max_price }
 }
@@ -98,22 +144,22 @@ resource "huaweicloud_compute_instance" "node" {
   count = var.node_count
 
   name               = "${var.name}-node-${count.index}"
-  flavor_id          = var.instance_type
-  image_id           = local.image_id
-  availability_zone  = var.zone
+  flavor_id          = local.node_type[count.index]
+  image_id           = local.node_image_id[count.index]
+  availability_zone  = local.node_zone[count.index]
   key_pair           = huaweicloud_kps_keypair.this.name
   security_group_ids = [huaweicloud_networking_secgroup.this.id]
   system_disk_type   = var.system_disk.category
   system_disk_size   = var.system_disk.size_gb
-  charging_mode      = var.spot.enabled ? "spot" : "postPaid"
+  charging_mode      = local.node_spot[count.index] ? "spot" : "postPaid"
   # Defaults to the pay-per-use price when null; conflicts with spot_duration (cloud-facts.md 8.2).
-  spot_maximum_price = var.spot.enabled && var.spot.max_price != null ? tostring(var.spot.max_price) : null
+  spot_maximum_price = local.node_spot[count.index] && var.spot.max_price != null ? tostring(var.spot.max_price) : null
   eip_type           = local.public[count.index] ? "5_bgp" : null
   # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (huaweicloud_compute_instance docs); set once, see lifecycle.
   auto_terminate_time = var.ttl_minutes == null ? null : timeadd(plantimestamp(), "${var.ttl_minutes}m")
 
   network {
-    uuid = huaweicloud_vpc_subnet.this.id
+    uuid = local.node_subnet_ids[count.index]
   }
 
   dynamic "bandwidth" {
@@ -127,10 +173,10 @@ resource "huaweicloud_compute_instance" "node" {
   }
 
   dynamic "scheduler_hints" {
-    for_each = huaweicloud_compute_servergroup.this
+    for_each = local.node_zone[count.index] == var.zone ? huaweicloud_compute_servergroup.this[*].id : []
 
     content {
-      group = scheduler_hints.value.id
+      group = scheduler_hints.value
     }
   }
 
@@ -159,8 +205,10 @@ data "huaweicloud_kms_key" "evs_default" {
 resource "huaweicloud_evs_volume" "data" {
   count = var.data_disk.enabled ? var.node_count : 0
 
-  name              = "${var.name}-data-${count.index}"
-  availability_zone = var.zone
+  name = "${var.name}-data-${count.index}"
+  # An EVS disk attaches only to an instance in its own AZ (EVS docs, "Attaching a Disk"): node i's
+  # disk follows node i's zone (a moved node gets a new, empty disk; its old one was in the old AZ).
+  availability_zone = local.node_zone[count.index]
   volume_type       = var.data_disk.category
   size              = var.data_disk.size_gb
   kms_id            = var.data_disk.encrypted ? coalesce(var.data_disk.kms_key_id, try(data.huaweicloud_kms_key.evs_default[0].id, null)) : null

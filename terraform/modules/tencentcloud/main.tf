@@ -1,6 +1,7 @@
 # trainkit GPU cluster on Tencent Cloud: VPC, one subnet in one zone, a security group (SSH from
 # admin_cidrs, all traffic between members), a key pair, N CVM GPU instances (spot optional) in
-# a placement group, one encrypted CBS data disk per node, and optionally CFS (nas.tf).
+# a placement group, one encrypted CBS data disk per node, and optionally CFS (nas.tf). Nodes in
+# node_placement may run in another zone (then in a subnet of their own there), type or billing.
 
 locals {
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
@@ -19,6 +20,16 @@ locals {
 
   # Public bandwidth cap in Mbit/s for nodes with a public IP.
   public_bandwidth_mbps = 100
+
+  # Per-node placement (var.node_placement): a node replaced at recovery may land in another zone,
+  # on another type or billing; every other node keeps the cluster's.
+  node_zone = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].zone, null), var.zone)]
+  node_type = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].instance_type, null), var.instance_type)]
+  node_spot = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].spot, null), var.spot.enabled)]
+  # One subnet per other zone: Tencent subnets are zonal (tencentcloud_subnet docs:
+  # availability_zone is required), and an instance's subnet must be in its zone.
+  zone_subnets    = { for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : z => cidrs[0] }
+  node_subnet_ids = [for z in local.node_zone : z == var.zone ? tencentcloud_subnet.this.id : tencentcloud_subnet.zone[z].id]
 }
 
 resource "tencentcloud_vpc" "this" {
@@ -37,6 +48,21 @@ resource "tencentcloud_subnet" "this" {
   # without: the VPC's default table, set explicitly (route_table_id is Optional+Computed, so
   # null would keep the custom table and turning the NAT gateway off could not delete it).
   route_table_id = try(tencentcloud_route_table.this[0].id, tencentcloud_vpc.this.default_route_table_id)
+
+  tags = var.tags
+}
+
+# The subnets of the other zones in node_placement: same VPC, same route table as the cluster
+# subnet (so the NAT route, when there is one, serves their nodes too). Routes inside one VPC reach
+# every subnet whatever its zone (the VPC's local route), so the cluster talks across zones.
+resource "tencentcloud_subnet" "zone" {
+  for_each = local.zone_subnets
+
+  name              = "${var.name}-${each.key}"
+  vpc_id            = tencentcloud_vpc.this.id
+  availability_zone = each.key
+  cidr_block        = each.value
+  route_table_id    = try(tencentcloud_route_table.this[0].id, tencentcloud_vpc.this.default_route_table_id)
 
   tags = var.tags
 }
@@ -88,7 +114,9 @@ resource "tencentcloud_key_pair" "this" {
 }
 
 # Tencent placement groups spread nodes (one per host here); there is no co-location policy
-# (cloud-facts.md 8.5). For RDMA models use an HCC cluster instead.
+# (cloud-facts.md 8.5). For RDMA models use an HCC cluster instead. A spread placement group is
+# regional and may hold instances of several zones (CVM docs, "Placement Group"), so a node placed
+# in another zone stays in it.
 resource "tencentcloud_placement_group" "this" {
   count = var.placement_group ? 1 : 0
 
@@ -98,24 +126,27 @@ resource "tencentcloud_placement_group" "this" {
   tags = var.tags
 }
 
+# Zone, type and billing per node (local.node_zone/node_type/node_spot); spot nodes bid the
+# cluster's spot.max_price. A node whose billing is set apart in node_placement is a replacement
+# being created anyway, so it is created with it; its subnet is the one of its zone.
 resource "tencentcloud_instance" "node" {
   #checkov:skip=CKV_TC_2:the head node is the SSH entry point and carries a public IP by design (public_ip = "head")
   count = var.node_count
 
   instance_name              = "${var.name}-node-${count.index}"
   hostname                   = "${var.name}-node-${count.index}"
-  availability_zone          = var.zone
-  instance_type              = var.instance_type
-  image_id                   = local.image_id
+  availability_zone          = local.node_zone[count.index]
+  instance_type              = local.node_type[count.index]
+  image_id                   = local.node_image_id[count.index]
   vpc_id                     = tencentcloud_vpc.this.id
-  subnet_id                  = tencentcloud_subnet.this.id
+  subnet_id                  = local.node_subnet_ids[count.index]
   orderly_security_groups    = [tencentcloud_security_group.this.id]
   key_ids                    = [tencentcloud_key_pair.this.id]
   system_disk_type           = var.system_disk.category
   system_disk_size           = var.system_disk.size_gb
-  instance_charge_type       = var.spot.enabled ? "SPOTPAID" : "POSTPAID_BY_HOUR"
-  spot_instance_type         = var.spot.enabled ? "ONE-TIME" : null
-  spot_max_price             = var.spot.enabled && var.spot.max_price != null ? format("%.2f", var.spot.max_price) : null
+  instance_charge_type       = local.node_spot[count.index] ? "SPOTPAID" : "POSTPAID_BY_HOUR"
+  spot_instance_type         = local.node_spot[count.index] ? "ONE-TIME" : null
+  spot_max_price             = local.node_spot[count.index] && var.spot.max_price != null ? format("%.2f", var.spot.max_price) : null
   allocate_public_ip         = local.public[count.index]
   internet_charge_type       = local.public[count.index] ? "TRAFFIC_POSTPAID_BY_HOUR" : null
   internet_max_bandwidth_out = local.public[count.index] ? local.public_bandwidth_mbps : 0
@@ -130,19 +161,21 @@ resource "tencentcloud_instance" "node" {
     ignore_changes = [image_id]
 
     precondition {
-      condition     = !var.spot.enabled || var.spot.max_price != null
+      condition     = !local.node_spot[count.index] || var.spot.max_price != null
       error_message = "Tencent spot instances (SPOTPAID) need spot.max_price."
     }
   }
 }
 
+# Each data disk in its node's zone: a CBS disk attaches only to an instance in the same zone (CBS
+# docs, "Attaching Cloud Disks").
 resource "tencentcloud_cbs_storage" "data" {
   count = var.data_disk.enabled ? var.node_count : 0
 
   storage_name      = "${var.name}-data-${count.index}"
   storage_type      = var.data_disk.category
   storage_size      = var.data_disk.size_gb
-  availability_zone = var.zone
+  availability_zone = local.node_zone[count.index]
   charge_type       = "POSTPAID_BY_HOUR"
   encrypt           = var.data_disk.encrypted
   kms_key_id        = var.data_disk.encrypted ? var.data_disk.kms_key_id : null

@@ -222,3 +222,33 @@ variable "node_shutdown_terminates" {
   type        = bool
   default     = false
 }
+
+variable "node_placement" {
+  description = "Nodes placed apart from zone / instance_type / spot, keyed by node index as a string (\"1\"); trainkit sets it when the replacement of a reclaimed node fails over to another zone, type or billing at recovery. subnet_cidr is the CIDR of that zone's subnet (inside vpc_cidr, not overlapping the others); null fields keep the cluster's value"
+  type = map(object({
+    zone          = optional(string)
+    subnet_cidr   = optional(string)
+    instance_type = optional(string)
+    spot          = optional(bool)
+  }))
+  default = {}
+
+  # Cross-variable conditions (var.node_count, var.zone) need Terraform >= 1.9; the rendered root
+  # stack requires 1.10 (trainkit/stack/render.py TERRAFORM_MIN_VERSION).
+  validation {
+    condition     = alltrue([for k in keys(var.node_placement) : can(regex("^(0|[1-9][0-9]*)$", k)) && tonumber(k) < var.node_count])
+    error_message = "node_placement keys must be node indexes below node_count (\"0\", \"1\", ...)."
+  }
+
+  # Tencent subnets are zonal (tencentcloud_subnet.availability_zone is required): a node in
+  # another zone needs a subnet of its own there.
+  validation {
+    condition     = alltrue([for p in values(var.node_placement) : p.zone == null || p.zone == var.zone || can(cidrhost(p.subnet_cidr, 0))])
+    error_message = "node_placement: a node in a zone other than zone needs subnet_cidr, the IPv4 CIDR of its subnet there."
+  }
+
+  validation {
+    condition     = alltrue([for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : length(distinct(cidrs)) == 1])
+    error_message = "node_placement: nodes placed in the same zone must give the same subnet_cidr."
+  }
+}

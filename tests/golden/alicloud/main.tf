@@ -23,6 +23,7 @@ module "cluster" {
   nas                      = { "enabled" : true, "type" : "Performance", "size_gb" : null }
   nfs_mount_options        = "vers=3,nolock,proto=tcp,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,_netdev,noresvport"
   tags                     = { "team" : "ml-platform", "trainkit-cluster" : "ali-demo" }
+  node_placement           = var.node_placement
   ttl_minutes              = 720
   node_shutdown_terminates = false
 }

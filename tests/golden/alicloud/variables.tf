@@ -6,3 +6,14 @@ variable "ssh_public_key" {
   type        = string
   description = "Public key of the cluster's key pair, generated in the trainkit workspace (or the spec's ssh.public_key); set in terraform.tfvars.json"
 }
+
+variable "node_placement" {
+  type = map(object({
+    zone          = optional(string)
+    subnet_cidr   = optional(string)
+    instance_type = optional(string)
+    spot          = optional(bool)
+  }))
+  default     = {}
+  description = "Nodes placed apart from the cluster's zone, type or billing (where a replacement at recovery came up); set in terraform.tfvars.json"
+}

@@ -23,6 +23,7 @@ module "cluster" {
   nas                      = { "enabled" : true, "type" : "generalPurpose", "size_gb" : null }
   nfs_mount_options        = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev"
   tags                     = { "cost-center" : "research", "team" : "ml-platform", "trainkit-cluster" : "aws-demo" }
+  node_placement           = var.node_placement
   ttl_minutes              = null
   node_shutdown_terminates = true
 }

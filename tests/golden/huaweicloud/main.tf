@@ -23,6 +23,7 @@ module "cluster" {
   nas                      = { "enabled" : true, "type" : "STANDARD", "size_gb" : 500 }
   nfs_mount_options        = "vers=3,timeo=600,noresvport,nolock,tcp"
   tags                     = { "team" : "ml-platform", "trainkit-cluster" : "huawei-demo" }
+  node_placement           = var.node_placement
   ttl_minutes              = null
   node_shutdown_terminates = false
 }

@@ -23,6 +23,7 @@ module "cluster" {
   nas                      = { "enabled" : true, "type" : "SD", "size_gb" : null }
   nfs_mount_options        = "vers=3,nolock,proto=tcp,noresvport"
   tags                     = { "team" : "ml-platform", "trainkit-cluster" : "tencent-demo" }
+  node_placement           = var.node_placement
   ttl_minutes              = null
   node_shutdown_terminates = false
 }

@@ -212,3 +212,81 @@ def test_zone_auto_orders_by_spot_price_with_zones_refused_within_the_hour_last(
     seen.clear()
     failover.apply_in_order(cluster, Workspace.for_cluster("demo", tmp_path).ensure(), attempt)
     assert seen == [("us-east-1b", True)]
+
+
+# ------------------------------------------------------------------ failover at recovery (item 4)
+
+def test_a_subnet_for_another_zone_is_the_first_free_block_of_the_subnet_size():
+    assert failover.zone_subnet_cidr("10.42.0.0/16", "10.42.1.0/24", []) == "10.42.0.0/24"
+    assert failover.zone_subnet_cidr("10.42.0.0/16", "10.42.0.0/24", ["10.42.1.0/24"]) == "10.42.2.0/24"
+    # a /24 VPC holds the nodes' /25 and the public /28 at its end: no second /25 is free
+    with pytest.raises(InputError, match="network.vpc_cidr 10.42.0.0/24 has no free /25"):
+        failover.zone_subnet_cidr("10.42.0.0/24", "10.42.0.0/25", [])
+
+
+def test_a_node_entry_names_only_what_differs_and_a_zone_keeps_one_subnet():
+    cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"], instance={"type": ["g5.12xlarge", "g5.24xlarge"]},
+                           network={"admin_cidrs": ["203.0.113.0/24"], "vpc_cidr": "10.42.0.0/16",
+                                    "subnet_cidr": "10.42.1.0/24"}))
+    assert failover.node_entry(cluster, ("us-east-1a", "g5.12xlarge", False), {}) == {}
+    first = failover.node_entry(cluster, ("us-east-1b", "g5.12xlarge", False), {})
+    assert first == {"zone": "us-east-1b", "subnet_cidr": "10.42.0.0/24"}
+    # a second node in that zone gets the same subnet; a type change is named
+    assert failover.node_entry(cluster, ("us-east-1b", "g5.24xlarge", False), {"1": first}) == {
+        "zone": "us-east-1b", "subnet_cidr": "10.42.0.0/24", "instance_type": "g5.24xlarge"}
+
+
+def _refusing(zones: set[str], seen: list):
+    from trainkit.clouds.base import CapacityProblem
+    from trainkit.clouds.capacity import CapacityError
+
+    def attempt(placed):
+        seen.append(dict(placed.node_placement))
+        zone = (placed.node_placement.get("1") or {}).get("zone", placed.spec.zone)
+        if zone in zones:
+            raise CapacityError("no capacity", CapacityProblem("capacity", "InsufficientInstanceCapacity"), fix="")
+    return attempt
+
+
+def test_a_replacement_refused_in_its_zone_moves_alone_and_the_workspace_keeps_it(tmp_path):
+    cluster = resolve(spec(nodes=3, zone=["us-east-1a", "us-east-1b"]))
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    seen, events = [], []
+    placed = failover.replace_in_order(cluster, ws, [1], _refusing({"us-east-1a"}, seen), events.append)
+    assert seen == [{}, {"1": {"zone": "us-east-1b", "subnet_cidr": "10.42.0.0/24"}}]
+    assert [(e["kind"], e["nodes"], e["zone"]) for e in events] == [("placement_refused", [1], "us-east-1a")]
+    assert placed.spec.zone == "us-east-1a" and placed.node_placement == seen[-1]   # the others stay
+    assert ws.node_placement() == seen[-1]
+    # the next render reads it from the workspace; an apply that keeps the cluster keeps it too
+    from trainkit.stack.state import with_node_placement
+    assert with_node_placement(cluster, ws).node_placement == seen[-1]
+    failover._keep(ws, ("us-east-1a", "g5.12xlarge", False))
+    assert ws.node_placement() == seen[-1]
+    failover._keep(ws, ("us-east-1b", "g5.12xlarge", False))   # the cluster moved: every node with it
+    assert ws.node_placement() == {}
+    # a spec that no longer lists the zone moves the node back (its entry is not rendered)
+    failover._keep(ws, ("us-east-1a", "g5.12xlarge", False), seen[-1])
+    assert with_node_placement(resolve(spec(nodes=3)), ws).node_placement == {}
+
+
+def test_a_replacement_refused_everywhere_lists_each_attempt(tmp_path):
+    from trainkit.clouds.capacity import CapacityError
+
+    cluster = resolve(spec(nodes=2, zone=["us-east-1a", "us-east-1b"]))
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    with pytest.raises(CapacityError, match=r"every candidate was refused \(2 tried\)") as err:
+        failover.replace_in_order(cluster, ws, [1], _refusing({"us-east-1a", "us-east-1b"}, []), lambda ev: None)
+    assert "2. g5.12xlarge in us-east-1b: no capacity" in err.value.message
+    assert ws.node_placement() == {}                                  # nothing kept
+
+
+def test_the_node_placement_reaches_terraform_through_the_tfvars_file():
+    import dataclasses
+
+    from trainkit.stack.render import render_stack
+    cluster = resolve(spec(zone=["us-east-1a", "us-east-1b"]))
+    plain = render_stack(cluster, "ssh-ed25519 AAAA k")
+    moved = render_stack(dataclasses.replace(cluster, node_placement={"1": {"zone": "us-east-1b"}}), "ssh-ed25519 AAAA k")
+    assert {k for k in plain if plain[k] != moved[k]} == {"terraform.tfvars.json"}   # every .tf the same
+    assert json.loads(moved["terraform.tfvars.json"])["node_placement"] == {"1": {"zone": "us-east-1b"}}
+    assert json.loads(plain["terraform.tfvars.json"])["node_placement"] == {}

@@ -111,7 +111,8 @@ def test_module_call_passes_every_module_variable(name):
     for key in module_variables(cluster, SSH_KEY):
         assert f"\n  {key} " in main, key
     assert "ssh_public_key           = var.ssh_public_key" in main  # the key itself: terraform.tfvars.json
-    assert json.loads(rendered(name)["terraform.tfvars.json"]) == {"ssh_public_key": SSH_KEY}
+    assert "node_placement           = var.node_placement" in main  # nodes placed apart: the same
+    assert json.loads(rendered(name)["terraform.tfvars.json"]) == {"ssh_public_key": SSH_KEY, "node_placement": {}}
 
 
 @pytest.mark.parametrize(("public_ip", "nodes", "setting", "expected"), [
@@ -278,5 +279,5 @@ def test_the_same_spec_rendered_in_two_fresh_folders_gives_the_same_tf_files(nam
     keys = [(ws / "ssh" / "id_ed25519.pub").read_text().strip() for ws in folders]
     assert keys[0] != keys[1]  # two workspaces, two key pairs ...
     for ws, key in zip(folders, keys):  # ... each in its own tfvars file, in no .tf file
-        assert json.loads((ws / "terraform" / "terraform.tfvars.json").read_text()) == {"ssh_public_key": key}
+        assert json.loads((ws / "terraform" / "terraform.tfvars.json").read_text()) == {"ssh_public_key": key, "node_placement": {}}
         assert not [p for p in (ws / "terraform").rglob("*.tf") if key.split()[1] in p.read_text()]
