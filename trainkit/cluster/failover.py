@@ -112,11 +112,49 @@ def settle(cluster: Cluster, ws: Workspace) -> tuple[Cluster, bool]:
     if len(candidates(cluster)) == 1:
         return cluster, ws.applied_at() is not None
     resources = held_resources(cluster, ws)
-    where = held(cluster, resources)
+    where, apart = held(cluster, resources), {}
+    if where is None:
+        where, apart = held_apart(cluster, resources)
     if where is None or where not in candidates(cluster):
         return cluster, bool(resources)
-    _keep(ws, where)
+    _keep(ws, where, apart)
     return placed(cluster, *where), True
+
+
+def held_apart(cluster: Cluster, resources: list[dict]) -> tuple[Placement | None, dict[str, dict]]:
+    """(the cluster's placement, its nodes placed apart as node_placement entries) from the state,
+    for a cluster one of whose replacements failed over (pure). The modules name the subnet of
+    another zone `<type>.zone["<zone>"]`: nodes outside those zones hold the cluster's zone, and
+    their most common type (the lowest index on a tie) is the cluster's; every node that differs
+    is an entry, with its zone's subnet CIDR (`cidr_block`, Huawei `cidr`). (None, {}) when no
+    node is found."""
+    room, record = clouds.get(cluster.spec.cloud), billing_record(resources)
+    subnets = {r["index"]: r["values"].get("cidr_block") or r["values"].get("cidr") for r in resources
+               if isinstance(r.get("index"), str) and r["address"].rsplit(".", 1)[-1].startswith("zone[")}
+    nodes: dict[int, Placement] = {}
+    for r in resources:
+        b = room.billed(r)
+        if b and b.get("node"):
+            spot = bool(record["spot"]) if record and "spot" in record else b.get("billing") == "spot"
+            nodes[r.get("index") if isinstance(r.get("index"), int) else len(nodes)] = (
+                r["values"].get("availability_zone"), b["node"], spot)
+    main = [nodes[i] for i in sorted(nodes) if nodes[i][0] not in subnets]
+    if not main:
+        return None, {}
+    counts = {p: main.count(p) for p in main}
+    where = max(main, key=lambda p: (counts[p], -main.index(p)))
+    apart = {}
+    for i, (zone, kind, spot) in nodes.items():
+        entry = {}
+        if zone != where[0]:
+            entry.update(zone=zone, subnet_cidr=subnets.get(zone))
+        if kind != where[1]:
+            entry["instance_type"] = kind
+        if spot != where[2]:
+            entry["spot"] = spot
+        if entry:
+            apart[str(i)] = entry
+    return where, apart
 
 
 def held_resources(cluster: Cluster, ws: Workspace) -> list[dict]:

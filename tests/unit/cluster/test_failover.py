@@ -290,3 +290,23 @@ def test_the_node_placement_reaches_terraform_through_the_tfvars_file():
     assert {k for k in plain if plain[k] != moved[k]} == {"terraform.tfvars.json"}   # every .tf the same
     assert json.loads(moved["terraform.tfvars.json"])["node_placement"] == {"1": {"zone": "us-east-1b"}}
     assert json.loads(plain["terraform.tfvars.json"])["node_placement"] == {}
+
+
+def test_a_node_placed_apart_is_read_from_the_state_where_the_workspace_keeps_none(tmp_path, monkeypatch):
+    """Another workspace of a cluster whose node 0 was replaced into us-east-1b: the cluster stays
+    in us-east-1a (the zone with no subnet of its own) and node 0 keeps its zone and subnet, so
+    that workspace's plan moves nothing."""
+    cluster = resolve(spec(nodes=2, zone=["us-east-1a", "us-east-1b"]))
+    head, worker = _node("us-east-1b", "g5.12xlarge"), _node("us-east-1a", "g5.12xlarge")
+    head["index"], worker["index"] = 0, 1
+    subnet = {"type": "aws_subnet", "index": "us-east-1b", "address": 'module.cluster.aws_subnet.zone["us-east-1b"]',
+              "values": {"cidr_block": "10.42.0.0/24", "availability_zone": "us-east-1b"}}
+    state = [head, worker, subnet, _billing(False)]
+    assert failover.held(cluster, state) is None
+    assert failover.held_apart(cluster, state) == (
+        ("us-east-1a", "g5.12xlarge", False), {"0": {"zone": "us-east-1b", "subnet_cidr": "10.42.0.0/24"}})
+    monkeypatch.setattr(failover, "held_resources", lambda c, w: state)
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    settled, existed = failover.settle(cluster, ws)
+    assert existed and settled.spec.zone == "us-east-1a"
+    assert ws.node_placement() == {"0": {"zone": "us-east-1b", "subnet_cidr": "10.42.0.0/24"}}
