@@ -136,7 +136,7 @@ resource "alicloud_instance" "node" {
   instance_name                 = "${var.name}-node-${count.index}"
   host_name                     = "${var.name}-node-${count.index}"
   instance_type                 = local.node_type[count.index]
-  image_id                      = local.image_id
+  image_id                      = local.node_image_id[count.index]
   vswitch_id                    = local.node_vswitch_ids[count.index]
   security_groups               = [alicloud_security_group.this.id]
   key_name                      = alicloud_ecs_key_pair.this.key_pair_name
