@@ -207,6 +207,10 @@ class Cloud:
     supports_endpoints: bool = False
     # Instance-type prefixes with elastic RDMA the network role sets up (Alibaba eRDMA); see the room.
     erdma_types: tuple[str, ...] = ()
+    # Instance families (the type's part before the first ".", matched exactly) whose RDMA network
+    # rdma-agent, a systemd service, configures (Tencent HCC GPU); the network role checks that the
+    # service runs and that RDMA devices appear. See the room.
+    rdma_agent_types: tuple[str, ...] = ()
     # Where this room's files live; set by `trainkit.clouds` when it loads the room.
     catalog_file: Path | None = None
     provider_template: Path | None = None

@@ -143,6 +143,12 @@ CLOUD = Cloud(
     # COS docs, "Using AWS S3 SDK to Access COS": endpoint cos.<region>.myqcloud.com.
     object_store=("cos", "https://cos.{region}.myqcloud.com"),
     spot_needs_max_price=True,
+    # GPU HCC families with an RDMA network: "Installation Instructions of TCCL on GPU Instances"
+    # (https://www.tencentcloud.com/document/product/1236/62821) gives HCCPNV4sne 1.6 Tbps and
+    # HCCPNV4sn 800 Gbps of RDMA. "RDMA Network Configuration Component rdma-agent Description"
+    # (https://www.tencentcloud.com/document/product/1236/77056): the rdma-agent systemd service
+    # configures that network; the network role checks it (ansible/roles/network/tasks/tencent_rdma.yml).
+    rdma_agent_types=("HCCPNV4sn", "HCCPNV4sne"),
     capacity_error=capacity_error,
     billed=_billed,
     # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,

@@ -236,13 +236,18 @@ def _host_in_url(host: str) -> str:
 
 
 def network_vars(cluster: Cluster) -> dict:
-    """The network role's input: whether this instance type has elastic RDMA (its cloud room says)."""
+    """The network role's inputs, from the instance type and its cloud room: whether the type has
+    elastic RDMA (`erdma_types`, prefixes), and whether rdma-agent configures its RDMA network
+    (`rdma_agent_types`, families: the type's part before the first ".", matched exactly)."""
     try:
-        prefixes = clouds.get(cluster.spec.cloud).erdma_types
+        room = clouds.get(cluster.spec.cloud)
+        prefixes, agent_families = room.erdma_types, room.rdma_agent_types
     except KeyError:  # hosts, local: no cloud
-        prefixes = ()
+        prefixes, agent_families = (), ()
     kind = cluster.instance.type if cluster.instance is not None else ""
-    return {"network_erdma_enabled": bool(kind) and kind.startswith(prefixes)}
+    family = kind.split(".", 1)[0] if "." in kind else ""
+    return {"network_erdma_enabled": bool(kind) and kind.startswith(prefixes),
+            "network_tencent_rdma_enabled": bool(family) and family in agent_families}
 
 
 def guard_vars(cluster: Cluster) -> dict:

@@ -172,6 +172,41 @@ def test_the_network_role_sets_up_erdma_only_on_the_families_alibaba_lists(kind,
     c = cluster(name="demo", cloud="alicloud", region="cn-shanghai", zone="cn-shanghai-b",
                 instance={"type": kind}, network={"admin_cidrs": ["203.0.113.0/24"]})
     c = Cluster(spec=c.spec, source=c.source, instance=InstanceType(type=kind, gpu="L20"))
-    assert network_vars(c) == {"network_erdma_enabled": erdma}
+    assert network_vars(c) == {"network_erdma_enabled": erdma, "network_tencent_rdma_enabled": False}
     assert network_vars(cluster(name="hosts-demo", cloud="hosts", hosts=[{"name": "a", "address": "10.0.0.1"}])) == {
-        "network_erdma_enabled": False}
+        "network_erdma_enabled": False, "network_tencent_rdma_enabled": False}
+
+
+def _tencent_catalog_type(prefix: str) -> str:
+    """A type from the shipped Tencent catalog whose name starts with prefix (not hard-coded here)."""
+    from trainkit import clouds
+
+    data = yaml.safe_load(clouds.get("tencentcloud").catalog_file.read_text())
+    return next(i["type"] for i in data["instances"] if i["type"].startswith(prefix))
+
+
+# HCCPNV4sn / HCCPNV4sne: the GPU HCC families with an RDMA network in Tencent's "Installation
+# Instructions of TCCL on GPU Instances"; the size part after the dot is only an example.
+@pytest.mark.parametrize("kind, rdma", [("HCCPNV4sn.32XLARGE512", True), ("HCCPNV4sne.32XLARGE512", True),
+                                        ("HCCPNV4snx.32XLARGE512", False), ("HCCPNV4s.32XLARGE512", False),
+                                        ("HCCPNV4sn", False), ("GT4.", False), ("PNV4.", False)])
+def test_the_network_role_checks_rdma_agent_only_on_tencent_hcc_gpu_families(kind, rdma):
+    from trainkit.catalog import InstanceType
+    from trainkit.provision.inventory import network_vars
+
+    if kind.endswith("."):  # a non-HCC GPU type, as the catalog lists it
+        kind = _tencent_catalog_type(kind)
+    c = cluster(name="demo", cloud="tencentcloud", region="ap-guangzhou", zone="ap-guangzhou-3",
+                instance={"type": kind}, network={"admin_cidrs": ["203.0.113.0/24"]})
+    c = Cluster(spec=c.spec, source=c.source, instance=InstanceType(type=kind, gpu="unread"))  # only the type is read
+    assert network_vars(c) == {"network_erdma_enabled": False, "network_tencent_rdma_enabled": rdma}
+
+
+def test_an_hcc_family_name_on_another_cloud_sets_up_nothing():
+    from trainkit.catalog import InstanceType
+    from trainkit.provision.inventory import network_vars
+
+    c = cluster(name="demo", cloud="alicloud", region="cn-shanghai", zone="cn-shanghai-b",
+                instance={"type": "HCCPNV4sn.32XLARGE512"}, network={"admin_cidrs": ["203.0.113.0/24"]})
+    c = Cluster(spec=c.spec, source=c.source, instance=InstanceType(type="HCCPNV4sn.32XLARGE512", gpu="unread"))
+    assert network_vars(c) == {"network_erdma_enabled": False, "network_tencent_rdma_enabled": False}
