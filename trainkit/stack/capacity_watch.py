@@ -49,6 +49,12 @@ _END = re.compile(r"^(\S+): (Creation|Modifications|Destruction|Read) complete")
 # An operation that has printed nothing for this long has ended (failed: its error comes at the
 # very end): terraform's 10 s progress interval, with room for a loaded machine.
 STILL_S = 30.0
+# After an operation ends, this long with nothing in flight before the interrupt: terraform starts an
+# operation the moment the last one it depends on ends (it walks the graph concurrently), and its
+# "Creating..." line reaches this reader a moment later; a SIGINT in between cancels a create the
+# cloud may already have carried out, leaving it out of the state (an untracked route table then
+# blocked DeleteVpc). Nothing new can start while nothing ends, so a quiet spell is enough.
+SETTLE_S = 3.0
 # An instance in the module interface: a `*_instance` resource named `node` (count-indexed).
 _INSTANCE = re.compile(r"(?:^|\.)[a-z0-9]+_(?:compute_)?instance\.node(?:\[\d+\])?$")
 
@@ -57,10 +63,11 @@ class InFlight:
     """The operations terraform has started and not finished, from its output lines and the
     times they were read (pure: the caller gives the clock)."""
 
-    def __init__(self, still_s: float = STILL_S) -> None:
+    def __init__(self, still_s: float = STILL_S, settle_s: float = SETTLE_S) -> None:
         self._open: dict[str, float] = {}   # address -> when it last printed a line
         self._lock = threading.Lock()
-        self.still_s = still_s
+        self.still_s, self.settle_s = still_s, settle_s
+        self._last_end = float("-inf")      # when the last end line was read
 
     def feed(self, line: str, now: float | None = None) -> None:
         line = line.strip()
@@ -70,6 +77,7 @@ class InFlight:
                 self._open[found.group(1)] = now
             elif found := _END.match(line):
                 self._open.pop(found.group(1), None)
+                self._last_end = now
 
     def others(self, now: float | None = None) -> list[str]:
         """In-flight operations that are not instance creations (those are what the cloud
@@ -78,6 +86,15 @@ class InFlight:
         with self._lock:
             return sorted(a for a, seen in self._open.items()
                           if not _INSTANCE.search(a) and now - seen < self.still_s)
+
+
+    def settled(self, now: float | None = None) -> bool:
+        """Nothing but instance creations in flight, and no operation ended in the last
+        `settle_s` (one that ended may have let a dependent start: SETTLE_S)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            last_end = self._last_end
+        return not self.others(now) and now - last_end >= self.settle_s
 
 
 class CapacityWatch:
@@ -137,10 +154,11 @@ class CapacityWatch:
                     threading.Thread(target=self._interrupt_when_quiet, daemon=True).start()
 
     def _interrupt_when_quiet(self) -> None:
-        """SIGINT terraform once no operation but instance creations is in flight (or after
-        quiet_wait_s): the other operations end and are saved in the state."""
+        """SIGINT terraform once no operation but instance creations is in flight and none has
+        just ended (`InFlight.settled`; or after quiet_wait_s): the other operations end and are
+        saved in the state."""
         deadline = time.monotonic() + self.quiet_wait_s
-        while self.inflight.others() and time.monotonic() < deadline:
+        while not self.inflight.settled() and time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 return
             time.sleep(0.2)

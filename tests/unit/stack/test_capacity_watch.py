@@ -57,6 +57,21 @@ def test_an_operation_that_stopped_printing_has_failed_and_is_not_waited_for():
     assert f.others(now=75) == []
 
 
+def test_an_operation_that_just_ended_may_start_another_so_the_watch_waits_a_moment():
+    # the route table's create ends; terraform starts the association that waited on it at once,
+    # and its line arrives a moment later: a SIGINT in that gap would cut off a create
+    f = InFlight(still_s=30, settle_s=3)
+    f.feed("module.cluster.aws_instance.node[0]: Creating...", now=0)
+    assert f.settled(now=0.5)                       # only the refused instance: interrupt now
+    f.feed("module.cluster.aws_route_table.this: Creating...", now=1)
+    f.feed("module.cluster.aws_route_table.this: Creation complete after 1s [id=rtb-1]", now=10)
+    assert f.others(now=10.2) == [] and not f.settled(now=10.2)
+    f.feed("module.cluster.aws_route_table_association.this: Creating...", now=10.4)
+    assert not f.settled(now=13.5)
+    f.feed("module.cluster.aws_route_table_association.this: Creation complete after 0s [id=rtbassoc-1]", now=14)
+    assert not f.settled(now=16.9) and f.settled(now=17.0)
+
+
 # The stand-in terraform: refuses three times on the pipe, then waits for SIGINT and prints when
 # it arrived relative to its own start (the parent compares with when the rule create ended).
 CHILD = r"""
@@ -71,6 +86,11 @@ with open(os.environ["TF_LOG_PATH"], "w") as log:
         log.flush()
     time.sleep(float(sys.argv[1]))
     print(f"module.cluster.aws_security_group_rule.egress: Creation complete after 1s [id=r] "
+          f"{time.monotonic() - t0:.2f}", flush=True)
+    time.sleep(0.3)   # a dependent of the rule starts once it is saved, and takes a second
+    print("module.cluster.aws_security_group_rule.intra: Creating...", flush=True)
+    time.sleep(1.0)
+    print(f"module.cluster.aws_security_group_rule.intra: Creation complete after 1s [id=r2] "
           f"{time.monotonic() - t0:.2f}", flush=True)
     time.sleep(30)
 print("never interrupted", flush=True)
@@ -94,9 +114,9 @@ def _run_child(tmp_path, rule_takes_s: float, quiet_wait_s: float) -> tuple[Capa
 def test_the_interrupt_waits_for_the_rule_create_to_end_then_comes_at_once(tmp_path):
     watch, lines = _run_child(tmp_path, rule_takes_s=1.5, quiet_wait_s=60)
     assert watch.problem == REFUSED
-    done = next(float(x.rsplit(" ", 1)[1]) for x in lines if "Creation complete" in x)
+    done = [float(x.rsplit(" ", 1)[1]) for x in lines if "Creation complete" in x]
     sigint = next(float(x.split()[1]) for x in lines if x.startswith("SIGINT"))
-    assert done <= sigint, lines                    # not before the rule was saved
+    assert len(done) == 2 and done[1] <= sigint, lines  # not before the rule and its dependent were saved
     assert "never interrupted" not in lines         # and not left to the provider's retries
     assert "InsufficientInstanceCapacity" in (tmp_path / "terraform.log").read_text()
 
