@@ -78,7 +78,7 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
         run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.per_rank)
         batches = iter(run.loader)
         while run.step_in_epoch < run.steps_per_epoch and run.step < run.total_steps:
-            t0, wait, loss_sum = time.perf_counter(), 0.0, torch.zeros((), device=dev)
+            t0, wait, loss_sum = time.perf_counter(), 0.0, None
             for micro in range(plan.accum):
                 t = time.perf_counter()
                 x, y = next(batches)
@@ -86,9 +86,10 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
                 sync = parallel.grad_sync(run.wrapped, micro == plan.accum - 1)
                 with sync, run.autocast(), rng.keys_for(run.keys(micro)):  # per-sample dropout
-                    loss = loss_fn(run.wrapped(x), y) / plan.accum
+                    loss = loss_fn(run.wrapped(x), y)
+                    loss = loss / plan.accum if plan.accum > 1 else loss   # x / 1 == x: skip the op
                 run.scaler.scale(loss).backward()
-                loss_sum += loss.detach()
+                loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             lr = run.sched.get_last_lr()[0]  # the LR this step used (the scheduler steps next)
             saver.wait_staged()  # an async checkpoint's copy of the weights must be done first
             optimizer_step(run)

@@ -28,6 +28,10 @@ from trainkit.train.model import build_model, build_optimizer, check_fits
 log = logging.getLogger("trainkit.train")
 
 
+# Micro-batches of per-sample keys hashed at once (Run.keys): 256 x micro int64s, 128 KiB at micro 64.
+KEY_BLOCK = 256
+
+
 @dataclass
 class Result:
     exit_code: int
@@ -60,6 +64,7 @@ class Run:
     step_in_epoch: int = 0
     resumed_from: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    key_block: tuple[int, int, torch.Tensor] | None = field(default=None, repr=False)  # (epoch, k0, keys)
 
     def autocast(self):
         # One meaning of AMP for every strategy: FSDP autocasts too (its MixedPrecisionPolicy
@@ -69,10 +74,15 @@ class Run:
 
     def keys(self, micro: int) -> torch.Tensor:
         """Per-sample RNG keys of micro-batch `micro` of this step: rank r's item k of the epoch
-        is position r + W*k of the epoch's global order (data.GlobalBatchSampler)."""
+        is position r + W*k of the epoch's global order (data.GlobalBatchSampler). Hashed
+        KEY_BLOCK micro-batches at a time (a pure function of epoch and position: a block is
+        reused until the loop leaves it), so a step pays a slice, not a dozen tensor ops."""
         k0 = self.step_in_epoch * self.plan.per_rank + micro * self.plan.micro
-        pos = self.info.rank + self.info.world_size * torch.arange(k0, k0 + self.plan.micro)
-        return rng.sample_keys(self.cfg.seed, self.epoch, pos)
+        held = self.key_block
+        if held is None or held[0] != self.epoch or not held[1] <= k0 <= held[1] + len(held[2]) - self.plan.micro:
+            pos = self.info.rank + self.info.world_size * torch.arange(k0, k0 + KEY_BLOCK * self.plan.micro)
+            held = self.key_block = (self.epoch, k0, rng.sample_keys(self.cfg.seed, self.epoch, pos))
+        return held[2][k0 - held[1]:k0 - held[1] + self.plan.micro]
 
 
 def seed_everything(seed: int) -> None:

@@ -199,3 +199,33 @@ def test_keyed_dropouts_integer_threshold_keeps_exactly_what_the_uniform_compari
 def test_in_place_mix_equals_mix():
     x = torch.randint(0, 2**32, (1000,), dtype=torch.int64)
     assert torch.equal(rng._mix_(x.clone()), rng.mix(x))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 1 / 3, 0.9999, 1e-7, 1.0])
+@pytest.mark.parametrize("shape", [(64, 512), (3, 7, 11), (1, 1)])
+def test_the_32_bit_keep_mask_is_the_int64_comparison(p, shape):
+    # the dropout layers compute their masks on int32/uint32 lanes; every element must equal the
+    # reference (int64 hashes against the integer threshold), or runs would draw other masks
+    shape = torch.Size(shape)
+    for seed, salt in [(7, 2), (0, 0), (2**40 + 3, 5)]:
+        keys = rng.sample_keys(seed, 3, torch.arange(shape[0]) * 977)
+        want = rng.keyed_bits(keys, shape, salt) >= rng.keep_threshold(p)
+        assert torch.equal(rng.keep_mask(keys, shape, salt, p), want)
+    drop = rng.KeyedDropout(p, salt=1)
+    with rng.keys_for(keys):
+        out = drop(torch.ones(shape))
+    assert out.shape == shape
+    assert (out == 0).all() if p == 1.0 else ((out != 0).any() or p > 0.5)
+
+
+def test_run_keys_come_from_a_block_but_equal_the_per_step_hash():
+    from trainkit.train import dist
+    from trainkit.train.run import KEY_BLOCK, build_run
+
+    run = build_run(load_config(None, ["batch=8", "workers=0"]), dist.setup("cpu"))
+    micro = run.plan.micro
+    for epoch, step in [(0, 0), (0, 1), (0, KEY_BLOCK - 1), (0, KEY_BLOCK + 3), (0, 2), (1, 2)]:
+        run.epoch, run.step_in_epoch = epoch, step
+        k0 = step * run.plan.per_rank
+        want = rng.sample_keys(run.cfg.seed, epoch, torch.arange(k0, k0 + micro))
+        assert torch.equal(run.keys(0), want), (epoch, step)
