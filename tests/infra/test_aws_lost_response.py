@@ -19,8 +19,9 @@ pytestmark = pytest.mark.usefixtures("tf_cli_config")
 
 def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
     """moto creates the subnet, the answer never arrives, the SDK sends CreateSubnet again: a second
-    subnet (tagged, unknown to terraform) or a conflict with the first. `destroy --sweep` deletes
-    the copy terraform never recorded before terraform destroy (whose DeleteVpc it would block)."""
+    subnet (tagged, unknown to terraform) or a conflict with the first. `destroy` deletes the copy
+    terraform never recorded, in the cluster's VPC, before terraform destroy (whose DeleteVpc it
+    would block); `destroy --sweep` deletes what is left whatever terraform destroy did."""
     moto, proxy = faulty_moto
     proxy.faults = Faults(lose={"CreateSubnet": 1})
     spec = write_spec(repo, tmp_path, proxy.url, nodes=1)
@@ -32,18 +33,28 @@ def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
                if r["type"] == "aws_subnet" and r["instances"]}
     assert set(leftovers(moto, "aws-moto")["subnets"]) - tracked  # a subnet terraform never learned of
 
-    # terraform destroy fails on the security group (an IAM policy denies DeleteSecurityGroup): the
-    # sweep still deletes the copy and everything else it can, and names what it could not delete
-    proxy.faults = Faults(refuse={"DeleteSecurityGroup": (403, "UnauthorizedOperation",
-                                                          "You are not authorized to perform this operation.")})
+    copies = set(leftovers(moto, "aws-moto")["subnets"]) - tracked
+
+    # A plain destroy (no --sweep) deletes the copy first: it carries the cluster's tag and sits in
+    # the VPC this destroy deletes, whose DeleteVpc it would block. terraform destroy then fails on
+    # the security group (an IAM policy denies DeleteSecurityGroup); the workspace is kept.
+    denied = (403, "UnauthorizedOperation", "You are not authorized to perform this operation.")
+    proxy.faults = Faults(refuse={"DeleteSecurityGroup": denied})
+    plain = trainkit("destroy", spec, "--workdir", ws, "--yes", check_rc=errors.DESTROY)
+    assert "in the cluster's network that the state does not hold" in plain.stderr, plain.stderr
+    assert all(f"subnet {c}" in plain.stderr for c in copies) and "Traceback" not in plain.stderr
+    left = leftovers(moto, "aws-moto")
+    assert not set(left["subnets"]) & copies and left["security_groups"]  # the copy is gone, the group stays
+
+    # With --sweep, terraform destroy fails on the group again: the sweep deletes everything else it
+    # can and names what it could not delete
     stuck = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep", check_rc=errors.DESTROY)
     assert "terraform destroy failed" in stuck.stderr and "could not delete security-group sg-" in stuck.stderr, \
         stuck.stderr
     assert "Traceback" not in stuck.stderr and (ws / "terraform").exists()  # the workspace is kept
-    left = leftovers(moto, "aws-moto")
-    assert not set(left["subnets"]) - tracked and left["security_groups"]  # the copy is gone, the group stays
+    assert leftovers(moto, "aws-moto")["security_groups"]
 
     proxy.faults = Faults()
-    trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
+    trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")
 

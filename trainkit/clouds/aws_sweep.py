@@ -60,6 +60,51 @@ def find(cluster) -> list[dict[str, Any]]:
     return sorted(alive, key=lambda r: (ORDER.index(r["type"]) if r["type"] in ORDER else len(ORDER), r["id"]))
 
 
+# What lives in one VPC, and the EC2 call (and answer key) that says which: DeleteVpc fails with
+# DependencyViolation while any of these is in it ("Delete your VPC", Amazon VPC user guide).
+_IN_VPC = {"instance": None, "natgateway": ("describe_nat_gateways", "NatGatewayIds", "NatGateways"),
+           "route-table": ("describe_route_tables", "RouteTableIds", "RouteTables"),
+           "subnet": ("describe_subnets", "SubnetIds", "Subnets"),
+           "security-group": ("describe_security_groups", "GroupIds", "SecurityGroups"),
+           "internet-gateway": ("describe_internet_gateways", "InternetGatewayIds", "InternetGateways")}
+
+
+def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list[dict[str, Any]]:
+    """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show
+    -json` values): instances, NAT and internet gateways, route tables, subnets, security groups.
+    Those block the state's DeleteVpc; nothing outside those VPCs is returned."""
+    vpcs = {r["values"]["id"] for r in _state_resources(state_values) if r.get("type") == "aws_vpc"}
+    kinds = [r for r in found if r["type"] in _IN_VPC]
+    if not vpcs or not kinds:
+        return []
+    ec2 = _client(cluster, "ec2", "ec2")
+    where: dict[str, set[str]] = {}
+    for kind, call in _IN_VPC.items():
+        ids = [r["id"] for r in kinds if r["type"] == kind]
+        if not ids:
+            continue
+        if call is None:
+            items = [i for res in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in res["Instances"]]
+            where.update({i["InstanceId"]: {i.get("VpcId")} for i in items})
+            continue
+        method, arg, key = call
+        for item in getattr(ec2, method)(**{arg: ids})[key]:
+            rid = item.get("NatGatewayId") or item.get("RouteTableId") or item.get("SubnetId") \
+                or item.get("GroupId") or item.get("InternetGatewayId")
+            where[rid] = {item.get("VpcId")} | {a.get("VpcId") for a in item.get("Attachments") or []}
+    return [r for r in kinds if where.get(r["id"], set()) & vpcs]
+
+
+def _state_resources(values: dict) -> list[dict]:
+    """Every resource of a state's values tree, child modules included."""
+    out, stack = [], [values.get("root_module") or {}]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules") or [])
+        out.extend(module.get("resources") or [])
+    return out
+
+
 def _state(ec2, res: dict) -> str:
     if res["type"] == "instance":
         reservations = ec2.describe_instances(InstanceIds=[res["id"]])["Reservations"]

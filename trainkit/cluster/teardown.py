@@ -60,7 +60,7 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
             if sweep:
                 result["swept"] = _sweep_untracked(cluster, runner, confirm_sweep)
             else:
-                result["untracked"] = _warn_untracked(cluster, runner)
+                result["swept"], result["untracked"] = _clear_untracked(cluster, runner)
             try:
                 failed = _terraform_destroy(runner, sweep)
             except TrainkitError as err:
@@ -128,32 +128,59 @@ def _still_there(state_left: list[str], tagged_left: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def _untracked(cluster: Cluster, runner) -> list[dict]:
+def _untracked(cluster: Cluster, runner, values: dict | None = None) -> list[dict]:
     """What carries the cluster's tag but is not in the state (terraform never learned of it: a
     create whose response was lost, then retried). [] when the cloud has no sweeper or the check
-    cannot run (the leftover check after destroy reports that)."""
+    cannot run (the leftover check after destroy reports that). `values`: the state's, if read."""
     sweeper = tag_sweeper(cluster.spec.cloud)
     if sweeper is None:
         return []
-    tracked = _state_ids(runner.state_json().get("values") or {})
+    tracked = _state_ids(values if values is not None else runner.state_json().get("values") or {})
     try:
         return [r for r in sweeper.find(cluster) if r["id"] not in tracked]
     except Exception:  # noqa: BLE001 - reported by the leftover check after destroy
         return []
 
 
-def _warn_untracked(cluster: Cluster, runner) -> list[dict]:
-    """Without --sweep: say before terraform destroy starts that copies the state does not hold
-    will hold up the deletes of what they use (a subnet, a security group, the VPC: the provider
-    retries those for minutes, then destroy fails), and how to delete them too. Returns them."""
-    untracked = _untracked(cluster, runner)
+def _clear_untracked(cluster: Cluster, runner) -> tuple[list[dict], list[dict]]:
+    """Without --sweep, before terraform destroy: (deleted, untracked). Copies the state does not
+    hold that sit inside a network the state holds (a route table, subnet, security group or
+    instance in the cluster's VPC) are deleted first: they carry the cluster's tag AND live in the
+    VPC this destroy deletes, which the cloud refuses while they exist (the provider retries
+    DeleteVpc for minutes, then fails). The others (disks, addresses, keys: outside the VPC) are
+    named, and left to `--sweep`."""
+    values = runner.state_json().get("values") or {}
+    untracked = _untracked(cluster, runner, values)
+    sweeper = tag_sweeper(cluster.spec.cloud)
+    inside: list[dict] = []
+    if untracked and hasattr(sweeper, "in_network"):
+        try:
+            inside = sweeper.in_network(cluster, untracked, values)
+        except Exception as err:  # noqa: BLE001 - then they are only named, as below
+            progress.info(f"could not tell which untracked resources are in the cluster's network: {err}")
+    if inside:
+        with progress.step(f"deleting {len(inside)} resource(s) in the cluster's network that the state does not "
+                           "hold (a create whose answer was lost): "
+                           + ", ".join(f"{r['type']} {r['id']}" for r in inside)):
+            try:
+                sweeper.delete(cluster, inside)
+            except Exception as err:  # noqa: BLE001 - what is left is named below
+                progress.info(f"sweep: {err}")
+        untracked = _untracked(cluster, runner, values)
+    left = {r["id"] for r in untracked}
+    return [r for r in inside if r["id"] not in left], _warn_untracked(cluster, untracked)
+
+
+def _warn_untracked(cluster: Cluster, untracked: list[dict]) -> list[dict]:
+    """Say before terraform destroy starts that copies the state does not hold will hold up the
+    deletes of what they use, and how to delete them too. Returns them."""
     if untracked:
         progress.info(f"warning: {len(untracked)} resource(s) tagged {RESERVED_TAG}={cluster.name} are not in "
                       "the state (a create whose answer was lost): "
                       + ", ".join(f"{r['type']} {r['id']}" for r in untracked)
-                      + ". terraform destroy cannot delete what they use and retries for minutes before it "
-                      f"fails; stop it (Ctrl-C) and run `trainkit destroy {cluster.source} --sweep` to delete "
-                      "them first")
+                      + f". terraform destroy does not delete them: `trainkit destroy {cluster.source} --sweep` "
+                      "does, first. If one uses what terraform deletes, terraform retries that delete for "
+                      "minutes before it fails: stop it (Ctrl-C) and run --sweep")
     return untracked
 
 

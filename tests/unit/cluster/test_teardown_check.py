@@ -104,3 +104,44 @@ def test_plain_destroy_names_untracked_copies_before_terraform_waits_behind_them
     assert caught.value.exit_code == errors.DESTROY and "DependencyViolation" in caught.value.message
     assert "--sweep" in caught.value.fix and "(1 tagged resource(s)" in caught.value.fix
     assert (ws.root / "outputs.json").exists()
+
+
+class _NetworkSweeper(_Sweeper):
+    """The AWS sweeper's shape: it can tell which untracked copies sit in the state's VPC."""
+
+    def __init__(self, events: list[str]):
+        super().__init__(events)
+        self.deleted: list[str] = []
+
+    def find(self, cluster):
+        self.events.append("find")
+        found = [{"type": "instance", "id": "i-tracked"}, {"type": "volume", "id": "vol-lost"}]
+        return found + ([] if self.deleted else [{"type": "route-table", "id": "rtb-lost-copy"}])
+
+    def in_network(self, cluster, found, values):
+        assert values["root_module"]  # the state's values, read once by destroy
+        return [r for r in found if r["type"] == "route-table"]
+
+    def delete(self, cluster, found):
+        self.events.append("delete " + ",".join(r["id"] for r in found))
+        self.deleted += [r["id"] for r in found]
+
+
+def test_plain_destroy_deletes_untracked_copies_in_the_clusters_network_first(tmp_path, monkeypatch):
+    # rtb-lost-copy (tagged, in the state's VPC) would block DeleteVpc: plain destroy deletes it
+    # before terraform destroy; vol-lost is outside the VPC: only named, left to --sweep
+    cluster = load_cluster(REPO / "examples" / "clusters" / "aws-moto.yaml")
+    ws = Workspace(tmp_path / "ws").ensure()
+    ws.terraform_dir.mkdir(parents=True, exist_ok=True)
+    (ws.terraform_dir / "terraform.tfstate").write_text("{}")
+    events: list[str] = []
+    sweeper = _NetworkSweeper(events)
+    monkeypatch.setattr(teardown, "render_and_init", lambda *a, **kw: (_Runner(events), None))
+    monkeypatch.setattr(teardown, "tag_sweeper", lambda cloud: sweeper)
+    monkeypatch.setattr(teardown.progress, "info", lambda text: events.append(text))
+    with pytest.raises(TrainkitError):
+        teardown.destroy(cluster, ws)
+    assert events.index("delete rtb-lost-copy") < events.index("terraform destroy")
+    warning = next(e for e in events if e.startswith("warning:"))
+    assert "vol-lost" in warning and "rtb-lost-copy" not in warning and "--sweep" in warning
+    assert sweeper.deleted == ["rtb-lost-copy"]
