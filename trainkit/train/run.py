@@ -8,6 +8,7 @@ bitwise-identically; `summarize` builds summary.json. When and what to save is
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
@@ -28,6 +29,7 @@ from trainkit.train.model import build_model, build_optimizer, check_fits
 log = logging.getLogger("trainkit.train")
 
 
+_NO_AUTOCAST = contextlib.nullcontext()   # reusable: nullcontext keeps no state
 # Micro-batches of per-sample keys hashed at once (Run.keys): 256 x micro int64s, 128 KiB at micro 64.
 KEY_BLOCK = 256
 
@@ -69,8 +71,9 @@ class Run:
     def autocast(self):
         # One meaning of AMP for every strategy: FSDP autocasts too (its MixedPrecisionPolicy
         # keeps fp32), so 1 process, DDP and FSDP differ only by float reduction order.
-        on = self.amp_dtype is not None
-        return torch.autocast(self.info.device.type, dtype=self.amp_dtype, enabled=on)
+        if self.amp_dtype is None:   # fp32: no autocast object to build and enter per micro-batch
+            return _NO_AUTOCAST
+        return torch.autocast(self.info.device.type, dtype=self.amp_dtype)
 
     def keys(self, micro: int) -> torch.Tensor:
         """Per-sample RNG keys of micro-batch `micro` of this step: rank r's item k of the epoch
