@@ -6,7 +6,9 @@ Alibaba Tag API doc "ListTagResources", ARNs `arn:acs:<service>:<region>:<accoun
 (alibabacloud-tea-openapi, already a dependency of the ECS price adapter): ECS instances
 (DeleteInstances Force=true, then waits until DescribeInstances no longer lists them), disks, NAS
 file systems, security groups, vSwitches, VPCs, key pairs, in that order. A type with no delete
-call here is reported. Credentials: ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (or ALICLOUD_*).
+call here is reported. `in_network` tells which found instances, vSwitches and security groups sit
+in a VPC the Terraform state holds (ECS DescribeInstances / DescribeSecurityGroups, VPC
+DescribeVSwitches). Credentials: ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (or ALICLOUD_*).
 `cluster.spec.endpoints[<product>]` (e.g. `tag`, `ecs`), when present, overrides an endpoint.
 """
 
@@ -17,7 +19,7 @@ import json
 from typing import Any
 
 from trainkit.clouds.prices_alicloud import _env
-from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
+from trainkit.clouds.sweep_common import batches, gone_ok, in_order, in_vpcs, report_undeletable, wait_gone
 from trainkit.util import progress
 
 TAG = "trainkit-cluster"
@@ -89,6 +91,53 @@ def find(cluster) -> list[dict[str, Any]]:
         if not token:
             break
     return in_order(found, ORDER)
+
+
+def _instance_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    # ECS "DescribeInstances" (https://www.alibabacloud.com/help/doc-detail/25506.html): InstanceIds a
+    # JSON array of at most 100, MaxResults at most 100; Instances.Instance[].VpcAttributes.VpcId
+    ecs, out = _Api(cluster, "ecs", "2014-05-26"), {}
+    for chunk in batches(ids, 100):
+        page = ecs.call("DescribeInstances", {"InstanceIds": json.dumps(chunk), "MaxResults": 100})
+        for item in (page.get("Instances") or {}).get("Instance") or []:
+            out[item["InstanceId"]] = {(item.get("VpcAttributes") or {}).get("VpcId")}
+    return out
+
+
+def _security_group_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    # ECS "DescribeSecurityGroups" (https://alibabacloud.com/help/doc-detail/25556.htm): SecurityGroupIds a
+    # JSON array of at most 100, MaxResults at most 100; SecurityGroups.SecurityGroup[].VpcId
+    ecs, out = _Api(cluster, "ecs", "2014-05-26"), {}
+    for chunk in batches(ids, 100):
+        page = ecs.call("DescribeSecurityGroups", {"SecurityGroupIds": json.dumps(chunk), "MaxResults": 100})
+        for item in (page.get("SecurityGroups") or {}).get("SecurityGroup") or []:
+            out[item["SecurityGroupId"]] = {item.get("VpcId")}
+    return out
+
+
+def _vswitch_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    # VPC "DescribeVSwitches", 2016-04-28 (https://alibabacloud.com/help/en/vpc/developer-reference/
+    # api-vpc-2016-04-28-describevswitches): one VSwitchId a call; VSwitches.VSwitch[].VpcId
+    vpc, out = _Api(cluster, "vpc", "2016-04-28"), {}
+    for vsw in ids:
+        for item in (vpc.call("DescribeVSwitches", {"VSwitchId": vsw}).get("VSwitches") or {}).get("VSwitch") or []:
+            out[item["VSwitchId"]] = {item.get("VpcId")}
+    return out
+
+
+# What sits in one VPC, and how to ask which: DeleteVpc needs the VPC's vSwitches and instances gone
+# first ("DeleteVpc", VPC API 2016-04-28, https://www.alibabacloud.com/help/doc-detail/35738.htm), and a
+# security group belongs to the VPC its VpcId names (ECS "DescribeSecurityGroups"). Left out: NAS file
+# systems, which are in no VPC themselves (their mount targets are, and terraform mounts only the file
+# system it tracks, so an untracked copy has none); disks and key pairs, which are in no network.
+IN_VPC = {"instance": _instance_vpcs, "security-group": _security_group_vpcs, "vswitch": _vswitch_vpcs}
+
+
+def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list[dict[str, Any]]:
+    """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show -json`
+    values): instances, vSwitches, security groups. Those hold up the state's DeleteVpc; nothing
+    outside those VPCs is returned. Raises the SDK's error on a failed call."""
+    return in_vpcs(cluster, found, state_values, "alicloud_vpc", IN_VPC)
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:

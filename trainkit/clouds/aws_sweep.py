@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainkit.clouds.sweep_common import state_ids
+
 TAG = "trainkit-cluster"
 # (type in the ARN, EC2/EFS delete order). Types not listed are reported but never deleted.
 ORDER = ("instance", "natgateway", "file-system", "volume", "elastic-ip", "internet-gateway",
@@ -73,7 +75,7 @@ def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list
     """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show
     -json` values): instances, NAT and internet gateways, route tables, subnets, security groups.
     Those block the state's DeleteVpc; nothing outside those VPCs is returned."""
-    vpcs = {r["values"]["id"] for r in _state_resources(state_values) if r.get("type") == "aws_vpc"}
+    vpcs = state_ids(state_values, "aws_vpc")
     kinds = [r for r in found if r["type"] in _IN_VPC]
     if not vpcs or not kinds:
         return []
@@ -93,16 +95,6 @@ def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list
                 or item.get("GroupId") or item.get("InternetGatewayId")
             where[rid] = {item.get("VpcId")} | {a.get("VpcId") for a in item.get("Attachments") or []}
     return [r for r in kinds if where.get(r["id"], set()) & vpcs]
-
-
-def _state_resources(values: dict) -> list[dict]:
-    """Every resource of a state's values tree, child modules included."""
-    out, stack = [], [values.get("root_module") or {}]
-    while stack:
-        module = stack.pop()
-        stack.extend(module.get("child_modules") or [])
-        out.extend(module.get("resources") or [])
-    return out
 
 
 def _state(ec2, res: dict) -> str:

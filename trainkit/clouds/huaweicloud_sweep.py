@@ -6,8 +6,10 @@ service's REST delete API, signed with the official SDK core's AK/SK signer (hua
 already a dependency of the BSS price adapter; no per-service SDK is needed): ECS servers (batch
 delete with their volumes, then waits for the job), NAT gateways, SFS Turbo file systems, EVS
 disks, EIPs, security groups, subnets, VPCs, KPS key pairs, in that order. A type with no delete
-call here is reported. Credentials: HW_ACCESS_KEY / HW_SECRET_KEY, HW_PROJECT_ID (the region's
-project id; HW_DOMAIN_ID is sent to the global TMS when set). `cluster.spec.endpoints[<service>]`
+call here is reported. `in_network` tells which found servers, NAT gateways, SFS Turbo file systems
+and subnets sit in a VPC the Terraform state holds (each service's "query details" API).
+Credentials: HW_ACCESS_KEY / HW_SECRET_KEY, HW_PROJECT_ID (the region's project id; HW_DOMAIN_ID is
+sent to the global TMS when set). `cluster.spec.endpoints[<service>]`
 (e.g. `tms`, `ecs`), when present, overrides a service's endpoint.
 """
 
@@ -18,7 +20,7 @@ import os
 import time
 from typing import Any
 
-from trainkit.clouds.sweep_common import in_order
+from trainkit.clouds.sweep_common import in_order, state_ids
 from trainkit.errors import InputError
 from trainkit.util import progress
 
@@ -36,6 +38,28 @@ DELETE = {"nat-gateway": ("nat", "DELETE", "/v2/{p}/nat_gateways/{id}"),
           "security-group": ("vpc", "DELETE", "/v1/{p}/security-groups/{id}"),
           "vpc": ("vpc", "DELETE", "/v1/{p}/vpcs/{id}"),
           "key-pair": ("kps", "DELETE", "/v3/{p}/keypairs/{id}")}
+# What sits in one VPC: type -> (service, GET path of its "query details" API, the keys down to the VPC
+# id in the answer). A subnet holds its servers, NAT gateway and SFS Turbo file system, and the VPC its
+# subnets: each must go before what holds it. Security groups are left out: Huawei's are not in a VPC
+# (the create API's vpc_id "is only used as a prompt and does not restrict that the security group must
+# be associated with the VPC", VPC API "Creating a Security Group",
+# https://support.huaweicloud.com/intl/en-us/api-vpc/vpc_sg01_0001.html), so no VPC's delete waits on
+# one. Disks, EIPs and key pairs are in no VPC.
+IN_VPC = {
+    # ECS "Querying Details About an ECS" (ShowServer, https://support.huaweicloud.com/api-ecs/ecs_02_0104.html):
+    # {server: {metadata: {vpc_id}}}, a metadata field the system adds: the VPC the server belongs to
+    "instance": ("ecs", "/v1/{p}/cloudservers/{id}", ("server", "metadata", "vpc_id")),
+    # NAT "Querying Details About a Specified NAT Gateway" (API v2,
+    # https://support.huaweicloud.com/intl/es-us/api-natgateway/nat_apiv2_0007.html): {nat_gateway: {router_id}},
+    # router_id "Specifies the VPC ID"
+    "nat-gateway": ("nat", "/v2/{p}/nat_gateways/{id}", ("nat_gateway", "router_id")),
+    # SFS Turbo "Querying Details About a File System" (ShowShare,
+    # https://support.huaweicloud.com/intl/en-us/api-sfsturbo/ShowShare.html): top-level vpc_id
+    "file-system": ("sfs-turbo", "/v1/{p}/sfs-turbo/shares/{id}", ("vpc_id",)),
+    # VPC "Querying Subnet Details" (ShowSubnet, https://support.huaweicloud.com/api-vpc/vpc_subnet01_0002.md):
+    # {subnet: {vpc_id}}
+    "subnet": ("vpc", "/v1/{p}/subnets/{id}", ("subnet", "vpc_id")),
+}
 WAIT_S, POLL_S = 600, 5  # ECS batch delete is an async job (ECS API doc "Deleting ECSs in a Batch")
 
 
@@ -93,6 +117,25 @@ def find(cluster) -> list[dict[str, Any]]:
         if not rows or offset >= int(page.get("total_count") or 0):
             break
     return in_order(found, ORDER)
+
+
+def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list[dict[str, Any]]:
+    """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show -json`
+    values): servers, NAT gateways, SFS Turbo file systems, subnets. Those hold up the state's subnet and
+    VPC deletes; nothing outside those VPCs is returned. Raises on a failed call."""
+    vpcs = state_ids(state_values, "huaweicloud_vpc")
+    kinds = [r for r in found if r["type"] in IN_VPC]
+    if not vpcs or not kinds:
+        return []
+    api, inside = _Api(cluster), []
+    for res in kinds:
+        service, path, keys = IN_VPC[res["type"]]
+        value: Any = api.call(service, "GET", path.format(p=api.project, id=res["id"]))
+        for key in keys:
+            value = (value or {}).get(key)
+        if value in vpcs:
+            inside.append(res)
+    return inside
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:

@@ -38,3 +38,36 @@ def report_undeletable(found: list[dict], deletable, ref: str, say: Callable[[st
     for res in found:
         if res["type"] not in deletable:
             say(f"cannot delete {res['type']} {res['id']} ({res[ref]}) here: delete it in the console")
+
+
+def state_ids(values: dict, rtype: str) -> set[str]:
+    """The ids of a state's resources of type `rtype`. `values`: `terraform show -json`'s "values"
+    tree, a root_module whose resources and child_modules (nested) hold {type, values: {id, ...}}."""
+    ids, stack = set(), [values.get("root_module") or {}]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules") or [])
+        ids |= {r["values"]["id"] for r in module.get("resources") or []
+                if r.get("type") == rtype and (r.get("values") or {}).get("id")}
+    return ids
+
+
+def batches(ids: list[str], size: int) -> list[list[str]]:
+    """`ids` in lists of at most `size` (what one describe call takes)."""
+    return [ids[i:i + size] for i in range(0, len(ids), size)]
+
+
+def in_vpcs(cluster, found: list[dict], state_values: dict, vpc_type: str, asks: dict) -> list[dict]:
+    """The resources of `found` whose VPC is one the state holds (resources of `vpc_type` in
+    `terraform show -json` values). `asks[type](cluster, ids) -> {id: {vpc ids}}` says where the
+    resources of one type are; types without an entry are in no VPC and never returned."""
+    vpcs = state_ids(state_values, vpc_type)
+    kinds = [r for r in found if r["type"] in asks]
+    if not vpcs or not kinds:
+        return []
+    where: dict[str, set] = {}
+    for kind, ask in asks.items():
+        ids = [r["id"] for r in kinds if r["type"] == kind]
+        if ids:
+            where.update(ask(cluster, ids))
+    return [r for r in kinds if where.get(r["id"], set()) & vpcs]

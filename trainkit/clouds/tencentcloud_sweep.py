@@ -6,6 +6,8 @@ each product's delete action through the official SDK's CommonClient (tencentclo
 common, already a dependency of the CVM price adapter): instances (CVM TerminateInstances, then
 waits until DescribeInstances no longer lists them), CBS disks, CFS file systems, security
 groups, subnets, VPCs, key pairs, in that order. A type with no delete call here is reported.
+`in_network` tells which found instances, subnets and CFS file systems sit in a VPC the Terraform
+state holds (CVM DescribeInstances, VPC DescribeSubnets, CFS DescribeMountTargets).
 Credentials: TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY. `cluster.spec.endpoints[<service>]`
 (e.g. `tag`, `cvm`), when present, overrides a service's endpoint.
 """
@@ -16,7 +18,7 @@ import functools
 import os
 from typing import Any
 
-from trainkit.clouds.sweep_common import gone_ok, in_order, report_undeletable, wait_gone
+from trainkit.clouds.sweep_common import batches, gone_ok, in_order, in_vpcs, report_undeletable, wait_gone
 from trainkit.util import progress
 
 TAG = "trainkit-cluster"
@@ -69,6 +71,57 @@ def find(cluster) -> list[dict[str, Any]]:
         if not token:
             break
     return in_order(found, ORDER)
+
+
+def _instance_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    # CVM "DescribeInstances" (https://tencentcloud.com/document/product/213/33258): InstanceIds.N at most
+    # 100 a request, Limit default 20, at most 100; InstanceSet[].VirtualPrivateCloud.VpcId
+    cvm, out = _client(cluster, "cvm", "2017-03-12"), {}
+    for chunk in batches(ids, 100):
+        page = cvm.call_json("DescribeInstances", {"InstanceIds": chunk, "Limit": 100})["Response"]
+        for item in page.get("InstanceSet") or []:
+            out[item["InstanceId"]] = {(item.get("VirtualPrivateCloud") or {}).get("VpcId")}
+    return out
+
+
+def _subnet_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    # VPC "DescribeSubnets" (https://www.tencentcloud.com/document/api/215/15784): SubnetIds.N at most 100
+    # a request, Limit a String, default 20, at most 100; SubnetSet[].VpcId
+    vpc, out = _client(cluster, "vpc", "2017-03-12"), {}
+    for chunk in batches(ids, 100):
+        page = vpc.call_json("DescribeSubnets", {"SubnetIds": chunk, "Limit": "100"})["Response"]
+        for item in page.get("SubnetSet") or []:
+            out[item["SubnetId"]] = {item.get("VpcId")}
+    return out
+
+
+def _file_system_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    # A CFS file system is created with a VPC and subnet, where its mount target sits (nas.tf); CFS
+    # "DescribeMountTargets" (https://tencentcloud.com/document/api/582/34513): one FileSystemId a call;
+    # MountTargets[].VpcId (DescribeCfsFileSystems' FileSystemInfo names no VPC)
+    cfs, out = _client(cluster, "cfs", "2019-07-19"), {}
+    for fs in ids:
+        targets = cfs.call_json("DescribeMountTargets", {"FileSystemId": fs})["Response"].get("MountTargets") or []
+        out[fs] = {t.get("VpcId") for t in targets}
+    return out
+
+
+# What sits in one VPC, and how to ask which: DeleteVpc needs the VPC empty of CVMs and the like, and
+# DeleteSubnet the subnet empty of its resources (VPC API "DeleteVpc",
+# https://www.tencentcloud.com/document/api/215/15775, "DeleteSubnet" .../215/15783). Security groups are
+# left out: Tencent's are regional, not in a VPC ("instances with the same network security isolation
+# demands in one region can be put into the same security group", security group "Introduction",
+# https://www.tencentcloud.com/document/product/1098/52810; a group is created with no VpcId, and
+# tencentcloud_security_group has none), so no VPC's delete waits on one. Disks and key pairs are in no
+# network.
+IN_VPC = {"instance": _instance_vpcs, "file-system": _file_system_vpcs, "subnet": _subnet_vpcs}
+
+
+def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list[dict[str, Any]]:
+    """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show -json`
+    values): instances, CFS file systems, subnets. Those hold up the state's DeleteSubnet and DeleteVpc;
+    nothing outside those VPCs is returned. Raises the SDK's error on a failed call."""
+    return in_vpcs(cluster, found, state_values, "tencentcloud_vpc", IN_VPC)
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:

@@ -9,6 +9,7 @@ and the delete calls in dependency order.
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +17,22 @@ import pytest
 
 def _cluster(url: str, region: str, services: tuple[str, ...]):
     return SimpleNamespace(name="demo", spec=SimpleNamespace(region=region, endpoints={s: url for s in services}))
+
+
+def _state_with_vpc(vpc_type: str, vpc_id: str) -> dict:
+    """`terraform show -json` values: the VPC in a child module (the cluster module), a subnet beside it."""
+    return {"root_module": {"resources": [], "child_modules": [{"address": "module.cluster", "resources": [
+        {"address": "module.cluster.x.this", "type": vpc_type, "values": {"id": vpc_id}},
+        {"address": "module.cluster.y.this", "type": vpc_type.replace("vpc", "subnet"), "values": {"id": "sub-s"}}]}]}}
+
+
+# Where each resource of the in_network tests sits: one of each VPC-scoped type in the state's VPC, one
+# in another VPC.
+IN_STATE, ELSEWHERE = "vpc-state", "vpc-other"
+
+
+def _vpc_of(rid: str) -> str:
+    return IN_STATE if rid.endswith("-in") else ELSEWHERE
 
 
 # --- Tencent ---------------------------------------------------------------------------------
@@ -90,6 +107,50 @@ def test_tencent_delete_treats_not_found_as_gone_but_raises_other_errors(price_s
     assert [r["headers"]["x-tc-action"] for r in seen] == ["TerminateDisks", "DeleteVpc"]
 
 
+def tc_network_answer(req: dict) -> dict:
+    """CVM DescribeInstances: {Response: {TotalCount, InstanceSet: [{InstanceId, VirtualPrivateCloud: {VpcId,
+    SubnetId}}]}}; VPC DescribeSubnets: {Response: {TotalCount, SubnetSet: [{SubnetId, VpcId}]}}; CFS
+    DescribeMountTargets: {Response: {NumberOfMountTargets, MountTargets: [{FileSystemId, VpcId, SubnetId}]}}.
+    Anything else, or an id it does not know, gets the documented error shape."""
+    action, body = req["headers"]["x-tc-action"], req["body"]
+    known = {"ins-in", "ins-out", "subnet-in", "subnet-out", "cfs-in", "cfs-out"}
+    if action == "DescribeInstances" and set(body) == {"InstanceIds", "Limit"} and set(body["InstanceIds"]) <= known:
+        rows = [{"InstanceId": i, "InstanceState": "RUNNING",
+                 "VirtualPrivateCloud": {"VpcId": _vpc_of(i), "SubnetId": "subnet-x", "AsVpcGateway": False}}
+                for i in body["InstanceIds"]]
+        return {"Response": {"TotalCount": len(rows), "InstanceSet": rows, "RequestId": "r"}}
+    if action == "DescribeSubnets" and set(body) == {"SubnetIds", "Limit"} and set(body["SubnetIds"]) <= known:
+        rows = [{"SubnetId": i, "VpcId": _vpc_of(i), "CidrBlock": "10.0.0.0/24"} for i in body["SubnetIds"]]
+        return {"Response": {"TotalCount": len(rows), "SubnetSet": rows, "RequestId": "r"}}
+    if action == "DescribeMountTargets" and set(body) == {"FileSystemId"} and body["FileSystemId"] in known:
+        fs = body["FileSystemId"]
+        rows = [{"FileSystemId": fs, "MountTargetId": f"mount-{fs}", "VpcId": _vpc_of(fs), "SubnetId": "subnet-x",
+                 "NetworkInterface": "vpc", "LifeCycleState": "available"}]
+        return {"Response": {"NumberOfMountTargets": 1, "MountTargets": rows, "RequestId": "r"}}
+    return {"Response": {"Error": {"Code": "InvalidParameter", "Message": f"{action} {body}"}, "RequestId": "r"}}
+
+
+def test_tencent_in_network_asks_where_each_vpc_scoped_resource_sits(price_stub, monkeypatch):
+    from trainkit.clouds import tencentcloud_sweep as sweep
+
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "AKIDtest")
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "sk")
+    found = [{"type": t, "id": i, "resource": f"qcs::x:ap-guangzhou:uin/100:{t}/{i}"} for t, i in [
+        ("instance", "ins-in"), ("instance", "ins-out"), ("disk", "disk-1"), ("file-system", "cfs-in"),
+        ("file-system", "cfs-out"), ("security-group", "sg-1"), ("subnet", "subnet-in"), ("subnet", "subnet-out")]]
+    with price_stub(tc_network_answer) as (url, seen):
+        cluster = _cluster(url, "ap-guangzhou", ("cvm", "vpc", "cfs"))
+        inside = sweep.in_network(cluster, found, _state_with_vpc("tencentcloud_vpc", IN_STATE))
+        assert sweep.in_network(cluster, found, _state_with_vpc("tencentcloud_subnet", IN_STATE)) == []
+    assert [r["id"] for r in inside] == ["ins-in", "cfs-in", "subnet-in"]
+    # security groups are regional on Tencent, disks in no network: neither is asked about
+    assert [(r["headers"]["x-tc-action"], r["body"]) for r in seen] == [
+        ("DescribeInstances", {"InstanceIds": ["ins-in", "ins-out"], "Limit": 100}),
+        ("DescribeMountTargets", {"FileSystemId": "cfs-in"}), ("DescribeMountTargets", {"FileSystemId": "cfs-out"}),
+        ("DescribeSubnets", {"SubnetIds": ["subnet-in", "subnet-out"], "Limit": "100"})]
+    assert all(r["headers"]["authorization"].startswith("TC3-HMAC-SHA256") for r in seen)
+
+
 # --- Alibaba ---------------------------------------------------------------------------------
 
 ALI_ARNS = ["arn:acs:ecs:cn-hangzhou:123:instance/i-1", "arn:acs:vpc:cn-hangzhou:123:vpc/vpc-1",
@@ -148,6 +209,59 @@ def test_alibaba_delete_goes_in_dependency_order(price_stub, ali_env):
                      "DeleteVSwitch", "DeleteVpc", "DeleteKeyPairs"]
     assert _ali_params(seen[1])["InstanceId.1"] == "i-1" and _ali_params(seen[1])["Force"] == "true"
     assert _ali_params(seen[-1])["KeyPairNames"] == '["demo-key"]'
+
+
+def _json_ids(params: dict, key: str) -> list | None:
+    """A JSON-array id parameter (`InstanceIds='["i-1"]'`), or None when absent or not one."""
+    try:
+        ids = json.loads(params[key])
+    except (KeyError, ValueError):
+        return None
+    return ids if isinstance(ids, list) and ids else None
+
+
+def ali_network_answer(req: dict):
+    """ECS DescribeInstances: {Instances: {Instance: [{InstanceId, VpcAttributes: {VpcId, VSwitchId}}]}};
+    ECS DescribeSecurityGroups: {SecurityGroups: {SecurityGroup: [{SecurityGroupId, VpcId}]}}; VPC
+    (2016-04-28) DescribeVSwitches: {VSwitches: {VSwitch: [{VSwitchId, VpcId}]}}. Anything else, or an id it
+    does not know, gets HTTP 400 with the documented error body {Code, Message, RequestId}."""
+    action, version, params = _ali_action(req), req["headers"].get("x-acs-version"), _ali_params(req)
+    known = {"i-in", "i-out", "sg-in", "sg-out", "vsw-in", "vsw-out"}
+    instances, groups = _json_ids(params, "InstanceIds"), _json_ids(params, "SecurityGroupIds")
+    if (action, version) == ("DescribeInstances", "2014-05-26") and instances and set(instances) <= known:
+        rows = [{"InstanceId": i, "Status": "Running", "InstanceNetworkType": "vpc",
+                 "VpcAttributes": {"VpcId": _vpc_of(i), "VSwitchId": "vsw-x", "PrivateIpAddress": {"IpAddress": []}}}
+                for i in instances]
+        return {"RequestId": "r", "TotalCount": len(rows), "Instances": {"Instance": rows}}
+    if (action, version) == ("DescribeSecurityGroups", "2014-05-26") and groups and set(groups) <= known:
+        rows = [{"SecurityGroupId": i, "VpcId": _vpc_of(i), "SecurityGroupType": "normal"} for i in groups]
+        return {"RequestId": "r", "TotalCount": len(rows), "RegionId": "cn-hangzhou",
+                "SecurityGroups": {"SecurityGroup": rows}}
+    if (action, version) == ("DescribeVSwitches", "2016-04-28") and params.get("VSwitchId") in known:
+        rows = [{"VSwitchId": params["VSwitchId"], "VpcId": _vpc_of(params["VSwitchId"]), "Status": "Available"}]
+        return {"RequestId": "r", "TotalCount": 1, "PageNumber": 1, "PageSize": 10, "VSwitches": {"VSwitch": rows}}
+    return 400, {"RequestId": "r", "Code": "InvalidParameter", "Message": f"{action} {version} {params}"}
+
+
+def test_alibaba_in_network_asks_where_each_vpc_scoped_resource_sits(price_stub, ali_env):
+    from trainkit.clouds import alicloud_sweep as sweep
+
+    found = [{"type": t, "id": i, "arn": f"arn:acs:x:cn-hangzhou:123:{t}/{i}"} for t, i in [
+        ("instance", "i-in"), ("instance", "i-out"), ("disk", "d-1"), ("file-system", "nas-1"),
+        ("security-group", "sg-in"), ("security-group", "sg-out"), ("vswitch", "vsw-in"), ("vswitch", "vsw-out")]]
+    with price_stub(ali_network_answer) as (url, seen):
+        cluster = _cluster(url, "cn-hangzhou", ("ecs", "vpc"))
+        inside = sweep.in_network(cluster, found, _state_with_vpc("alicloud_vpc", IN_STATE))
+        assert sweep.in_network(cluster, found, _state_with_vpc("alicloud_vswitch", IN_STATE)) == []
+    assert [r["id"] for r in inside] == ["i-in", "sg-in", "vsw-in"]
+    # NAS file systems are in no VPC themselves, disks in no network: neither is asked about
+    asked = [(_ali_action(r), {k: v for k, v in _ali_params(r).items() if k.endswith(("Ids", "Id"))}) for r in seen]
+    assert asked == [("DescribeInstances", {"InstanceIds": '["i-in", "i-out"]', "RegionId": "cn-hangzhou"}),
+                     ("DescribeSecurityGroups", {"SecurityGroupIds": '["sg-in", "sg-out"]', "RegionId": "cn-hangzhou"}),
+                     ("DescribeVSwitches", {"VSwitchId": "vsw-in", "RegionId": "cn-hangzhou"}),
+                     ("DescribeVSwitches", {"VSwitchId": "vsw-out", "RegionId": "cn-hangzhou"})]
+    assert all(_ali_params(r)["MaxResults"] == "100" for r in seen[:2])
+    assert all("authorization" in r["headers"] for r in seen)
 
 
 # --- Huawei ----------------------------------------------------------------------------------
@@ -213,6 +327,47 @@ def test_huawei_delete_goes_in_dependency_order_and_reports_what_it_cannot(price
     assert seen[1]["body"]["servers"] == [{"id": "srv-1"}] and seen[1]["body"]["delete_volume"] is True
     assert all(r["headers"]["authorization"].startswith("SDK-HMAC-SHA256") for r in seen)
     assert "cannot delete dns:zones zone-1" in capsys.readouterr().err
+
+
+HW_DETAILS = {  # GET path -> the documented answer, with the VPC id where each API puts it
+    "/v1/p0/cloudservers/{}": lambda i: {"server": {"id": i, "status": "ACTIVE",
+                                                    "metadata": {"vpc_id": _vpc_of(i), "charging_mode": "0"}}},
+    "/v2/p0/nat_gateways/{}": lambda i: {"nat_gateway": {"id": i, "router_id": _vpc_of(i), "spec": "1",
+                                                         "internal_network_id": "net-x", "status": "ACTIVE"}},
+    "/v1/p0/sfs-turbo/shares/{}": lambda i: {"id": i, "vpc_id": _vpc_of(i), "subnet_id": "net-x", "status": "200"},
+    "/v1/p0/subnets/{}": lambda i: {"subnet": {"id": i, "vpc_id": _vpc_of(i), "status": "ACTIVE"}},
+}
+
+
+def hw_network_answer(req: dict):
+    """ECS ShowServer, NAT gateway details, SFS Turbo ShowShare, VPC ShowSubnet (HW_DETAILS); anything else,
+    or an id it does not know, gets 404 with the documented error body {error_code, error_msg}."""
+    for path, answer in HW_DETAILS.items():
+        for rid in ("srv-in", "srv-out", "nat-in", "nat-out", "fs-in", "fs-out", "sub-in", "sub-out"):
+            if req["method"] == "GET" and req["path"] == path.format(rid):
+                return answer(rid)
+    return 404, {"error_code": "Common.0404", "error_msg": f"{req['method']} {req['path']}"}
+
+
+def test_huawei_in_network_asks_where_each_vpc_scoped_resource_sits(price_stub, hw_env):
+    from trainkit.clouds import huaweicloud_sweep as sweep
+
+    found = [{"type": t, "id": i, "name": f"demo-{i}", "resource_type": "x"} for t, i in [
+        ("instance", "srv-in"), ("instance", "srv-out"), ("nat-gateway", "nat-in"), ("nat-gateway", "nat-out"),
+        ("file-system", "fs-in"), ("file-system", "fs-out"), ("disk", "vol-1"), ("security-group", "sg-1"),
+        ("subnet", "sub-in"), ("subnet", "sub-out")]]
+    with price_stub(hw_network_answer) as (url, seen):
+        cluster = _cluster(url, "cn-north-4", ("ecs", "nat", "sfs-turbo", "vpc"))
+        inside = sweep.in_network(cluster, found, _state_with_vpc("huaweicloud_vpc", IN_STATE))
+        assert sweep.in_network(cluster, found, _state_with_vpc("huaweicloud_vpc_subnet", IN_STATE)) == []
+    assert [r["id"] for r in inside] == ["srv-in", "nat-in", "fs-in", "sub-in"]
+    # Huawei security groups are not in a VPC, disks in no network: neither is asked about
+    assert [(r["method"], r["path"]) for r in seen] == [
+        ("GET", "/v1/p0/cloudservers/srv-in"), ("GET", "/v1/p0/cloudservers/srv-out"),
+        ("GET", "/v2/p0/nat_gateways/nat-in"), ("GET", "/v2/p0/nat_gateways/nat-out"),
+        ("GET", "/v1/p0/sfs-turbo/shares/fs-in"), ("GET", "/v1/p0/sfs-turbo/shares/fs-out"),
+        ("GET", "/v1/p0/subnets/sub-in"), ("GET", "/v1/p0/subnets/sub-out")]
+    assert all(r["headers"]["authorization"].startswith("SDK-HMAC-SHA256") for r in seen)
 
 
 # --- through destroy's leftover check ---------------------------------------------------------
