@@ -24,7 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from python_terraform import IsFlagged, Terraform
 
@@ -110,12 +110,15 @@ class TerraformRunner:
 
     def show_json(self, plan: Path, phase: int = errors.PLAN) -> dict:
         res = self._run("show", str(plan), phase=phase, json=IsFlagged, no_color=IsFlagged, quiet=True)
-        return json.loads(res.output)
+        return _json_out(res.output)
 
     def state_json(self, phase: int = errors.PLAN) -> dict:
-        """`terraform show -json` of the backend's current state ({} when there is none)."""
-        res = self._run("show", phase=phase, json=IsFlagged, no_color=IsFlagged, quiet=True)
-        return json.loads(res.output or "{}")
+        """The backend's current state as `terraform show -json` shapes it ({"values": {outputs,
+        root_module}}; {} when there is none), read with `terraform state pull`: that starts no
+        provider, where `show -json` starts each one for its schema (about 2.4 s of CPU for
+        hashicorp/aws on a 2-core machine), so destroy's and status's reads cost a fraction."""
+        res = self._run("state", "pull", phase=phase, quiet=True)
+        return show_shape(_json_out(res.output))
 
     def apply_plan(self, plan: Path) -> None:
         self._run("apply", str(plan), phase=errors.APPLY, input=False, no_color=IsFlagged)
@@ -226,6 +229,83 @@ class TerraformRunner:
                            "nothing was changed",
                            fix=f"wait for it to finish and run the command again; only if it crashed: "
                                f"terraform -chdir={self.workdir} force-unlock {lock_id} (log: {self.log_path})")
+
+
+def _json_out(output: str) -> dict:
+    """The JSON document of a command's output ({} when there is none). stderr is merged into it,
+    and terraform writes its warnings there (a CLI config it cannot open, a deprecated backend
+    argument): the document is the first line that starts with "{"."""
+    lines = output.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("{"):
+            return json.JSONDecoder().raw_decode("".join(lines[i:]))[0]
+    return {}
+
+
+def show_shape(raw: dict) -> dict:
+    """A raw state (`terraform state pull`: format version 4, `resources[]` each with `module`,
+    `mode`, `type`, `name`, `instances[]` of `index_key`, `attributes`) in the shape `terraform show
+    -json` gives the same state: {"values": {"outputs", "root_module": {resources, child_modules}}},
+    resources as {address, mode, type, name, index?, provider_name, values}, modules nested by
+    address (terraform's internal/command/jsonstate). {} for an empty or missing state. Pure."""
+    if not raw.get("resources") and not raw.get("outputs"):
+        return {}
+    root: dict[str, Any] = {"resources": [], "child_modules": []}
+    modules = {"": root}
+
+    def module(path: str) -> dict:
+        if path not in modules:
+            parent = module(path.rsplit(".module.", 1)[0] if ".module." in path else "")
+            modules[path] = {"address": path, "resources": [], "child_modules": []}
+            parent["child_modules"].append(modules[path])
+        return modules[path]
+
+    for res in raw.get("resources") or []:
+        path = res.get("module") or ""
+        kind = f"{'data.' if res.get('mode') == 'data' else ''}{res['type']}.{res['name']}"
+        for inst in res.get("instances") or []:
+            key = inst.get("index_key")
+            index = "" if key is None else f"[{json.dumps(key)}]"
+            item = {"address": f"{path + '.' if path else ''}{kind}{index}", "mode": res.get("mode", "managed"),
+                    "type": res["type"], "name": res["name"], "provider_name": _provider_name(res.get("provider", "")),
+                    "values": {k: _undynamic(v) for k, v in (inst.get("attributes") or {}).items()}}
+            if key is not None:
+                item["index"] = key
+            if inst.get("deposed"):
+                item["deposed_key"] = inst["deposed"]
+            module(path)["resources"].append(item)
+    outputs = {k: {"value": v.get("value"), "sensitive": bool(v.get("sensitive"))}
+               for k, v in (raw.get("outputs") or {}).items()}
+    return {"values": {"outputs": outputs, "root_module": root}}
+
+
+def _undynamic(value: Any) -> Any:
+    """An attribute of schema type `dynamic` (terraform_data's input and output) is stored as
+    {"value": v, "type": <type constraint>}; show -json gives v. Anything else is returned as is."""
+    if isinstance(value, dict) and value.keys() == {"value", "type"} and _is_type(value["type"]):
+        return value["value"]
+    return value
+
+
+def _is_type(t: Any) -> bool:
+    """A type constraint as terraform's JSON writes it: "string", ["list", "number"],
+    ["object", {"a": "bool"}] (an optional third item lists optional attributes), ["tuple", [...]]."""
+    if isinstance(t, str):
+        return t in ("string", "number", "bool", "dynamic")
+    if not isinstance(t, list) or len(t) < 2:
+        return False
+    kind, inner = t[0], t[1]
+    if kind in ("list", "set", "map"):
+        return len(t) == 2 and _is_type(inner)
+    if kind == "object":
+        return isinstance(inner, dict) and all(_is_type(v) for v in inner.values()) and len(t) <= 3
+    return kind == "tuple" and len(t) == 2 and isinstance(inner, list) and all(_is_type(v) for v in inner)
+
+
+def _provider_name(provider: str) -> str:
+    """'provider["registry.terraform.io/hashicorp/aws"]' -> 'registry.terraform.io/hashicorp/aws'."""
+    found = re.search(r'provider\["([^"]+)"\]', provider)
+    return found.group(1) if found else provider
 
 
 def _interrupt(proc: subprocess.Popen) -> None:
