@@ -6,11 +6,12 @@ lifecycle there: each is minutes of the aws provider's polls.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pytest
 from fault_proxy import Faults
-from moto_aws import assert_nothing_left, leftovers, trainkit, write_spec
+from moto_aws import assert_nothing_left, aws, leftovers, trainkit, write_spec
 
 from trainkit import errors
 
@@ -35,6 +36,21 @@ def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
 
     copies = set(leftovers(moto, "aws-moto")["subnets"]) - tracked
 
+    # A create cut off by an interrupt leaves an EFS mount target the state does not hold: it takes
+    # no tags, and it keeps the file system (FileSystemInUse) and its subnet from being deleted.
+    # Here: a tagged subnet in another zone, and a mount target of the cluster's file system in it.
+    ec2, efs = aws(moto, "ec2"), aws(moto, "efs")
+    vpc = next(r["instances"][0]["attributes"] for r in state_subnets["resources"] if r["type"] == "aws_vpc")
+    fs = next(r["instances"][0]["attributes"]["id"] for r in state_subnets["resources"]
+              if r["type"] == "aws_efs_file_system")
+    used = [ipaddress.ip_network(n["CidrBlock"]) for n in ec2.describe_subnets(
+        Filters=[{"Name": "vpc-id", "Values": [vpc["id"]]}])["Subnets"]]
+    free = next(n for n in ipaddress.ip_network(vpc["cidr_block"]).subnets(new_prefix=24)
+                if not any(n.overlaps(u) for u in used))
+    extra = ec2.create_subnet(VpcId=vpc["id"], CidrBlock=str(free), AvailabilityZone="us-east-1c", TagSpecifications=[
+        {"ResourceType": "subnet", "Tags": [{"Key": "trainkit-cluster", "Value": "aws-moto"}]}])["Subnet"]["SubnetId"]
+    target = efs.create_mount_target(FileSystemId=fs, SubnetId=extra)["MountTargetId"]
+
     # A plain destroy (no --sweep) deletes the copy first: it carries the cluster's tag and sits in
     # the VPC this destroy deletes, whose DeleteVpc it would block. terraform destroy then fails on
     # the security group (an IAM policy denies DeleteSecurityGroup); the workspace is kept.
@@ -42,9 +58,11 @@ def test_a_create_whose_response_was_lost_is_swept(repo, tmp_path, faulty_moto):
     proxy.faults = Faults(refuse={"DeleteSecurityGroup": denied})
     plain = trainkit("destroy", spec, "--workdir", ws, "--yes", check_rc=errors.DESTROY)
     assert "in the cluster's network that the state does not hold" in plain.stderr, plain.stderr
-    assert all(f"subnet {c}" in plain.stderr for c in copies) and "Traceback" not in plain.stderr
+    assert all(f"subnet {c}" in plain.stderr for c in copies | {extra}) and "Traceback" not in plain.stderr
+    assert f"mount-target {target}" in plain.stderr
     left = leftovers(moto, "aws-moto")
-    assert not set(left["subnets"]) & copies and left["security_groups"]  # the copy is gone, the group stays
+    assert not set(left["subnets"]) & (copies | {extra}) and left["security_groups"]  # the copies are gone
+    assert not left["file_systems"]   # its stray mount target no longer held it; the group stays
 
     # With --sweep, terraform destroy fails on the group again: the sweep deletes everything else it
     # can and names what it could not delete

@@ -11,6 +11,7 @@ AWS environment variables or profile; custom `endpoints:` in the spec (an emulat
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from trainkit.clouds.sweep_common import state_ids
@@ -97,6 +98,35 @@ def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list
     return [r for r in kinds if where.get(r["id"], set()) & vpcs]
 
 
+def untracked_parts(cluster, state_values: dict) -> list[dict[str, Any]]:
+    """EFS mount targets of the state's file systems that the state does not hold: a mount target
+    takes no tags, so the tag API never finds one, yet it keeps its file system (DeleteFileSystem:
+    FileSystemInUse, "Must delete all mount targets") and its subnet from being deleted. Only
+    file systems the state holds are asked about, so every one returned is the cluster's."""
+    file_systems = state_ids(state_values, "aws_efs_file_system")
+    if not file_systems:
+        return []
+    held, efs = state_ids(state_values, "aws_efs_mount_target"), _client(cluster, "efs", "efs")
+    return [{"type": "mount-target", "id": t["MountTargetId"], "arn": None, "file_system": fs, "untagged": True}
+            for fs in sorted(file_systems)
+            for t in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"] if t["MountTargetId"] not in held]
+
+
+def _delete_mount_targets(efs, targets: list[dict], wait_s: float = 600.0) -> None:
+    """Delete mount targets and wait until their file systems no longer list them: DeleteMountTarget
+    returns while the target is still "deleting", and DescribeMountTargets shows when it is gone
+    (Amazon EFS API reference, "DeleteMountTarget")."""
+    for t in targets:
+        efs.delete_mount_target(MountTargetId=t["id"])
+    deadline = time.monotonic() + wait_s
+    for fs in sorted({t["file_system"] for t in targets}):
+        mine = {t["id"] for t in targets if t["file_system"] == fs}
+        while mine & {m["MountTargetId"] for m in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]}:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"EFS mount targets {sorted(mine)} still deleting after {wait_s:.0f} s")
+            time.sleep(5)
+
+
 def _state(ec2, res: dict) -> str:
     if res["type"] == "instance":
         reservations = ec2.describe_instances(InstanceIds=[res["id"]])["Reservations"]
@@ -117,6 +147,7 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
         ec2.delete_nat_gateway(NatGatewayId=nat)
     if ids["natgateway"]:
         ec2.get_waiter("nat_gateway_deleted").wait(NatGatewayIds=ids["natgateway"])
+    _delete_mount_targets(efs, [r for r in found if r["type"] == "mount-target"])
     for fs in ids["file-system"]:
         for target in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]:
             efs.delete_mount_target(MountTargetId=target["MountTargetId"])

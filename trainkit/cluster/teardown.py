@@ -147,17 +147,20 @@ def _clear_untracked(cluster: Cluster, runner) -> tuple[list[dict], list[dict]]:
     hold that sit inside a network the state holds (a route table, subnet, security group or
     instance in the cluster's VPC) are deleted first: they carry the cluster's tag AND live in the
     VPC this destroy deletes, which the cloud refuses while they exist (the provider retries
-    DeleteVpc for minutes, then fails). The others (disks, addresses, keys: outside the VPC) are
-    named, and left to `--sweep`."""
+    DeleteVpc for minutes, then fails); so are untaggable parts of what the state holds that it
+    does not list (an EFS mount target: `untracked_parts`). The others (disks, addresses, keys:
+    outside the VPC) are named, and left to `--sweep`."""
     values = runner.state_json().get("values") or {}
     untracked = _untracked(cluster, runner, values)
     sweeper = tag_sweeper(cluster.spec.cloud)
     inside: list[dict] = []
-    if untracked and hasattr(sweeper, "in_network"):
-        try:
+    try:
+        if untracked and hasattr(sweeper, "in_network"):
             inside = sweeper.in_network(cluster, untracked, values)
-        except Exception as err:  # noqa: BLE001 - then they are only named, as below
-            progress.info(f"could not tell which untracked resources are in the cluster's network: {err}")
+        if hasattr(sweeper, "untracked_parts"):   # untaggable parts of what the state holds
+            inside += sweeper.untracked_parts(cluster, values)
+    except Exception as err:  # noqa: BLE001 - then they are only named, as below
+        progress.info(f"could not tell which untracked resources are in the cluster's network: {err}")
     if inside:
         with progress.step(f"deleting {len(inside)} resource(s) in the cluster's network that the state does not "
                            "hold (a create whose answer was lost): "
@@ -168,6 +171,11 @@ def _clear_untracked(cluster: Cluster, runner) -> tuple[list[dict], list[dict]]:
                 progress.info(f"sweep: {err}")
         untracked = _untracked(cluster, runner, values)
     left = {r["id"] for r in untracked}
+    if any(r.get("untagged") for r in inside):   # not found by tag: asked again the same way
+        try:
+            left |= {r["id"] for r in sweeper.untracked_parts(cluster, values)}
+        except Exception:  # noqa: BLE001 - terraform destroy then names what holds the file system
+            left |= {r["id"] for r in inside if r.get("untagged")}
     return [r for r in inside if r["id"] not in left], _warn_untracked(cluster, untracked)
 
 
