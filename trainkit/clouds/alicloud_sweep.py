@@ -5,10 +5,13 @@ Alibaba Tag API doc "ListTagResources", ARNs `arn:acs:<service>:<region>:<accoun
 `delete` calls each product's delete action through the official SDK's generic `call_api`
 (alibabacloud-tea-openapi, already a dependency of the ECS price adapter): ECS instances
 (DeleteInstances Force=true, then waits until DescribeInstances no longer lists them), disks, NAS
-file systems, security groups, vSwitches, VPCs, key pairs, in that order. A type with no delete
-call here is reported. `in_network` tells which found instances, vSwitches and security groups sit
-in a VPC the Terraform state holds (ECS DescribeInstances / DescribeSecurityGroups, VPC
-DescribeVSwitches). Credentials: ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (or ALICLOUD_*).
+mount targets (then waits until DescribeMountTargets no longer lists them), NAS file systems, security
+groups, vSwitches, VPCs, key pairs, in that order. A type with no delete call here is reported.
+`untracked_parts` lists the NAS mount targets of the state's file systems that the state does not hold
+(a mount target takes no tags, so the Tag API never finds one). `in_network` tells which found
+instances, vSwitches and security groups sit in a VPC the Terraform state holds (ECS
+DescribeInstances / DescribeSecurityGroups, VPC DescribeVSwitches). Credentials:
+ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (or ALICLOUD_*).
 `cluster.spec.endpoints[<product>]` (e.g. `tag`, `ecs`), when present, overrides an endpoint.
 """
 
@@ -19,23 +22,29 @@ import json
 from typing import Any
 
 from trainkit.clouds.prices_alicloud import _env
-from trainkit.clouds.sweep_common import batches, gone_ok, in_order, in_vpcs, report_undeletable, wait_gone
+from trainkit.clouds.sweep_common import batches, gone_ok, in_order, in_vpcs, report_undeletable, state_ids, wait_gone
 from trainkit.util import progress
 
 TAG = "trainkit-cluster"
 TYPES = {"instance": "instance", "disk": "disk", "filesystem": "file-system", "securitygroup": "security-group",
          "vswitch": "vswitch", "vpc": "vpc", "keypair": "key-pair"}
-# type -> (product, API version, action, the requests for a list of ids), in dependency order
+# type -> (product, API version, action, the requests for a list of found resources), in dependency order.
+# A mount target ("mount-target", from `untracked_parts`: its id is the mount target domain) goes before
+# its file system: NAS "DeleteMountTarget", 2017-06-26, FileSystemId and MountTargetDomain, both required
+# (https://www.alibabacloud.com/help/en/nas/developer-reference/api-nas-2017-06-26-deletemounttarget).
 DELETE = {
     "instance": ("ecs", "2014-05-26", "DeleteInstances",
-                 lambda ids: [{"Force": "true", **{f"InstanceId.{n}": i for n, i in enumerate(ids, 1)}}]),
-    "disk": ("ecs", "2014-05-26", "DeleteDisk", lambda ids: [{"DiskId": i} for i in ids]),
-    "file-system": ("nas", "2017-06-26", "DeleteFileSystem", lambda ids: [{"FileSystemId": i} for i in ids]),
+                 lambda rows: [{"Force": "true", **{f"InstanceId.{n}": r["id"] for n, r in enumerate(rows, 1)}}]),
+    "disk": ("ecs", "2014-05-26", "DeleteDisk", lambda rows: [{"DiskId": r["id"]} for r in rows]),
+    "mount-target": ("nas", "2017-06-26", "DeleteMountTarget",
+                     lambda rows: [{"FileSystemId": r["file_system"], "MountTargetDomain": r["id"]} for r in rows]),
+    "file-system": ("nas", "2017-06-26", "DeleteFileSystem", lambda rows: [{"FileSystemId": r["id"]} for r in rows]),
     "security-group": ("ecs", "2014-05-26", "DeleteSecurityGroup",
-                       lambda ids: [{"SecurityGroupId": i} for i in ids]),
-    "vswitch": ("vpc", "2016-04-28", "DeleteVSwitch", lambda ids: [{"VSwitchId": i} for i in ids]),
-    "vpc": ("vpc", "2016-04-28", "DeleteVpc", lambda ids: [{"VpcId": i} for i in ids]),
-    "key-pair": ("ecs", "2014-05-26", "DeleteKeyPairs", lambda ids: [{"KeyPairNames": json.dumps(ids)}]),
+                       lambda rows: [{"SecurityGroupId": r["id"]} for r in rows]),
+    "vswitch": ("vpc", "2016-04-28", "DeleteVSwitch", lambda rows: [{"VSwitchId": r["id"]} for r in rows]),
+    "vpc": ("vpc", "2016-04-28", "DeleteVpc", lambda rows: [{"VpcId": r["id"]} for r in rows]),
+    "key-pair": ("ecs", "2014-05-26", "DeleteKeyPairs",
+                 lambda rows: [{"KeyPairNames": json.dumps([r["id"] for r in rows])}]),
 }
 ORDER = tuple(DELETE)
 WAIT_S = 600  # instance release takes minutes at most (ECS API doc "DeleteInstances")
@@ -140,20 +149,57 @@ def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list
     return in_vpcs(cluster, found, state_values, "alicloud_vpc", IN_VPC)
 
 
+def untracked_parts(cluster, state_values: dict) -> list[dict[str, Any]]:
+    """NAS mount targets of the state's file systems that the state does not hold: a mount target
+    takes no tags, so the Tag API never finds one (a create cut off by an interrupted apply leaves
+    one), yet DeleteFileSystem refuses a file system that still has mount targets. Only file systems
+    the state holds are asked about, so every one returned is the cluster's. Each is {type:
+    "mount-target", id: <mount target domain>, file_system, untagged: True}. Raises the SDK's error
+    on a failed call."""
+    file_systems = state_ids(state_values, "alicloud_nas_file_system")
+    if not file_systems:
+        return []
+    # The provider's id for alicloud_nas_mount_target is "<file_system_id>:<mount_target_domain>" (the
+    # bare domain before provider 1.95.0): terraform-provider-alicloud, website/docs/r/
+    # nas_mount_target.html.markdown, "Attributes Reference" and "Import".
+    held, nas = state_ids(state_values, "alicloud_nas_mount_target"), _Api(cluster, "nas", "2017-06-26")
+    return [{"type": "mount-target", "id": domain, "arn": None, "file_system": fs, "untagged": True}
+            for fs in sorted(file_systems) for domain in _mount_targets(nas, fs)
+            if f"{fs}:{domain}" not in held and domain not in held]
+
+
+def _mount_targets(nas: _Api, file_system: str) -> list[str]:
+    # NAS "DescribeMountTargets", 2017-06-26 ("File Storage NAS:DescribeMountTargets",
+    # https://www.alibabacloud.com/help/en/nas/developer-reference/api-nas-2017-06-26-describemounttargets):
+    # FileSystemId required; PageSize 1 to 100 (default 10), PageNumber from 1; the answer holds TotalCount
+    # and MountTargets.MountTarget[].MountTargetDomain (the doc's JSON sample, also in AlibabaCloudDocs/nas
+    # "DescribeMountTargets.md").
+    domains, page = [], 1
+    while True:
+        answer = nas.call("DescribeMountTargets", {"FileSystemId": file_system, "PageSize": 100, "PageNumber": page})
+        rows = (answer.get("MountTargets") or {}).get("MountTarget") or []
+        domains += [r["MountTargetDomain"] for r in rows]
+        if not rows or len(domains) >= int(answer.get("TotalCount") or 0):
+            return domains
+        page += 1
+
+
 def delete(cluster, found: list[dict[str, Any]]) -> None:
     """Delete `found` in dependency order; types with no delete call are reported, not skipped.
 
     Raises the SDK's error on the first failed call."""
     report_undeletable(found, DELETE, "arn", progress.info)
     for kind, (product, version, action, requests) in DELETE.items():
-        ids = [r["id"] for r in found if r["type"] == kind]
-        if not ids:
+        rows = [r for r in found if r["type"] == kind]
+        if not rows:
             continue
         api = _Api(cluster, product, version)
-        for params in requests(ids):
+        for params in requests(rows):
             gone_ok(functools.partial(api.call, action, params))
         if kind == "instance":
-            _wait_gone(api, ids)
+            _wait_gone(api, [r["id"] for r in rows])
+        if kind == "mount-target":
+            _wait_mount_targets_gone(api, rows)
 
 
 def _wait_gone(ecs: _Api, ids: list[str]) -> None:
@@ -162,3 +208,15 @@ def _wait_gone(ecs: _Api, ids: list[str]) -> None:
         return bool(found.get("Instance"))
 
     wait_gone(listed, ids, "DeleteInstances", WAIT_S)
+
+
+def _wait_mount_targets_gone(nas: _Api, targets: list[dict[str, Any]]) -> None:
+    """Poll DescribeMountTargets until no file system lists the deleted mount targets. The API doc does
+    not say when a deleted one is gone; the provider itself polls DescribeMountTargets after
+    DeleteMountTarget until MountTargets.MountTarget is empty, for up to its 40-minute delete timeout
+    (terraform-provider-alicloud, resource_alicloud_nas_mount_target.go; docs "Timeouts")."""
+    def listed() -> bool:
+        return any({t["id"] for t in targets if t["file_system"] == fs} & set(_mount_targets(nas, fs))
+                   for fs in sorted({t["file_system"] for t in targets}))
+
+    wait_gone(listed, [t["id"] for t in targets], "DeleteMountTarget", WAIT_S, what="NAS mount targets")

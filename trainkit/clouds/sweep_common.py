@@ -18,12 +18,13 @@ def gone_ok(call: Callable[[], object]) -> None:
             raise
 
 
-def wait_gone(still_there: Callable[[], bool], ids: list[str], action: str, wait_s: float) -> None:
-    """Poll until `still_there()` is false; TimeoutError naming `ids` after `wait_s` seconds."""
+def wait_gone(still_there: Callable[[], bool], ids: list[str], action: str, wait_s: float,
+              what: str = "instances") -> None:
+    """Poll until `still_there()` is false; TimeoutError naming `ids` (`what` they are) after `wait_s` seconds."""
     deadline = time.monotonic() + wait_s
     while still_there():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"instances {', '.join(ids)} still exist {wait_s:.0f}s after {action}")
+            raise TimeoutError(f"{what} {', '.join(ids)} still exist {wait_s:.0f}s after {action}")
         time.sleep(POLL_S)
 
 

@@ -264,6 +264,79 @@ def test_alibaba_in_network_asks_where_each_vpc_scoped_resource_sits(price_stub,
     assert all("authorization" in r["headers"] for r in seen)
 
 
+NAS_FS = "1ca404a666"  # the state's NAS file system; its mount targets: the state's, and one it lost
+MT_HELD, MT_LOST = f"{NAS_FS}-wxa89.cn-hangzhou.nas.aliyuncs.com", f"{NAS_FS}-qtz12.cn-hangzhou.nas.aliyuncs.com"
+
+
+def _state_with_nas() -> dict:
+    """`terraform show -json` values: the file system and its tracked mount target, whose id the provider
+    writes "<file_system_id>:<mount_target_domain>" (alicloud_nas_mount_target docs, "Import")."""
+    return {"root_module": {"resources": [], "child_modules": [{"address": "module.cluster", "resources": [
+        {"address": "module.cluster.alicloud_nas_file_system.this[0]", "type": "alicloud_nas_file_system",
+         "values": {"id": NAS_FS}},
+        {"address": "module.cluster.alicloud_nas_mount_target.this[0]", "type": "alicloud_nas_mount_target",
+         "values": {"id": f"{NAS_FS}:{MT_HELD}", "file_system_id": NAS_FS, "mount_target_domain": MT_HELD}}]}]}}
+
+
+def ali_nas_stand_in():
+    """NAS (2017-06-26) for NAS_FS: DescribeMountTargets pages {TotalCount, PageSize, PageNumber, MountTargets:
+    {MountTarget: [{MountTargetDomain, Status, NetworkType, VpcId, VswId, AccessGroup}]}}; DeleteMountTarget
+    {RequestId}, after which the deleted one is listed once more (the delete completes asynchronously), then
+    gone. Another action or version, an unknown file system: HTTP 400 InvalidParameter; an unknown mount target
+    domain: 400 InvalidParam.MountTargetDomain (the documented error body {Code, Message, RequestId})."""
+    live, deleted = [MT_HELD, MT_LOST], []
+
+    def answer(req: dict):
+        action, version, params = _ali_action(req), req["headers"].get("x-acs-version"), _ali_params(req)
+        if version == "2017-06-26" and params.get("FileSystemId") == NAS_FS:
+            if action == "DescribeMountTargets" and {"PageSize", "PageNumber"} <= set(params):
+                size, number = int(params["PageSize"]), int(params["PageNumber"])
+                rows = [{"MountTargetDomain": d, "Status": "Active", "NetworkType": "Vpc", "VpcId": "vpc-1",
+                         "VswId": "vsw-1", "AccessGroup": "demo"} for d in live]
+                for d in deleted:  # listed this once more, gone from the next answer on
+                    live.remove(d)
+                deleted.clear()
+                return {"RequestId": "r", "TotalCount": len(rows), "PageSize": size, "PageNumber": number,
+                        "MountTargets": {"MountTarget": rows[(number - 1) * size:number * size]}}
+            if action == "DeleteMountTarget" and params.get("MountTargetDomain") in set(live) - set(deleted):
+                deleted.append(params["MountTargetDomain"])
+                return {"RequestId": "r"}
+            if action == "DeleteMountTarget":
+                return 400, {"RequestId": "r", "Code": "InvalidParam.MountTargetDomain",
+                             "Message": "The specified mount target domain does not exist."}
+        return 400, {"RequestId": "r", "Code": "InvalidParameter", "Message": f"{action} {version} {params}"}
+
+    return answer, live
+
+
+def test_alibaba_untracked_parts_finds_the_lost_nas_mount_target_and_delete_waits_it_out(
+        price_stub, ali_env, monkeypatch):
+    from trainkit.clouds import alicloud_sweep as sweep
+    from trainkit.clouds import sweep_common
+
+    monkeypatch.setattr(sweep_common, "POLL_S", 0)
+    answer, live = ali_nas_stand_in()
+    with price_stub(answer) as (url, seen):
+        cluster = _cluster(url, "cn-hangzhou", ("nas",))
+        parts = sweep.untracked_parts(cluster, _state_with_nas())
+        assert sweep.untracked_parts(cluster, _state_with_vpc("alicloud_vpc", IN_STATE)) == []  # no file system
+        assert parts == [{"type": "mount-target", "id": MT_LOST, "arn": None, "file_system": NAS_FS,
+                          "untagged": True}]
+        asked = len(seen)
+        sweep.delete(cluster, parts)
+    assert live == [MT_HELD]
+    calls = [(_ali_action(r), {k: v for k, v in _ali_params(r).items() if k in ("FileSystemId", "MountTargetDomain")})
+             for r in seen]
+    assert calls[:asked] == [("DescribeMountTargets", {"FileSystemId": NAS_FS})]
+    # the delete, then DescribeMountTargets until the file system no longer lists it (still there once)
+    assert calls[asked:] == [("DeleteMountTarget", {"FileSystemId": NAS_FS, "MountTargetDomain": MT_LOST}),
+                             ("DescribeMountTargets", {"FileSystemId": NAS_FS}),
+                             ("DescribeMountTargets", {"FileSystemId": NAS_FS})]
+    assert all(_ali_params(r)["PageSize"] == "100" for r in seen if _ali_action(r) == "DescribeMountTargets")
+    assert all(r["headers"]["x-acs-version"] == "2017-06-26" and "authorization" in r["headers"] for r in seen)
+    assert "secret-not-printed" not in str(seen)
+
+
 # --- Huawei ----------------------------------------------------------------------------------
 
 HW_ROWS = [("ecs:cloudservers", "srv-1"), ("vpc:vpcs", "vpc-1"), ("vpc:subnets", "sub-1"),
