@@ -154,7 +154,7 @@ def untracked_parts(cluster, state_values: dict) -> list[dict[str, Any]]:
     takes no tags, so the Tag API never finds one (a create cut off by an interrupted apply leaves
     one), yet DeleteFileSystem refuses a file system that still has mount targets. Only file systems
     the state holds are asked about, so every one returned is the cluster's. Each is {type:
-    "mount-target", id: <mount target domain>, file_system, untagged: True}. Raises the SDK's error
+    "mount-target", id: <mount target domain>, file_system}. Raises the SDK's error
     on a failed call."""
     file_systems = state_ids(state_values, "alicloud_nas_file_system")
     if not file_systems:
@@ -163,7 +163,7 @@ def untracked_parts(cluster, state_values: dict) -> list[dict[str, Any]]:
     # bare domain before provider 1.95.0): terraform-provider-alicloud, website/docs/r/
     # nas_mount_target.html.markdown, "Attributes Reference" and "Import".
     held, nas = state_ids(state_values, "alicloud_nas_mount_target"), _Api(cluster, "nas", "2017-06-26")
-    return [{"type": "mount-target", "id": domain, "arn": None, "file_system": fs, "untagged": True}
+    return [{"type": "mount-target", "id": domain, "arn": None, "file_system": fs}
             for fs in sorted(file_systems) for domain in _mount_targets(nas, fs)
             if f"{fs}:{domain}" not in held and domain not in held]
 

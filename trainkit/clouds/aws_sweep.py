@@ -11,16 +11,18 @@ AWS environment variables or profile; custom `endpoints:` in the spec (an emulat
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from trainkit.clouds.sweep_common import state_ids
+from trainkit.clouds.sweep_common import in_vpcs, state_ids, wait_gone
 
 TAG = "trainkit-cluster"
 # (type in the ARN, EC2/EFS delete order). Types not listed are reported but never deleted.
 ORDER = ("instance", "natgateway", "file-system", "volume", "elastic-ip", "internet-gateway",
          "route-table", "subnet", "security-group", "vpc", "key-pair")
 GONE = {"instance": ("terminated",), "natgateway": ("deleted",)}
+# How long a deleted EFS mount target may stay "deleting": trainkit's own bound (the EFS docs give
+# none), the 10 minutes the other rooms' sweepers allow an instance release.
+MOUNT_TARGET_WAIT_S = 600
 
 
 def _client(cluster, service: str, endpoint_key: str):
@@ -63,39 +65,36 @@ def find(cluster) -> list[dict[str, Any]]:
     return sorted(alive, key=lambda r: (ORDER.index(r["type"]) if r["type"] in ORDER else len(ORDER), r["id"]))
 
 
-# What lives in one VPC, and the EC2 call (and answer key) that says which: DeleteVpc fails with
-# DependencyViolation while any of these is in it ("Delete your VPC", Amazon VPC user guide).
-_IN_VPC = {"instance": None, "natgateway": ("describe_nat_gateways", "NatGatewayIds", "NatGateways"),
-           "route-table": ("describe_route_tables", "RouteTableIds", "RouteTables"),
-           "subnet": ("describe_subnets", "SubnetIds", "Subnets"),
-           "security-group": ("describe_security_groups", "GroupIds", "SecurityGroups"),
-           "internet-gateway": ("describe_internet_gateways", "InternetGatewayIds", "InternetGateways")}
+def _vpcs_of(method: str, arg: str, key: str, id_key: str):
+    """An `in_vpcs` ask: {id: {VPC ids}} from one EC2 describe call (its VpcId, or the VpcIds of
+    its attachments, as an internet gateway has)."""
+    def ask(cluster, ids: list[str]) -> dict[str, set]:
+        items = getattr(_client(cluster, "ec2", "ec2"), method)(**{arg: ids})[key]
+        return {i[id_key]: {i.get("VpcId")} | {a.get("VpcId") for a in i.get("Attachments") or []} for i in items}
+    return ask
+
+
+def _instance_vpcs(cluster, ids: list[str]) -> dict[str, set]:
+    reservations = _client(cluster, "ec2", "ec2").describe_instances(InstanceIds=ids)["Reservations"]
+    return {i["InstanceId"]: {i.get("VpcId")} for r in reservations for i in r["Instances"]}
+
+
+# What lives in one VPC, and the EC2 call that says which: DeleteVpc fails with DependencyViolation
+# while any of these is in it ("Delete your VPC", Amazon VPC user guide).
+IN_VPC = {"instance": _instance_vpcs,
+          "natgateway": _vpcs_of("describe_nat_gateways", "NatGatewayIds", "NatGateways", "NatGatewayId"),
+          "route-table": _vpcs_of("describe_route_tables", "RouteTableIds", "RouteTables", "RouteTableId"),
+          "subnet": _vpcs_of("describe_subnets", "SubnetIds", "Subnets", "SubnetId"),
+          "security-group": _vpcs_of("describe_security_groups", "GroupIds", "SecurityGroups", "GroupId"),
+          "internet-gateway": _vpcs_of("describe_internet_gateways", "InternetGatewayIds", "InternetGateways",
+                                       "InternetGatewayId")}
 
 
 def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list[dict[str, Any]]:
     """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show
     -json` values): instances, NAT and internet gateways, route tables, subnets, security groups.
     Those block the state's DeleteVpc; nothing outside those VPCs is returned."""
-    vpcs = state_ids(state_values, "aws_vpc")
-    kinds = [r for r in found if r["type"] in _IN_VPC]
-    if not vpcs or not kinds:
-        return []
-    ec2 = _client(cluster, "ec2", "ec2")
-    where: dict[str, set[str]] = {}
-    for kind, call in _IN_VPC.items():
-        ids = [r["id"] for r in kinds if r["type"] == kind]
-        if not ids:
-            continue
-        if call is None:
-            items = [i for res in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in res["Instances"]]
-            where.update({i["InstanceId"]: {i.get("VpcId")} for i in items})
-            continue
-        method, arg, key = call
-        for item in getattr(ec2, method)(**{arg: ids})[key]:
-            rid = item.get("NatGatewayId") or item.get("RouteTableId") or item.get("SubnetId") \
-                or item.get("GroupId") or item.get("InternetGatewayId")
-            where[rid] = {item.get("VpcId")} | {a.get("VpcId") for a in item.get("Attachments") or []}
-    return [r for r in kinds if where.get(r["id"], set()) & vpcs]
+    return in_vpcs(cluster, found, state_values, "aws_vpc", IN_VPC)
 
 
 def untracked_parts(cluster, state_values: dict) -> list[dict[str, Any]]:
@@ -107,24 +106,25 @@ def untracked_parts(cluster, state_values: dict) -> list[dict[str, Any]]:
     if not file_systems:
         return []
     held, efs = state_ids(state_values, "aws_efs_mount_target"), _client(cluster, "efs", "efs")
-    return [{"type": "mount-target", "id": t["MountTargetId"], "arn": None, "file_system": fs, "untagged": True}
+    return [{"type": "mount-target", "id": t["MountTargetId"], "arn": None, "file_system": fs}
             for fs in sorted(file_systems)
             for t in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"] if t["MountTargetId"] not in held]
 
 
-def _delete_mount_targets(efs, targets: list[dict], wait_s: float = 600.0) -> None:
-    """Delete mount targets and wait until their file systems no longer list them: DeleteMountTarget
-    returns while the target is still "deleting", and DescribeMountTargets shows when it is gone
-    (Amazon EFS API reference, "DeleteMountTarget")."""
+def _delete_mount_targets(efs, targets: list[dict]) -> None:
+    """Delete mount targets ({id, file_system}) and wait until their file systems no longer list
+    them: DeleteMountTarget returns while the target is still "deleting", and DeleteFileSystem
+    refuses a file system that has one (Amazon EFS API reference, "DeleteMountTarget",
+    "DeleteFileSystem")."""
     for t in targets:
         efs.delete_mount_target(MountTargetId=t["id"])
-    deadline = time.monotonic() + wait_s
-    for fs in sorted({t["file_system"] for t in targets}):
-        mine = {t["id"] for t in targets if t["file_system"] == fs}
-        while mine & {m["MountTargetId"] for m in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]}:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"EFS mount targets {sorted(mine)} still deleting after {wait_s:.0f} s")
-            time.sleep(5)
+
+    def listed() -> bool:
+        return any({t["id"] for t in targets if t["file_system"] == fs}
+                   & {m["MountTargetId"] for m in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]}
+                   for fs in sorted({t["file_system"] for t in targets}))
+
+    wait_gone(listed, [t["id"] for t in targets], "DeleteMountTarget", MOUNT_TARGET_WAIT_S, what="EFS mount targets")
 
 
 def _state(ec2, res: dict) -> str:
@@ -147,10 +147,10 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
         ec2.delete_nat_gateway(NatGatewayId=nat)
     if ids["natgateway"]:
         ec2.get_waiter("nat_gateway_deleted").wait(NatGatewayIds=ids["natgateway"])
-    _delete_mount_targets(efs, [r for r in found if r["type"] == "mount-target"])
+    _delete_mount_targets(efs, [r for r in found if r["type"] == "mount-target"] + [
+        {"id": t["MountTargetId"], "file_system": fs} for fs in ids["file-system"]
+        for t in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]])
     for fs in ids["file-system"]:
-        for target in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]:
-            efs.delete_mount_target(MountTargetId=target["MountTargetId"])
         efs.delete_file_system(FileSystemId=fs)
     for vol in ids["volume"]:
         ec2.delete_volume(VolumeId=vol)

@@ -15,12 +15,13 @@ sent to the global TMS when set). `cluster.spec.endpoints[<service>]`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from typing import Any
 
-from trainkit.clouds.sweep_common import in_order, state_ids
+from trainkit.clouds.sweep_common import in_order, in_vpcs
 from trainkit.errors import InputError
 from trainkit.util import progress
 
@@ -123,19 +124,20 @@ def in_network(cluster, found: list[dict[str, Any]], state_values: dict) -> list
     """The resources of `found` (from `find`) that sit in a VPC the state holds (`terraform show -json`
     values): servers, NAT gateways, SFS Turbo file systems, subnets. Those hold up the state's subnet and
     VPC deletes; nothing outside those VPCs is returned. Raises on a failed call."""
-    vpcs = state_ids(state_values, "huaweicloud_vpc")
-    kinds = [r for r in found if r["type"] in IN_VPC]
-    if not vpcs or not kinds:
-        return []
-    api, inside = _Api(cluster), []
-    for res in kinds:
-        service, path, keys = IN_VPC[res["type"]]
-        value: Any = api.call(service, "GET", path.format(p=api.project, id=res["id"]))
+    return in_vpcs(cluster, found, state_values, "huaweicloud_vpc",
+                   {kind: functools.partial(_vpc_of_each, kind) for kind in IN_VPC})
+
+
+def _vpc_of_each(kind: str, cluster, ids: list[str]) -> dict[str, set]:
+    """An `in_vpcs` ask: each id's VPC from its "query details" API (IN_VPC: one GET an id)."""
+    api, (service, path, keys) = _Api(cluster), IN_VPC[kind]
+    out = {}
+    for rid in ids:
+        value: Any = api.call(service, "GET", path.format(p=api.project, id=rid))
         for key in keys:
             value = (value or {}).get(key)
-        if value in vpcs:
-            inside.append(res)
-    return inside
+        out[rid] = {value}
+    return out
 
 
 def delete(cluster, found: list[dict[str, Any]]) -> None:

@@ -143,40 +143,42 @@ def _untracked(cluster: Cluster, runner, values: dict | None = None) -> list[dic
 
 
 def _clear_untracked(cluster: Cluster, runner) -> tuple[list[dict], list[dict]]:
-    """Without --sweep, before terraform destroy: (deleted, untracked). Copies the state does not
-    hold that sit inside a network the state holds (a route table, subnet, security group or
-    instance in the cluster's VPC) are deleted first: they carry the cluster's tag AND live in the
-    VPC this destroy deletes, which the cloud refuses while they exist (the provider retries
-    DeleteVpc for minutes, then fails); so are untaggable parts of what the state holds that it
-    does not list (an EFS mount target: `untracked_parts`). The others (disks, addresses, keys:
-    outside the VPC) are named, and left to `--sweep`."""
+    """Without --sweep, before terraform destroy: (deleted, untracked). What blocks the deletes of
+    what the state holds is deleted first (`_blocking`): it carries the cluster's tag AND lives in
+    the VPC this destroy deletes, or is an untaggable part of the state's own resources; the cloud
+    refuses those deletes while it exists (the provider retries DeleteVpc for minutes, then
+    fails). Other untracked copies (disks, addresses, keys: outside the VPC) are named, and left
+    to `--sweep`."""
     values = runner.state_json().get("values") or {}
     untracked = _untracked(cluster, runner, values)
-    sweeper = tag_sweeper(cluster.spec.cloud)
-    inside: list[dict] = []
-    try:
-        if untracked and hasattr(sweeper, "in_network"):
-            inside = sweeper.in_network(cluster, untracked, values)
-        if hasattr(sweeper, "untracked_parts"):   # untaggable parts of what the state holds
-            inside += sweeper.untracked_parts(cluster, values)
-    except Exception as err:  # noqa: BLE001 - then they are only named, as below
-        progress.info(f"could not tell which untracked resources are in the cluster's network: {err}")
-    if inside:
-        with progress.step(f"deleting {len(inside)} resource(s) in the cluster's network that the state does not "
-                           "hold (a create whose answer was lost): "
-                           + ", ".join(f"{r['type']} {r['id']}" for r in inside)):
-            try:
-                sweeper.delete(cluster, inside)
-            except Exception as err:  # noqa: BLE001 - what is left is named below
-                progress.info(f"sweep: {err}")
-        untracked = _untracked(cluster, runner, values)
-    left = {r["id"] for r in untracked}
-    if any(r.get("untagged") for r in inside):   # not found by tag: asked again the same way
+    sweeper, blocking = tag_sweeper(cluster.spec.cloud), _blocking(cluster, untracked, values)
+    if not blocking:
+        return [], _warn_untracked(cluster, untracked)
+    with progress.step(f"deleting {len(blocking)} resource(s) in the cluster's network that the state does not "
+                       "hold (a create whose answer was lost): "
+                       + ", ".join(f"{r['type']} {r['id']}" for r in blocking)):
         try:
-            left |= {r["id"] for r in sweeper.untracked_parts(cluster, values)}
-        except Exception:  # noqa: BLE001 - terraform destroy then names what holds the file system
-            left |= {r["id"] for r in inside if r.get("untagged")}
-    return [r for r in inside if r["id"] not in left], _warn_untracked(cluster, untracked)
+            sweeper.delete(cluster, blocking)
+        except Exception as err:  # noqa: BLE001 - what is left is named below
+            progress.info(f"sweep: {err}")
+    untracked = _untracked(cluster, runner, values)
+    left = {r["id"] for r in untracked} | {r["id"] for r in _blocking(cluster, untracked, values)}
+    return [r for r in blocking if r["id"] not in left], _warn_untracked(cluster, untracked)
+
+
+def _blocking(cluster: Cluster, untracked: list[dict], values: dict) -> list[dict]:
+    """What the state does not hold but its deletes would wait on: the tagged `untracked` copies
+    inside a VPC the state holds (the sweeper's `in_network`), and untaggable parts of the
+    state's own resources (its `untracked_parts`: an EFS or NAS mount target). [] where the room's
+    sweeper has neither, or the cloud cannot be asked (then they are named, as any other)."""
+    sweeper = tag_sweeper(cluster.spec.cloud)
+    try:
+        inside = sweeper.in_network(cluster, untracked, values) if untracked and hasattr(sweeper, "in_network") else []
+        parts = sweeper.untracked_parts(cluster, values) if hasattr(sweeper, "untracked_parts") else []
+    except Exception as err:  # noqa: BLE001 - then they are only named
+        progress.info(f"could not tell which untracked resources are in the cluster's network: {err}")
+        return []
+    return inside + parts
 
 
 def _warn_untracked(cluster: Cluster, untracked: list[dict]) -> list[dict]:

@@ -87,7 +87,6 @@ class InFlight:
             return sorted(a for a, seen in self._open.items()
                           if not _INSTANCE.search(a) and now - seen < self.still_s)
 
-
     def settled(self, now: float | None = None) -> bool:
         """Nothing but instance creations in flight, and no operation ended in the last
         `settle_s` (one that ended may have let a dependent start: SETTLE_S)."""

@@ -10,7 +10,6 @@ input.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -31,7 +30,6 @@ from trainkit.train.run import Result, Run, build_run, describe, make_saver, res
 from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 
 log = logging.getLogger("trainkit.train")
-NO_SYNC = contextlib.nullcontext()   # one process: no gradient reduction to hold back
 
 
 def train(cfg: TrainConfig) -> Result:
@@ -86,7 +84,7 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
                 x, y = next(batches)
                 wait += time.perf_counter() - t
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                sync = parallel.grad_sync(run.wrapped, micro == plan.accum - 1) if info.distributed else NO_SYNC
+                sync = parallel.grad_sync(run.wrapped, micro == plan.accum - 1)
                 with sync, run.autocast(), rng.keys_for(run.keys(micro)):  # per-sample dropout
                     loss = loss_fn(run.wrapped(x), y)
                     loss = loss / plan.accum if plan.accum > 1 else loss   # x / 1 == x: skip the op

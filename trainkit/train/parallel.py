@@ -128,14 +128,20 @@ def wrap(model: nn.Module, cfg: TrainConfig, info: DistInfo) -> tuple[nn.Module,
     return model, strategy
 
 
+_NO_SYNC_NEEDED = contextlib.nullcontext()   # reusable: nullcontext keeps no state
+
+
 def grad_sync(wrapped: nn.Module, sync: bool):
     """Skip the gradient reduction on all but the last micro-step (DDP no_sync / FSDP2
-    set_requires_gradient_sync)."""
-    if hasattr(wrapped, "set_requires_gradient_sync"):
+    set_requires_gradient_sync). Called per micro-batch: the methods are looked up on the class
+    (FSDP2 and DDP define them there), not the instance, whose nn.Module.__getattr__ raises and
+    catches an AttributeError for a plain model."""
+    cls = type(wrapped)
+    if hasattr(cls, "set_requires_gradient_sync"):
         wrapped.set_requires_gradient_sync(sync)
-        return contextlib.nullcontext()
-    if sync or not hasattr(wrapped, "no_sync"):
-        return contextlib.nullcontext()
+        return _NO_SYNC_NEEDED
+    if sync or not hasattr(cls, "no_sync"):
+        return _NO_SYNC_NEEDED
     return wrapped.no_sync()
 
 

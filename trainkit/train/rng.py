@@ -107,11 +107,16 @@ def _mix_(x: torch.Tensor) -> torch.Tensor:
 def keyed_bits(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
     """32-bit hashes (int64 < 2**32), one per element of `shape` (batch first), as a (batch, rest)
     tensor; row b depends only on keys[b] and salt."""
+    row, n = _row_keys(keys, shape, salt)
+    return _mix_(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
+
+
+def _row_keys(keys: torch.Tensor, shape: torch.Size, salt: int) -> tuple[torch.Tensor, int]:
+    """(each row's hashed key for layer `salt`, int64 < 2**32; the elements per row of `shape`)."""
     n = 1
     for d in shape[1:]:
         n *= d
-    row = mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9))
-    return _mix_(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
+    return mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9)), n
 
 
 def keep_mask(keys: torch.Tensor, shape: torch.Size, salt: int, p: float) -> torch.Tensor:
@@ -126,11 +131,8 @@ def keep_mask(keys: torch.Tensor, shape: torch.Size, salt: int, p: float) -> tor
     threshold = keep_threshold(p)
     if keys.device.type != "cpu" or threshold >= 1 << 32:
         return keyed_bits(keys, shape, salt) >= threshold
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    row = mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9)).to(torch.int32)  # the same 32 bits
-    x = row[:, None] ^ _arange32(n, keys.device)
+    row, n = _row_keys(keys, shape, salt)
+    x = row.to(torch.int32)[:, None] ^ _arange32(n, keys.device)   # the same 32 bits, as int32
     x.bitwise_xor_((x >> 16).bitwise_and_(0xFFFF))
     x.mul_(0x21F0AAAD)
     x.bitwise_xor_((x >> 15).bitwise_and_(0x1FFFF))

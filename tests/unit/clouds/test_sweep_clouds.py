@@ -320,8 +320,7 @@ def test_alibaba_untracked_parts_finds_the_lost_nas_mount_target_and_delete_wait
         cluster = _cluster(url, "cn-hangzhou", ("nas",))
         parts = sweep.untracked_parts(cluster, _state_with_nas())
         assert sweep.untracked_parts(cluster, _state_with_vpc("alicloud_vpc", IN_STATE)) == []  # no file system
-        assert parts == [{"type": "mount-target", "id": MT_LOST, "arn": None, "file_system": NAS_FS,
-                          "untagged": True}]
+        assert parts == [{"type": "mount-target", "id": MT_LOST, "arn": None, "file_system": NAS_FS}]
         asked = len(seen)
         sweep.delete(cluster, parts)
     assert live == [MT_HELD]

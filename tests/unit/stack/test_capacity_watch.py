@@ -80,6 +80,10 @@ t0 = time.monotonic()
 signal.signal(signal.SIGINT, lambda *a: (print(f"SIGINT {time.monotonic() - t0:.2f}", flush=True), sys.exit(1)))
 print("module.cluster.aws_instance.node[0]: Creating...", flush=True)
 print("module.cluster.aws_security_group_rule.egress: Creating...", flush=True)
+# the refusals come an API round trip later; wait until the parent has read the lines above, so
+# a busy machine cannot deliver the refusals to the watch before it knows the rule is in flight
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
 with open(os.environ["TF_LOG_PATH"], "w") as log:
     for _ in range(3):
         log.write("api error InsufficientInstanceCapacity: We currently do not have sufficient t\n")
@@ -101,12 +105,15 @@ def _run_child(tmp_path, rule_takes_s: float, quiet_wait_s: float) -> tuple[Capa
     watch = CapacityWatch(tmp_path / "pipe", _reader, tmp_path / "terraform.log", quiet_wait_s=quiet_wait_s)
     lines = []
     with watch:
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(rule_takes_s)], env=watch.env({}),
+        fed = tmp_path / "fed"
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(rule_takes_s), str(fed)], env=watch.env({}),
                                 stdout=subprocess.PIPE, text=True)
         watch.attach(proc)
         for line in proc.stdout:
             lines.append(line.strip())
             watch.inflight.feed(line)
+            if "egress: Creating" in line:
+                fed.touch()
         proc.wait(timeout=60)
     return watch, lines
 
