@@ -122,7 +122,7 @@ class Agreement:
     def __call__(self, loss_sum: torch.Tensor, stop: bool, save: bool) -> tuple[float, bool, bool]:
         """(global mean loss, stop if ANY rank asks, save if ANY rank asks)."""
         if not self.info.distributed:
-            return float(loss_sum), stop, save
+            return loss_sum.item(), stop, save
         self.buf[0].copy_(loss_sum.detach().reshape(()))
         self.buf[1], self.buf[2] = float(stop), float(save)
         dist.all_reduce(self.buf)

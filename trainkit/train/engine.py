@@ -73,6 +73,7 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
     """The hot loop. Returns "completed", "max_steps", "preempted" or "diverged" (the global loss
     is NaN/inf: stop before anything is saved from these weights)."""
     cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
+    move = dev.type != "cpu"   # the loader's tensors are on the CPU already: no .to() per batch
     policy, fault, agree = SavePolicy(cfg, info), SigtermFault.from_env(info.is_main), dist.Agreement(info)
     while run.epoch < cfg.epochs and run.step < run.total_steps:
         run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.per_rank)
@@ -83,9 +84,10 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
                 t = time.perf_counter()
                 x, y = next(batches)
                 wait += time.perf_counter() - t
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                if move:
+                    x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
                 sync = parallel.grad_sync(run.wrapped, micro == plan.accum - 1)
-                with sync, run.autocast(), rng.keys_for(run.keys(micro)):  # per-sample dropout
+                with sync, run.autocast(), rng.keys_for(*run.keys(micro)):  # per-sample dropout
                     loss = loss_fn(run.wrapped(x), y)
                     loss = loss / plan.accum if plan.accum > 1 else loss   # x / 1 == x: skip the op
                 run.scaler.scale(loss).backward()

@@ -55,9 +55,11 @@ def build_model(cfg: TrainConfig) -> nn.Module:
 
 def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over every target: (N, C) vs (N,) or, for sequences, (N, T, C) vs (N, T)."""
+    if logits.dtype != torch.float32:   # autocast's bf16/fp16 logits: the loss in fp32
+        logits = logits.float()
     if logits.dim() == 2 and y.dim() == 1:   # already (N, C) vs (N,): no view ops for autograd to record and replay
-        return F.cross_entropy(logits.float(), y)
-    return F.cross_entropy(logits.flatten(0, -2).float(), y.flatten())
+        return F.cross_entropy(logits, y)
+    return F.cross_entropy(logits.flatten(0, -2), y.flatten())
 
 
 @torch.no_grad()

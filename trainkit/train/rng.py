@@ -22,6 +22,7 @@ import functools
 import math
 from typing import Iterator
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -62,16 +63,17 @@ def reseed(seed: int) -> None:
 
 class keys_for:  # noqa: N801 - used as a function: `with keys_for(keys):`
     """Within this block, KeyedDropout layers draw sample b's mask from keys[b]; the global torch
-    RNG is reseeded from keys[0] (see the module docstring). A class, not a generator: it is
-    entered once per micro-batch."""
+    RNG is reseeded from keys[0] (see the module docstring), which the caller may pass as `seed`
+    when it has it as an int already. A class, not a generator: it is entered once per
+    micro-batch."""
 
-    __slots__ = ("keys", "token")
+    __slots__ = ("keys", "seed", "token")
 
-    def __init__(self, keys: torch.Tensor) -> None:
-        self.keys = keys
+    def __init__(self, keys: torch.Tensor, seed: int | None = None) -> None:
+        self.keys, self.seed = keys, seed
 
     def __enter__(self) -> None:
-        reseed(int(self.keys[0]))
+        reseed(int(self.keys[0]) if self.seed is None else self.seed)
         self.token = _KEYS.set(self.keys)
 
     def __exit__(self, *exc) -> None:
@@ -119,32 +121,80 @@ def _row_keys(keys: torch.Tensor, shape: torch.Size, salt: int) -> tuple[torch.T
     return mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9)), n
 
 
-def keep_mask(keys: torch.Tensor, shape: torch.Size, salt: int, p: float) -> torch.Tensor:
-    """`keyed_bits(keys, shape, salt) >= keep_threshold(p)`, the same booleans (batch, rest),
-    computed on int32 lanes: a third of the int64 form's time on a CPU (AVX2 has a 32-bit
-    multiply, not a 64-bit one), and a dropout layer pays it per element. The 32 hash bits are
-    held as int32: a multiplication keeps the low 32 bits, as `mix` masks them (the lanes wrap;
-    a uint32 view would too, but its kernels are not vectorised); right shifts are arithmetic on
-    int32, so their sign-extended top bits are masked off; the unsigned comparison is done signed
-    by flipping the top bit of both sides. tests/unit/train checks it element by element against
-    the int64 form. Off the CPU it is the int64 form itself."""
-    threshold = keep_threshold(p)
-    if keys.device.type != "cpu" or threshold >= 1 << 32:
-        return keyed_bits(keys, shape, salt) >= threshold
-    row, n = _row_keys(keys, shape, salt)
-    x = row.to(torch.int32)[:, None] ^ _arange32(n, keys.device)   # the same 32 bits, as int32
-    x.bitwise_xor_((x >> 16).bitwise_and_(0xFFFF))
-    x.mul_(0x21F0AAAD)
-    x.bitwise_xor_((x >> 15).bitwise_and_(0x1FFFF))
-    x.mul_(0x735A2D97)
-    x.bitwise_xor_((x >> 15).bitwise_and_(0x1FFFF))
-    return x.bitwise_xor_(-(1 << 31)) >= threshold - (1 << 31)
+def _hash32(keys: torch.Tensor, shape: torch.Size, salt: int) -> np.ndarray:
+    """`keyed_bits(keys, shape, salt)` for CPU tensors, as a uint32 numpy array (batch, rest)
+    holding the same 32 bits. A dropout layer pays this per element, every step; numpy's uint32
+    lanes have what the hash needs natively (a wrapping 32-bit multiply, AVX2 has one; logical
+    shifts), where torch's int64 form runs three times slower (no 64-bit vector multiply) and its
+    int32 form needs a mask after every arithmetic shift and 3-4 us of dispatch per op: 75 us
+    against 250 us for a 64 x 512 mask here, 2% of a digits step (benchmarks/bench_train.py).
+    `mix`'s first round over the elements costs no pass: a logical shift distributes over xor,
+    so for x = row ^ i, x ^ (x >> 16) = (row ^ (row >> 16)) ^ (i ^ (i >> 16)): one factor per
+    row and one per column."""
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    row = (keys.numpy() & M32).astype(np.uint32) ^ np.uint32(mix(salt + 0x9E3779B9))
+    _mix32_(row)
+    row ^= row >> 16
+    h = row[:, None] ^ _columns32(n)
+    h *= np.uint32(0x21F0AAAD)
+    tmp = h >> 15
+    h ^= tmp
+    h *= np.uint32(0x735A2D97)
+    np.right_shift(h, 15, out=tmp)
+    h ^= tmp
+    return h
+
+
+def _mix32_(x: np.ndarray) -> np.ndarray:
+    """`mix` of a uint32 array, in place (uint32 multiplication wraps: the low 32 bits)."""
+    x ^= x >> 16
+    x *= np.uint32(0x21F0AAAD)
+    x ^= x >> 15
+    x *= np.uint32(0x735A2D97)
+    x ^= x >> 15
+    return x
 
 
 @functools.lru_cache(maxsize=64)
-def _arange32(n: int, device: torch.device) -> torch.Tensor:
-    """0..n-1 as int32 (read-only: the element index every mask row is hashed with)."""
-    return torch.arange(n, device=device, dtype=torch.int32)
+def _columns32(n: int) -> np.ndarray:
+    """i ^ (i >> 16) for the element indexes i = 0..n-1, uint32, read-only (`_hash32`)."""
+    i = np.arange(n, dtype=np.uint32)
+    i ^= i >> 16
+    i.flags.writeable = False
+    return i
+
+
+def keep_mask(keys: torch.Tensor, shape: torch.Size, salt: int, p: float) -> torch.Tensor:
+    """`keyed_bits(keys, shape, salt) >= keep_threshold(p)`: the same booleans (batch, rest), from
+    `_hash32` on the CPU. tests/unit/train checks it element by element against the int64 form.
+    Off the CPU it is the int64 form itself."""
+    threshold = keep_threshold(p)
+    if keys.device.type != "cpu" or threshold >= 1 << 32:
+        return keyed_bits(keys, shape, salt) >= threshold
+    return torch.from_numpy(_hash32(keys, shape, salt) >= np.uint32(threshold))
+
+
+def keep_scale(keys: torch.Tensor, shape: torch.Size, salt: int, p: float) -> torch.Tensor:
+    """float32 (batch, rest): 1 / (1 - p) (rounded to float32) where `keep_mask` keeps, 0 where it
+    drops: the factor a dropout multiplies by. On the CPU without a boolean tensor (comparing into
+    bool and converting bool to float took 30 + 58 us on a 64 x 512 mask here): with k the hash's
+    top 24 bits and K the threshold's (`keep_threshold`'s low 8 bits are zero, so bits >= K << 8
+    iff k >= K), d = K - 1 - k is negative exactly where the element is kept; as int32, d >> 31
+    (arithmetic) is then all ones, elsewhere zero, and ANDed with the float32 bit pattern of the
+    scale it IS the factor, viewed as float32. |d| < 2**24: no overflow. tests/unit/train checks
+    it against the mask."""
+    scale = np.float32(1.0 / (1.0 - p) if p < 1 else 0.0)
+    if keys.device.type != "cpu" or keep_threshold(p) >= 1 << 32:
+        return keep_mask(keys, shape, salt, p).to(torch.float32).mul_(float(scale))
+    h = _hash32(keys, shape, salt)
+    h >>= 8
+    np.subtract(np.uint32((keep_threshold(p) >> 8) - 1), h, out=h)   # d = K - 1 - k, wrapping
+    d = h.view(np.int32)
+    d >>= 31
+    d &= scale.view(np.int32)
+    return torch.from_numpy(d.view(np.float32))
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,9 +220,13 @@ class KeyedDropout(nn.Dropout):
             return x
         if keys is None or keys.shape[0] != x.shape[0]:
             return F.dropout(x, self.p, True)
-        keep = keep_mask(keys.to(x.device), x.shape, self.salt, self.p).reshape(x.shape)
-        # keep is 0/1, so keep * scale is exactly 0 or scale: the same products as (x * keep) * scale
-        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p) if self.p < 1 else 0.0)
+        scale = 1.0 / (1.0 - self.p) if self.p < 1 else 0.0
+        if x.dtype == torch.float64:   # the scale in double, not rounded to float32
+            return x * keep_mask(keys.to(x.device), x.shape, self.salt, self.p).reshape(x.shape).to(x.dtype).mul_(scale)
+        factor = keep_scale(keys.to(x.device), x.shape, self.salt, self.p).reshape(x.shape)
+        # the factor is 0 or the scale rounded to float32; in bf16/fp16 rounded once more, as
+        # keep.to(dtype) * scale rounds it (a Python scalar is float32 in their op math)
+        return x * (factor if x.dtype == torch.float32 else factor.to(x.dtype))
 
 
 def swap_dropout(model: nn.Module) -> int:

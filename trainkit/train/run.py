@@ -66,7 +66,7 @@ class Run:
     step_in_epoch: int = 0
     resumed_from: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    key_block: tuple[int, int, torch.Tensor] | None = field(default=None, repr=False)  # (epoch, k0, keys)
+    key_block: KeyBlock | None = field(default=None, repr=False)
 
     def autocast(self):
         # One meaning of AMP for every strategy: FSDP autocasts too (its MixedPrecisionPolicy
@@ -75,17 +75,36 @@ class Run:
             return _NO_AUTOCAST
         return torch.autocast(self.info.device.type, dtype=self.amp_dtype)
 
-    def keys(self, micro: int) -> torch.Tensor:
-        """Per-sample RNG keys of micro-batch `micro` of this step: rank r's item k of the epoch
-        is position r + W*k of the epoch's global order (data.GlobalBatchSampler). Hashed
-        KEY_BLOCK micro-batches at a time (a pure function of epoch and position: a block is
-        reused until the loop leaves it), so a step pays a slice, not a dozen tensor ops."""
+    def keys(self, micro: int) -> tuple[torch.Tensor, int]:
+        """(per-sample RNG keys of micro-batch `micro` of this step, the first of them as an int:
+        the global RNG's seed, rng.keys_for). Rank r's item k of the epoch is position r + W*k of
+        the epoch's global order (data.GlobalBatchSampler). Hashed KEY_BLOCK micro-batches at a
+        time (a pure function of epoch and position: a block is reused until the loop leaves
+        it), and split into micro-batches then, so a step pays a list lookup, not a dozen tensor
+        ops, a slice and a conversion (40 us of a 3 ms step here, benchmarks/bench_train.py)."""
         k0 = self.step_in_epoch * self.plan.per_rank + micro * self.plan.micro
         held = self.key_block
-        if held is None or held[0] != self.epoch or not held[1] <= k0 <= held[1] + len(held[2]) - self.plan.micro:
-            pos = self.info.rank + self.info.world_size * torch.arange(k0, k0 + KEY_BLOCK * self.plan.micro)
-            held = self.key_block = (self.epoch, k0, rng.sample_keys(self.cfg.seed, self.epoch, pos))
-        return held[2][k0 - held[1]:k0 - held[1] + self.plan.micro]
+        if held is None or held.epoch != self.epoch or not 0 <= k0 - held.start < len(held.keys) * self.plan.micro:
+            held = self.key_block = KeyBlock.hash(self.cfg.seed, self.epoch, k0, self.plan.micro, self.info)
+        i = (k0 - held.start) // self.plan.micro   # k0 and start are both multiples of micro
+        return held.keys[i], held.seeds[i]
+
+
+@dataclass(frozen=True)
+class KeyBlock:
+    """The per-sample keys of KEY_BLOCK micro-batches of one epoch from item `start` of this rank,
+    one tensor per micro-batch, and each one's first key as an int (Run.keys)."""
+
+    epoch: int
+    start: int
+    keys: tuple[torch.Tensor, ...]
+    seeds: list[int]
+
+    @classmethod
+    def hash(cls, seed: int, epoch: int, start: int, micro: int, info: dist.DistInfo) -> "KeyBlock":
+        pos = info.rank + info.world_size * torch.arange(start, start + KEY_BLOCK * micro)
+        keys = rng.sample_keys(seed, epoch, pos)
+        return cls(epoch, start, keys.split(micro), keys[::micro].tolist())
 
 
 def seed_everything(seed: int) -> None:

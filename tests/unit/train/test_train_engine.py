@@ -211,21 +211,34 @@ def test_the_32_bit_keep_mask_is_the_int64_comparison(p, shape):
         keys = rng.sample_keys(seed, 3, torch.arange(shape[0]) * 977)
         want = rng.keyed_bits(keys, shape, salt) >= rng.keep_threshold(p)
         assert torch.equal(rng.keep_mask(keys, shape, salt, p), want)
+        # the factor a dropout multiplies by, made without a boolean tensor: 0 or the scale
+        scale = 1.0 / (1.0 - p) if p < 1 else 0.0
+        assert torch.equal(rng.keep_scale(keys, shape, salt, p), want.to(torch.float32).mul_(scale))
     drop = rng.KeyedDropout(p, salt=1)
-    with rng.keys_for(keys):
-        out = drop(torch.ones(shape))
-    assert out.shape == shape
+    want = rng.keyed_bits(keys, shape, 1) >= rng.keep_threshold(p)
+    x = torch.randn(shape)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        with rng.keys_for(keys):
+            out = drop(x.to(dtype))
+        # what the layer computed before the factor was made from bits: x * keep.to(dtype) * scale
+        reference = x.to(dtype) * want.reshape(shape).to(dtype).mul_(scale)
+        assert out.dtype == dtype and torch.equal(out, reference), dtype
     assert (out == 0).all() if p == 1.0 else ((out != 0).any() or p > 0.5)
 
 
-def test_run_keys_come_from_a_block_but_equal_the_per_step_hash():
+@pytest.mark.parametrize("accum", [1, 2])
+def test_run_keys_come_from_a_block_but_equal_the_per_step_hash(accum):
     from trainkit.train import dist
     from trainkit.train.run import KEY_BLOCK, build_run
 
-    run = build_run(load_config(None, ["batch=8", "workers=0"]), dist.setup("cpu"))
+    run = build_run(load_config(None, ["batch=8", f"grad_accum={accum}", "workers=0"]), dist.setup("cpu"))
     micro = run.plan.micro
-    for epoch, step in [(0, 0), (0, 1), (0, KEY_BLOCK - 1), (0, KEY_BLOCK + 3), (0, 2), (1, 2)]:
+    assert run.plan.accum == accum
+    last = KEY_BLOCK // accum   # the step whose micro-batches end the first block, then the next
+    for epoch, step in [(0, 0), (0, 1), (0, last - 1), (0, last), (0, KEY_BLOCK + 3), (0, 2), (1, 2)]:
         run.epoch, run.step_in_epoch = epoch, step
-        k0 = step * run.plan.per_rank
-        want = rng.sample_keys(run.cfg.seed, epoch, torch.arange(k0, k0 + micro))
-        assert torch.equal(run.keys(0), want), (epoch, step)
+        for m in range(accum):
+            k0 = step * run.plan.per_rank + m * micro
+            want = rng.sample_keys(run.cfg.seed, epoch, torch.arange(k0, k0 + micro))
+            keys, seed = run.keys(m)
+            assert torch.equal(keys, want) and seed == int(want[0]), (epoch, step, m)
