@@ -11,22 +11,24 @@ Prints, measured in the same run on the same model, data and batch:
   2. data-wait share of the engine's steps.
 (Checkpoint blocking: bench_checkpoint.py.)
 
-How the two are interleaved: STEP BY STEP. Both loops live in one process, each in a thread of its
-own (the main thread only installs the engine's SIGTERM handler, which must be made there, and
-waits: a loop in the main thread ran 1-2% slower than the same loop in another thread here), and
-a baton lets exactly one of them run at a time: engine step, vanilla step, engine step, ... (the first step of a
-round alternates between them, ABBA over rounds). A burst from a neighbour on a shared host, CPU
-clock changes and cache warmth then land on both loops alike; timing whole runs one after the
-other (8 rounds of 200 steps, ABBA) gave per-round ratios from 0.90 to 1.33 on a busy 2-core host,
-which hides a 2% goal. Each loop's clock covers the same span: from the first next() of a step
-through its loss.item() (the engine's own step_s, as it reports it to the Monitor), so the baton
-handover is outside both. The process is pinned to one CPU while it runs: on a VM whose vCPUs
-are a host's threads, two loops on two vCPUs measured their vCPUs as much as themselves (the
-loop-alone ratio moved from 1.00 to 1.32 between rounds). Printed per round: the ratio of median step times (robust to bursts)
-and of mean step times (which also counts the engine's periodic work, e.g. hashing 256
-micro-batches of keys at once); the headline is their median over rounds, with the spread.
-Goal: engine/vanilla <= 1.02. Both loops use workers=0 and the same in-memory digits tensors so only
-the loop differs.
+How the two are interleaved: STEP BY STEP. Both loops live in one process, each in a thread of
+its own, and a baton lets exactly one of them run at a time: engine step, vanilla step, engine
+step, ... (which loop takes a round's first step alternates, ABBA over rounds). A neighbour's burst
+on a shared host, CPU clock changes and cache warmth then land on both loops alike. Timing whole
+runs one after the other (8 rounds of 200 steps, ABBA) gave per-round ratios from 0.90 to 1.33 on
+a busy 2-core host, which hides a 2% goal.
+- The main thread only installs the engine's SIGTERM handler (it must be made there) and waits: a
+  loop in the main thread ran 1-2% slower than the same loop in another thread here.
+- The process is pinned to one CPU while it runs: on a VM whose vCPUs are a host's threads, two
+  loops on two vCPUs measured their vCPUs as much as themselves (the loop-alone ratio moved from
+  1.00 to 1.32 between rounds).
+- Each loop's clock covers the same span: from the first next() of a step through its
+  loss.item() (the engine's own step_s, as it reports it to the Monitor), so the baton handover
+  is outside both.
+Printed per round: the ratio of median step times (robust to bursts) and of mean step times
+(which also counts the engine's periodic work, e.g. hashing 256 micro-batches of keys at once);
+the headline is their median over rounds, with the spread (min..max). Goal: engine/vanilla <=
+1.02. Both loops use workers=0 and the same in-memory digits tensors so only the loop differs.
 """
 
 from __future__ import annotations
