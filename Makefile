@@ -38,8 +38,13 @@ $(CHECKOV_VENV)/bin/checkov:
 	$(CHECKOV_VENV)/bin/pip install -q --upgrade pip
 	$(CHECKOV_VENV)/bin/pip install -q 'checkov>=3.2,<4'
 
+# Byte-compile trainkit's own modules (an editable install has no .pyc until a process may write
+# one, and PYTHONDONTWRITEBYTECODE stops that): otherwise every trainkit process compiles the
+# modules it imports again, 0.13 s of CPU per CLI start here, and the tests start hundreds.
 venv: $(BIN)/.installed-run
+	@$(BIN)/python -m compileall -q trainkit
 venv-dev: $(BIN)/.installed-dev
+	@$(BIN)/python -m compileall -q trainkit
 checkov: $(CHECKOV_VENV)/bin/checkov
 
 cluster: venv
