@@ -68,6 +68,9 @@ def test_a_hard_stop_kills_every_process_of_the_job_also_in_other_sessions(tmp_p
     _wait(lambda: all((tmp_path / f"{n}.pid").is_file() and (tmp_path / f"{n}.pid").read_text().strip()
                       for n in names))
     pids = {n: int((tmp_path / f"{n}.pid").read_text()) for n in names}
+    # the supervisor records "starting" with pid null, then the job's pid: on a busy machine the
+    # job's children can write their files before that second record
+    _wait(lambda: json.loads(state_file.read_text())["pid"] is not None)
     job = json.loads(state_file.read_text())["pid"]
     assert os.getsid(pids["worker"]) != os.getsid(job) != os.getsid(pids["orphan"])  # sessions of their own
     _wait(lambda: {p for p, _ in json.loads(state_file.read_text())["tree"]} >= set(pids.values()))
