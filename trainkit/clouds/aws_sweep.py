@@ -147,9 +147,10 @@ def delete(cluster, found: list[dict[str, Any]]) -> None:
         ec2.delete_nat_gateway(NatGatewayId=nat)
     if ids["natgateway"]:
         ec2.get_waiter("nat_gateway_deleted").wait(NatGatewayIds=ids["natgateway"])
-    _delete_mount_targets(efs, [r for r in found if r["type"] == "mount-target"] + [
-        {"id": t["MountTargetId"], "file_system": fs} for fs in ids["file-system"]
-        for t in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]])
+    targets = {r["id"]: r for r in found if r["type"] == "mount-target"}   # one delete per target
+    targets.update({t["MountTargetId"]: {"id": t["MountTargetId"], "file_system": fs} for fs in ids["file-system"]
+                    for t in efs.describe_mount_targets(FileSystemId=fs)["MountTargets"]})
+    _delete_mount_targets(efs, list(targets.values()))
     for fs in ids["file-system"]:
         efs.delete_file_system(FileSystemId=fs)
     for vol in ids["volume"]:

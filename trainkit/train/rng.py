@@ -109,16 +109,18 @@ def _mix_(x: torch.Tensor) -> torch.Tensor:
 def keyed_bits(keys: torch.Tensor, shape: torch.Size, salt: int) -> torch.Tensor:
     """32-bit hashes (int64 < 2**32), one per element of `shape` (batch first), as a (batch, rest)
     tensor; row b depends only on keys[b] and salt."""
-    row, n = _row_keys(keys, shape, salt)
-    return _mix_(row[:, None] ^ torch.arange(n, device=keys.device, dtype=torch.int64))
+    row = mix(keys.to(torch.int64) ^ _salt_key(salt))
+    return _mix_(row[:, None] ^ torch.arange(_per_row(shape), device=keys.device, dtype=torch.int64))
 
 
-def _row_keys(keys: torch.Tensor, shape: torch.Size, salt: int) -> tuple[torch.Tensor, int]:
-    """(each row's hashed key for layer `salt`, int64 < 2**32; the elements per row of `shape`)."""
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    return mix(keys.to(torch.int64) ^ mix(salt + 0x9E3779B9)), n
+def _salt_key(salt: int) -> int:
+    """What every row key of layer `salt` is xored with before it is hashed."""
+    return mix(salt + 0x9E3779B9)
+
+
+def _per_row(shape: torch.Size) -> int:
+    """Elements per sample of an activation of `shape` (batch first)."""
+    return math.prod(shape[1:])
 
 
 def _hash32(keys: torch.Tensor, shape: torch.Size, salt: int) -> np.ndarray:
@@ -131,13 +133,10 @@ def _hash32(keys: torch.Tensor, shape: torch.Size, salt: int) -> np.ndarray:
     `mix`'s first round over the elements costs no pass: a logical shift distributes over xor,
     so for x = row ^ i, x ^ (x >> 16) = (row ^ (row >> 16)) ^ (i ^ (i >> 16)): one factor per
     row and one per column."""
-    n = 1
-    for d in shape[1:]:
-        n *= d
-    row = (keys.numpy() & M32).astype(np.uint32) ^ np.uint32(mix(salt + 0x9E3779B9))
+    row = (keys.numpy() & M32).astype(np.uint32) ^ np.uint32(_salt_key(salt))
     _mix32_(row)
     row ^= row >> 16
-    h = row[:, None] ^ _columns32(n)
+    h = row[:, None] ^ _columns32(_per_row(shape))
     h *= np.uint32(0x21F0AAAD)
     tmp = h >> 15
     h ^= tmp
