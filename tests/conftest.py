@@ -81,12 +81,14 @@ def pytest_runtest_protocol(item, nextitem):
     (measured: 96-100% busy through the process tiers), so CPU seconds, not --durations' wall
     seconds, say which tests to make cheaper."""
     log = os.environ.get("TRAINKIT_TEST_CPU_LOG")
+    if not log:   # no /proc walk per test unless asked
+        yield
+        return
     cpu, wall = _cpu_s(), time.monotonic()
     yield
-    if log:
-        with open(log, "a") as f:
-            f.write(json.dumps({"test": item.nodeid, "cpu_s": round(_cpu_s() - cpu, 1),
-                                "wall_s": round(time.monotonic() - wall, 1)}) + "\n")
+    with open(log, "a") as f:
+        f.write(json.dumps({"test": item.nodeid, "cpu_s": round(_cpu_s() - cpu, 1),
+                            "wall_s": round(time.monotonic() - wall, 1)}) + "\n")
 
 
 @pytest.hookimpl(optionalhook=True)
