@@ -4,7 +4,7 @@ destroy deletes it (or a test takes it away), and the cloud refuses what the rea
 The store is one folder (TRAINKIT_STANDIN_CLOUD), shared by every provider process a terraform
 command starts and by the test that reads it:
 
-    store.json   {"objects": {id: {"type", "attrs", "region", "seq"}}, "seq": n,
+    store.json   {"objects": {"<type> <id>": {"type", "attrs", "region", "seq"}}, "seq": n,
                   "faults": {...}, "calls": [[op, type, id], ...]}
 
 Faults a test sets (Store.set_faults), each answered as the cloud answers it (rules_*.py cite the
@@ -77,8 +77,9 @@ class Store:
             data["faults"].update(faults)
 
     def objects(self, type_name: str | None = None) -> dict[str, dict]:
-        """id -> attrs of every object (of one type) the cloud holds."""
-        return {i: o["attrs"] for i, o in self.read()["objects"].items()
+        """"<type> <id>" -> attrs of every object (of one type: id -> attrs) the cloud holds. Ids
+        are unique per type only (a Tencent CBS attachment takes its disk's id)."""
+        return {(o["attrs"]["id"] if type_name else key): o["attrs"] for key, o in self.read()["objects"].items()
                 if type_name is None or o["type"] == type_name}
 
 
@@ -141,7 +142,7 @@ class Cloud:
             attrs["id"] = self.rules.new_id(type_name, attrs, random.Random(data["seq"]))
             self.rules.fill(type_name, attrs, View(data, self.region))
             attrs = _known(attrs)
-            data["objects"][attrs["id"]] = {"type": type_name, "attrs": attrs, "region": self.region,
+            data["objects"][_key(type_name, attrs["id"])] = {"type": type_name, "attrs": attrs, "region": self.region,
                                             "seq": data["seq"]}
             data["calls"].append(["create", type_name, attrs["id"]])
             lose = data["faults"].get("lose", {})
@@ -153,7 +154,7 @@ class Cloud:
     def _update(self, type_name: str, prior: dict, planned: dict) -> dict:
         with self.store.edit() as data:
             self._throttled(data, "update", type_name)
-            obj = data["objects"].get(prior["id"])
+            obj = data["objects"].get(_key(type_name, prior["id"]))
             if obj is None:
                 raise CloudError(self.rules.not_found(type_name, prior["id"]))
             self.rules.update_check(type_name, obj["attrs"], planned, View(data, self.region))
@@ -166,24 +167,25 @@ class Cloud:
     def _delete(self, type_name: str, prior: dict) -> None:
         with self.store.edit() as data:
             self._throttled(data, "delete", type_name)
-            if prior["id"] not in data["objects"]:
+            key = _key(type_name, prior["id"])
+            if key not in data["objects"]:
                 return  # already gone: the providers treat NotFound on delete as done
-            self.rules.delete_check(type_name, data["objects"][prior["id"]]["attrs"], View(data, self.region))
-            del data["objects"][prior["id"]]
+            self.rules.delete_check(type_name, data["objects"][key]["attrs"], View(data, self.region))
+            del data["objects"][key]
             data["calls"].append(["delete", type_name, prior["id"]])
 
     def read(self, type_name: str, state: Any) -> Any:
         if state is None:
             return None
         with self.store.edit() as data:
-            obj = data["objects"].get(state.get("id"))
+            obj = data["objects"].get(_key(type_name, state.get("id")))
             data["calls"].append(["read", type_name, state.get("id")])
             return None if obj is None else copy.deepcopy(obj["attrs"])
 
     def import_(self, type_name: str, object_id: str) -> Any:
         with self.store.edit() as data:
-            obj = data["objects"].get(object_id)
-            return copy.deepcopy(obj["attrs"]) if obj and obj["type"] == type_name else None
+            obj = data["objects"].get(_key(type_name, object_id))
+            return copy.deepcopy(obj["attrs"]) if obj else None
 
     def read_data(self, type_name: str, config: dict) -> dict:
         with self.store.edit() as data:
@@ -204,8 +206,8 @@ class View:
     def __init__(self, data: dict, region: str | None):
         self.data, self.region = data, region
 
-    def get(self, object_id: str | None) -> dict | None:
-        obj = self.data["objects"].get(object_id) if object_id else None
+    def get(self, type_name: str, object_id: str | None) -> dict | None:
+        obj = self.data["objects"].get(_key(type_name, object_id)) if object_id else None
         return obj["attrs"] if obj else None
 
     def of_type(self, type_name: str) -> list[dict]:
@@ -229,6 +231,10 @@ def _known(value: Any) -> Any:
     if isinstance(value, list):
         return [_known(v) for v in value]
     return value
+
+
+def _key(type_name: str, object_id: str | None) -> str:
+    return f"{type_name} {object_id}"
 
 
 def _diag(text: str) -> dict:

@@ -70,7 +70,7 @@ def fill(type_name: str, attrs: dict, view, before: dict | None = None) -> None:
         set_if_unset(attrs, "route_table_id", hex_id("vtb-", rng))
         set_if_unset(attrs, "router_id", hex_id("vrt-", rng))
     elif type_name == "alicloud_instance":
-        vsw = view.get(attrs.get("vswitch_id")) or {}
+        vsw = view.get("alicloud_vswitch", attrs.get("vswitch_id")) or {}
         set_if_unset(attrs, "availability_zone", vsw.get("zone_id"))
         taken = {i.get("private_ip") for i in view.of_type("alicloud_instance")}
         set_if_unset(attrs, "private_ip", host_ip(vsw.get("cidr_block"), taken))
@@ -92,7 +92,7 @@ def create_check(type_name: str, attrs: dict, view) -> None:
         return
     zone = attrs.get("availability_zone")
     if unset(zone):
-        zone = (view.get(attrs.get("vswitch_id")) or {}).get("zone_id")
+        zone = (view.get("alicloud_vswitch", attrs.get("vswitch_id")) or {}).get("zone_id")
     for sold_out in view.faults.get("capacity", []):
         if sold_out["zone"] == zone and sold_out["type"] == attrs.get("instance_type"):
             raise CloudError(error("alicloud_instance", "RunInstances", "OperationDenied.NoStock",
@@ -103,12 +103,13 @@ def create_check(type_name: str, attrs: dict, view) -> None:
 def update_check(type_name: str, before: dict, after: dict, view) -> None:
     if type_name != "alicloud_instance" or before.get("vswitch_id") == after.get("vswitch_id"):
         return
-    old = (view.get(before.get("vswitch_id")) or {}).get("zone_id")
-    new = (view.get(after.get("vswitch_id")) or {}).get("zone_id")
+    old = (view.get("alicloud_vswitch", before.get("vswitch_id")) or {}).get("zone_id")
+    new = (view.get("alicloud_vswitch", after.get("vswitch_id")) or {}).get("zone_id")
     if old != new:
-        # ModifyInstanceVpcAttribute moves an instance between vSwitches of one zone only.
+        # ModifyInstanceVpcAttribute (ECS API 2014-05-26): "VSwitchId: the new vSwitch cannot be in
+        # another zone", error InvalidVSwitchId.Mismatch (400).
         raise CloudError(error("alicloud_instance", "ModifyInstanceVpcAttribute", "InvalidVSwitchId.Mismatch",
-                               "The specified VSwitch is not in the zone of the instance."))
+                               "Specified instance and virtual switch are not in the same zone."))
 
 
 def delete_check(type_name: str, attrs: dict, view) -> None:

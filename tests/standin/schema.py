@@ -8,11 +8,10 @@ resource and data source an "id" attribute, Optional and Computed, when the Go s
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
-SCHEMAS = Path(os.environ.get("TRAINKIT_STANDIN_SCHEMAS") or Path(__file__).resolve().parent / "schemas")
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
 # The providers the stand-in serves: local name -> (registry source, the release trainkit pins).
 PROVIDERS = {

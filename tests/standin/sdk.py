@@ -92,24 +92,28 @@ def _validate_attr(name: str, attr: dict, value: Any, root: dict, path: list, di
 
 
 def _check_relations(name: str, spec: dict, value: Any, root: dict, path: list, diags: list[Diag]) -> None:
-    """ConflictsWith / RequiredWith / ExactlyOneOf / AtLeastOneOf of one set attribute or block."""
-    if not is_set(value) and not isinstance(value, Unknown):
-        for key in ("exactly_one_of", "at_least_one_of"):
-            _check_group(key, spec.get(key), root, path, diags)
-        return
-    for other in spec.get("conflicts_with", []):
-        if is_set(get_path(root, other)):
-            diags.append(_error(path, "Conflicting configuration arguments",
-                                f'"{name}": conflicts with {other}'))
-    for other in spec.get("required_with", []):
-        if get_path(root, other) is None:
-            group = ",".join(spec["required_with"])
+    """ConflictsWith / RequiredWith / ExactlyOneOf / AtLeastOneOf of one attribute or block. The
+    SDK adds the attribute's own key to an ExactlyOneOf / AtLeastOneOf / RequiredWith group
+    (helper/schema/schema.go: `allKeys := removeDuplicates(append(schema.ExactlyOneOf, k))`)."""
+    own = ".".join(str(p) for p in path)
+    if is_set(value) or isinstance(value, Unknown):
+        for other in spec.get("conflicts_with", []):
+            if is_set(get_path(root, other)):
+                diags.append(_error(path, "Conflicting configuration arguments",
+                                    f'"{name}": conflicts with {other}'))
+        group = _group(spec.get("required_with"), own)
+        if group and any(get_path(root, p) is None for p in group):
             diags.append(_error(path, "Missing required argument",
-                                f'"{name}": all of `{group}` must be specified'))
-    _check_group("exactly_one_of", spec.get("exactly_one_of"), root, path, diags)
+                                f'"{name}": all of `{",".join(group)}` must be specified'))
+    for key in ("exactly_one_of", "at_least_one_of"):
+        _check_group(key, _group(spec.get(key), own), root, path, diags)
 
 
-def _check_group(key: str, group: list | None, root: dict, path: list, diags: list[Diag]) -> None:
+def _group(keys: list | None, own: str) -> list[str]:
+    return list(dict.fromkeys([*keys, own])) if keys else []
+
+
+def _check_group(key: str, group: list, root: dict, path: list, diags: list[Diag]) -> None:
     if not group:
         return
     values = [get_path(root, p) for p in group]
@@ -129,8 +133,16 @@ def check_value(check: dict, value: Any) -> str | None:
     kind = check["kind"]
     if kind == "one_of":
         allowed = check["values"]
-        if value not in allowed and not (isinstance(value, (int, float)) and float(value) in allowed):
+        if check.get("ignore_case") and isinstance(value, str):  # StringInSlice(..., true)
+            ok = value.lower() in [str(a).lower() for a in allowed]
+        else:
+            ok = value in allowed or (isinstance(value, (int, float)) and float(value) in allowed)
+        if not ok:
             return f"to be one of {allowed}, got {value}"
+    elif kind == "other" and check.get("go", "").startswith("Removed:"):
+        # terraform-plugin-sdk v1 keeps removed fields in the schema and refuses them when set
+        # (helper/schema/schema.go validateType: "[REMOVED] <message>").
+        return "to be unset: [REMOVED] " + check["go"].split(":", 1)[1].strip().strip('"')
     elif kind in ("int_between", "float_between"):
         lo, hi = check.get("min"), check.get("max")
         if not isinstance(value, (int, float)) or (lo is not None and value < lo) or (hi is not None and value > hi):
@@ -211,24 +223,31 @@ def _same_config(block: dict, prior: dict, config: dict) -> bool:
 
 
 def _replace_paths(block: dict, prior: dict, planned: dict, path: list, out: list[list]) -> None:
+    """ForceNew as the SDK applies it: an attribute that changes; on a list or set block, a change
+    in the number of elements (schemaMap.diffList/diffSet give ForceNew to the count only);
+    inside a block, the nested attributes' own ForceNew."""
     for name, attr in attributes(block).items():
         if attr.get("force_new") and _changed(prior.get(name), planned.get(name)):
             out.append(path + [name])
     for name, nested in blocks(block).items():
         before, after = prior.get(name), planned.get(name)
-        if nested.get("force_new") and _changed(before, after):
-            out.append(path + [name])
-        elif nested["nesting"] == "single" and isinstance(after, dict) and isinstance(before, dict):
-            _replace_paths(nested["block"], before, after, path + [name], out)
-        elif nested["nesting"] == "list" and isinstance(after, list) and isinstance(before, list):
-            if len(before) != len(after) and _has_force_new(nested["block"]):
+        if nested["nesting"] == "single":
+            if isinstance(after, dict) and isinstance(before, dict):
+                _replace_paths(nested["block"], before, after, path + [name], out)
+            elif nested.get("force_new") and (before is None) != (after is None):
                 out.append(path + [name])
-                continue
+            continue
+        if not isinstance(after, list) or not isinstance(before, list):
+            if nested.get("force_new") and _changed(before, after):
+                out.append(path + [name])
+            continue
+        if len(before) != len(after) and (nested.get("force_new") or _has_force_new(nested["block"])):
+            out.append(path + [name])
+        elif nested["nesting"] == "list":
             for i, (b, a) in enumerate(zip(before, after)):
                 _replace_paths(nested["block"], b, a, path + [name, i], out)
-        elif nested["nesting"] == "set" and _has_force_new(nested["block"]):
-            if _forced_view(nested["block"], before) != _forced_view(nested["block"], after):
-                out.append(path + [name])
+        elif _has_force_new(nested["block"]) and _forced_view(nested["block"], before) != _forced_view(nested["block"], after):
+            out.append(path + [name])
 
 
 def _changed(before: Any, after: Any) -> bool:

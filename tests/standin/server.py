@@ -45,6 +45,12 @@ MAGIC_COOKIE = ("TF_PLUGIN_MAGIC_COOKIE",
                 "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2")
 
 
+# Providers built on terraform-plugin-sdk (v1 and v2) answer with LegacyTypeSystem set: terraform
+# then accepts planned values for non-computed attributes (the SDK plans Default that way) and logs,
+# instead of failing, small differences between plan and apply. The stand-ins answer as they do.
+LEGACY = True
+
+
 def _path(steps: list) -> pb.AttributePath:
     return pb.AttributePath(steps=[pb.AttributePath.Step(element_key_int=s) if isinstance(s, int)
                                    else pb.AttributePath.Step(attribute_name=s) for s in steps])
@@ -141,7 +147,7 @@ class Provider(rpc.ProviderServicer):
         return pb.PlanResourceChange.Response(
             planned_state=pb.DynamicValue(msgpack=encode(conform_block(planned, block))),
             requires_replace=[_path(p) for p in replace], diagnostics=_diags(problems),
-            planned_private=request.prior_private)
+            planned_private=request.prior_private, legacy_type_system=LEGACY)
 
     def ApplyResourceChange(self, request, context):
         block = self._block(request.type_name)
@@ -150,7 +156,8 @@ class Provider(rpc.ProviderServicer):
         config = decode(request.config.msgpack)
         new, problems = self.cloud.apply(request.type_name, prior, planned, config)
         return pb.ApplyResourceChange.Response(new_state=pb.DynamicValue(msgpack=encode(conform_block(new, block))),
-                                               diagnostics=_diags(problems), private=request.planned_private)
+                                               diagnostics=_diags(problems), private=request.planned_private,
+                                               legacy_type_system=LEGACY)
 
     def ImportResourceState(self, request, context):
         state, problems = self.cloud.call("import_", request.type_name, request.id)
