@@ -6,6 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CHECKOV_VENV := .venv-checkov
+STANDIN_VENV := .venv-standin
 SPEC ?= examples/clusters/local.yaml
 TRAIN ?= examples/train/digits.yaml
 PYTEST_ARGS ?=
@@ -15,7 +16,7 @@ WS := $(if $(WORKDIR),--workdir $(WORKDIR))
 export CHECKPOINT_DISABLE := 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: help venv venv-dev checkov cluster train destroy test test-gpu test-unit house lint bench module-docs clean
+.PHONY: help venv venv-dev checkov standin cluster train destroy test test-gpu test-unit house lint bench module-docs clean
 
 help:
 	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN) [WORKDIR=dir]"
@@ -41,11 +42,20 @@ $(CHECKOV_VENV)/bin/checkov:
 # Byte-compile trainkit's own modules (an editable install has no .pyc until a process may write
 # one, and PYTHONDONTWRITEBYTECODE stops that): otherwise every trainkit process compiles the
 # modules it imports again, 0.13 s of CPU per CLI start here, and the tests start hundreds.
+# The seed clouds' provider stand-ins (tests/standin) speak terraform's plugin protocol through
+# PyPI `tf` (grpcio, protobuf 5), which clash with trainkit's own pins: they too get a venv.
+$(STANDIN_VENV)/bin/.installed:
+	$(PYTHON) -m venv $(STANDIN_VENV)
+	$(STANDIN_VENV)/bin/pip install -q --upgrade pip
+	$(STANDIN_VENV)/bin/pip install -q 'tf==1.2.0'
+	touch $@
+
 venv: $(BIN)/.installed-run
 	@$(BIN)/python -m compileall -q trainkit
 venv-dev: $(BIN)/.installed-dev
 	@$(BIN)/python -m compileall -q trainkit
 checkov: $(CHECKOV_VENV)/bin/checkov
+standin: $(STANDIN_VENV)/bin/.installed
 
 cluster: venv
 	$(BIN)/trainkit apply $(SPEC) $(WS) --yes
@@ -64,7 +74,7 @@ destroy: venv
 # polls while the torchrun and Ansible tests use the CPU (measured: 1775 s with 4, 1897 s with 3,
 # the same commit's tests on one 2-core machine).
 TEST_WORKERS ?= 4
-test: venv-dev checkov house
+test: venv-dev checkov standin house
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" \
 	  -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
@@ -77,7 +87,7 @@ house: venv-dev
 test-gpu: venv-dev
 	$(BIN)/pytest -m gpu tests/gpu $(PYTEST_ARGS)
 
-test-unit: venv-dev
+test-unit: venv-dev standin
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 
 lint: venv-dev house
@@ -92,4 +102,4 @@ bench: venv-dev
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .trainkit .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(STANDIN_VENV) .trainkit .pytest_cache

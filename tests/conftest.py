@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from ports import free_port
+from standin import mirror as standin_mirror
 
 from trainkit.stack import terraform
 
@@ -108,7 +109,8 @@ def repo() -> Path:
 
 @pytest.fixture(scope="session")
 def tf_cli_config(tmp_path_factory) -> Path:
-    """A Terraform CLI config using the machine's offline hashicorp/aws mirror.
+    """A Terraform CLI config using the machine's offline hashicorp/aws mirror and the provider
+    stand-ins of the three seed clouds (tests/standin/mirror.py).
 
     The mirror root comes from TRAINKIT_TF_MIRROR, else it is discovered on disk (the folder
     two levels above `registry.terraform.io/hashicorp/aws`). Sets TF_CLI_CONFIG_FILE for the session.
@@ -119,6 +121,10 @@ def tf_cli_config(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tfcli")
     path, cache = folder / "terraformrc", folder / "plugin-cache"
     cache.mkdir()
+    # The three seed clouds' providers are the schema-served stand-ins (tests/standin), installed
+    # under their real source addresses from a mirror of launchers made for this session.
+    standins = standin_mirror.install(folder / "standin-mirror")
+    excluded = ", ".join(f'"{a}"' for a in ["registry.terraform.io/hashicorp/*", *standin_mirror.direct_excludes()])
     # One provider copy for the session, linked into each stack's .terraform (init copied the
     # 675 MB aws provider every time). Lock files written here hold only this platform's hash.
     path.write_text(
@@ -127,7 +133,8 @@ def tf_cli_config(tmp_path_factory) -> Path:
         "provider_installation {\n"
         f'  filesystem_mirror {{\n    path    = "{mirror}"\n'
         '    include = ["registry.terraform.io/hashicorp/*"]\n  }\n'
-        '  direct {\n    exclude = ["registry.terraform.io/hashicorp/*"]\n  }\n}\n')
+        + standin_mirror.mirror_block(standins) +
+        f'  direct {{\n    exclude = [{excluded}]\n  }}\n}}\n')
     os.environ["TF_CLI_CONFIG_FILE"] = str(path)
     os.environ["CHECKPOINT_DISABLE"] = "1"
     # terraform run by the tests themselves gets the GC target trainkit runs it with

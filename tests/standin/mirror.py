@@ -37,15 +37,22 @@ def python() -> Path:
     return PYTHON
 
 
+def _launcher(name: str) -> str:
+    """The provider executable: a shell script that runs server.py under .venv-standin, or says
+    which make target installs it (terraform shows a plugin's stderr when it fails to start)."""
+    py = shlex.quote(str(PYTHON))
+    return ("#!/bin/sh\n"
+            f"[ -x {py} ] || {{ echo \"{PYTHON} is missing: run make standin\" >&2; exit 1; }}\n"
+            f"PYTHONPATH={shlex.quote(str(HERE.parent))} exec {py} -m standin.server {name}\n")
+
+
 def install(folder: Path) -> Path:
     """Launchers for the three providers under `folder` (a filesystem mirror root); returns it."""
     for name, (source, version) in PROVIDERS.items():
         target = folder / "registry.terraform.io" / source / version / TARGET
         target.mkdir(parents=True, exist_ok=True)
         launcher = target / f"terraform-provider-{name}_v{version}"
-        launcher.write_text("#!/bin/sh\n"
-                            f"PYTHONPATH={shlex.quote(str(HERE.parent))} "
-                            f"exec {shlex.quote(str(python()))} -m standin.server {name}\n")
+        launcher.write_text(_launcher(name))
         launcher.chmod(0o755)
     return folder
 

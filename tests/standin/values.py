@@ -10,14 +10,13 @@ as extension type 12 (`unknownValWithRefinements`), whose payload says what is k
 (not null, a string prefix, a length range). Both read as UNKNOWN here; a refined unknown keeps
 `not_null`, because the SDK treats "known after apply but not null" as set (ConflictsWith etc.).
 
-Only the standard library and msgpack: this module runs in the stand-in's own venv.
+Only the standard library, and msgpack (in the stand-in's own venv) for the wire form: the tests
+read stores and plans with the rest of this module from trainkit's venv.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import msgpack
 
 # cty/msgpack/unknown.go: unknownVal is the msgpack fixext1 of type 0 with one zero byte;
 # unknownValWithRefinements (type 12) carries a msgpack map of refinements.
@@ -52,6 +51,8 @@ def is_unknown(value: Any) -> bool:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    import msgpack
+
     if code == _EXT_UNKNOWN:
         return Unknown()
     if code == _EXT_UNKNOWN_REFINED:
@@ -64,6 +65,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 
 def _default(obj: Any) -> Any:
+    import msgpack
+
     if isinstance(obj, Unknown):
         return msgpack.ExtType(_EXT_UNKNOWN, b"\x00")
     raise TypeError(f"cannot encode {type(obj).__name__} as a terraform value")
@@ -71,12 +74,16 @@ def _default(obj: Any) -> Any:
 
 def decode(data: bytes) -> Any:
     """msgpack bytes of a DynamicValue -> a Python value (None for empty bytes)."""
+    import msgpack
+
     if not data:
         return None
     return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
 
 
 def encode(value: Any) -> bytes:
+    import msgpack
+
     return msgpack.packb(value, default=_default, use_bin_type=True)
 
 
