@@ -52,7 +52,12 @@ def _unencrypted(r: dict) -> Iterator[str]:
 
 
 def _ingress(r: dict) -> Iterator[Ingress]:
-    v = r["values"]
+    """A rule with neither remote_ip_prefix nor remote_group_id admits every source (the provider
+    docs); one whose source is known only after apply (`unknown`, from the plan: a group being
+    created in the same apply) is a member rule, never "open"."""
+    v, unknown = r["values"], r.get("unknown") or {}
+    if unknown.get("remote_group_id") or unknown.get("remote_ip_prefix"):
+        return
     if (r["type"] == "huaweicloud_networking_secgroup_rule" and v.get("direction") == "ingress"
             and not v.get("remote_group_id")):
         ports = v.get("ports") or (f"{v['port_range_min']}-{v['port_range_max']}"

@@ -148,11 +148,16 @@ def before_resources(plan: dict) -> list[dict]:
 
 
 def _resources(plan: dict, side: str, skip: list[str]) -> list[dict]:
+    """{type, index, address, values, unknown}: `unknown` is terraform's after_unknown (true where a
+    value is known only after apply, absent from `values`), so a rule can tell "not set" from
+    "not known yet"; {} for the before side."""
     out = []
     for rc in plan.get("resource_changes", []):
         if rc.get("mode") != "data" and rc["change"]["actions"] != skip:
+            unknown = rc["change"].get("after_unknown") if side == "after" else None
             out.append({"type": rc["type"], "index": rc.get("index"), "address": rc["address"],
-                        "values": rc["change"].get(side) or {}})
+                        "values": rc["change"].get(side) or {},
+                        "unknown": unknown if isinstance(unknown, dict) else {}})
     return out
 
 

@@ -110,6 +110,21 @@ def test_rules_for_every_cloud_shape_are_read(cloud, resources, expected):
     assert sorted(f["message"].split()[0] for f in rev["findings"] if f["code"] == "ssh-open") == expected
 
 
+def test_a_huawei_member_rule_whose_group_is_created_in_the_same_apply_is_not_open():
+    """At create, the intra-cluster rule's remote_group_id is known only after apply: terraform's
+    plan leaves it out of `after` and marks it in `after_unknown`. It is no "ssh-open" finding (it
+    blocked every new Huawei cluster), while a rule that names no source at all still is."""
+    member = rc("m.huaweicloud_networking_secgroup_rule.intra_cluster", "huaweicloud_networking_secgroup_rule",
+                {"direction": "ingress", "ethertype": "IPv4", "remote_ip_prefix": None})
+    member["change"]["after_unknown"] = {"remote_group_id": True, "id": True}
+    world = rc("m.huaweicloud_networking_secgroup_rule.any", "huaweicloud_networking_secgroup_rule",
+               {"direction": "ingress", "ethertype": "IPv4"})
+    world["change"]["after_unknown"] = {"id": True}
+    rev = review(plan_of(member, world), resolve(spec(**SPEC_OF["huaweicloud"])))
+    assert [f["message"].split()[0] for f in rev["findings"] if f["code"] == "ssh-open"] == [
+        "m.huaweicloud_networking_secgroup_rule.any"]
+
+
 def test_huawei_evs_without_a_kms_key_is_reported_unencrypted():
     plain = rc("m.huaweicloud_evs_volume.data[0]", "huaweicloud_evs_volume", {"volume_type": "GPSSD"}, index=0)
     keyed = rc("m.huaweicloud_evs_volume.data[1]", "huaweicloud_evs_volume", {"kms_id": "k-1"}, index=1)
