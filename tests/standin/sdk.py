@@ -47,30 +47,26 @@ def _validate_block(block: dict, value: dict, root: dict, path: list, diags: lis
         elems = value.get(name)
         if nested["nesting"] == "single":
             elems = [] if elems is None else [elems]
+        _relations(name, nested, None if elems in ([], None) else elems, root, path + [name], diags)
         if isinstance(elems, Unknown) or elems is None:
             continue
         if nested.get("max_items") and len(elems) > nested["max_items"]:
             diags.append(_error(path + [name], f"Too many {name} blocks",
                                 f"No more than {nested['max_items']} \"{name}\" blocks are allowed"))
-        _check_relations(name, nested, elems, root, path + [name], diags)
         for i, elem in enumerate(elems):
             if isinstance(elem, dict):
                 _validate_block(nested["block"], elem, root, path + [name, i], diags)
 
 
 def _validate_attr(name: str, attr: dict, value: Any, root: dict, path: list, diags: list[Diag]) -> None:
-    if computed_only(attr):
-        if value is not None:
-            diags.append(_error(path, "Value for unconfigurable attribute",
-                                f'"{name}": this field cannot be set'))
-        return
-    if value is None:
+    """schemaMap.validate for one key, in the SDK's order: the groups; nothing more when unset;
+    computed-only set; RequiredWith; nothing more while unknown; ConflictsWith; the value's checks."""
+    if not _relations(name, attr, value, root, path, diags):
         return
     if attr.get("deprecated"):
         diags.append({"severity": "warning", "summary": "Argument is deprecated",
                       "detail": attr["deprecated"], "path": path})
-    _check_relations(name, attr, value, root, path, diags)
-    if isinstance(value, Unknown):
+    if has_unknown(value):
         return
     if isinstance(value, list):
         if attr.get("max_items") and len(value) > attr["max_items"]:
@@ -86,46 +82,58 @@ def _validate_attr(name: str, attr: dict, value: Any, root: dict, path: list, di
         items = [value]
     for check in attr.get("validate", []):
         for item in items:
-            problem = None if isinstance(item, Unknown) or item is None else check_value(check, item)
+            problem = None if item is None else check_value(check, item)
             if problem:
                 diags.append(_error(path, "Invalid value", f'expected {name} {problem}'))
 
 
-def _check_relations(name: str, spec: dict, value: Any, root: dict, path: list, diags: list[Diag]) -> None:
-    """ConflictsWith / RequiredWith / ExactlyOneOf / AtLeastOneOf of one attribute or block. The
-    SDK adds the attribute's own key to an ExactlyOneOf / AtLeastOneOf / RequiredWith group
-    (helper/schema/schema.go: `allKeys := removeDuplicates(append(schema.ExactlyOneOf, k))`)."""
+def _relations(name: str, spec: dict, value: Any, root: dict, path: list, diags: list[Diag]) -> bool:
+    """ExactlyOneOf / AtLeastOneOf / computed-only / RequiredWith / ConflictsWith of one key, as
+    helper/schema/schema.go (v2) checks them; True when the value's own checks should follow
+    (it is set and known). The SDK adds the key itself to a group (`allKeys :=
+    removeDuplicates(append(schema.ExactlyOneOf, k))`) and treats an unknown as set."""
     own = ".".join(str(p) for p in path)
-    if is_set(value) or isinstance(value, Unknown):
-        for other in spec.get("conflicts_with", []):
-            if is_set(get_path(root, other)):
-                diags.append(_error(path, "Conflicting configuration arguments",
-                                    f'"{name}": conflicts with {other}'))
-        group = _group(spec.get("required_with"), own)
-        if group and any(get_path(root, p) is None for p in group):
-            diags.append(_error(path, "Missing required argument",
-                                f'"{name}": all of `{",".join(group)}` must be specified'))
-    for key in ("exactly_one_of", "at_least_one_of"):
-        _check_group(key, _group(spec.get(key), own), root, path, diags)
+    _check_group("exactly_one_of", _group(spec.get("exactly_one_of"), own), root, path, diags)
+    _check_group("at_least_one_of", _group(spec.get("at_least_one_of"), own), root, path, diags)
+    if value is None:
+        return False
+    if computed_only(spec):
+        diags.append(_error(path, "Computed attributes cannot be set",
+                            f'Computed attributes cannot be set, but a value was set for "{own}".'))
+        return False
+    group = _group(spec.get("required_with"), own)
+    if group and any(get_path(root, p) is None for p in group):
+        diags.append(_error(path, "Missing required argument",
+                            f'"{own}": all of `{",".join(group)}` must be specified'))
+    if has_unknown(value):
+        return True
+    for other in spec.get("conflicts_with", []):
+        found = get_path(root, other)
+        if is_set(found) and not has_unknown(found):
+            diags.append(_error(path, "Conflicting configuration arguments", f'"{own}": conflicts with {other}'))
+    return True
 
 
 def _group(keys: list | None, own: str) -> list[str]:
-    return list(dict.fromkeys([*keys, own])) if keys else []
+    return sorted(set([*keys, own])) if keys else []
 
 
 def _check_group(key: str, group: list, root: dict, path: list, diags: list[Diag]) -> None:
+    """validateExactlyOneAttribute / validateAtLeastOneAttribute: unknowns are counted apart and
+    never make the group fail on their own."""
     if not group:
         return
     values = [get_path(root, p) for p in group]
-    if any(isinstance(v, Unknown) and not v.not_null for v in values):
-        return
-    count = sum(1 for v in values if is_set(v))
+    unknown = sum(1 for v in values if has_unknown(v))
+    specified = [p for p, v in zip(group, values) if not has_unknown(v) and is_set(v)]
     names = ",".join(group)
-    if key == "exactly_one_of" and count != 1:
-        what = "only one of" if count > 1 else "one of"
-        diags.append(_error(path, "Invalid combination of arguments", f'"{what} `{names}` must be specified'))
-    if key == "at_least_one_of" and count == 0:
-        diags.append(_error(path, "Missing required argument", f'one of `{names}` must be specified'))
+    if key == "exactly_one_of" and len(specified) > 1:
+        diags.append(_error(path, "Invalid combination of arguments",
+                            f'"{path[-1]}": only one of `{names}` can be specified, but `{",".join(specified)}` were specified.'))
+    elif key == "exactly_one_of" and not specified and not unknown:
+        diags.append(_error(path, "Invalid combination of arguments", f'"{path[-1]}": one of `{names}` must be specified'))
+    if key == "at_least_one_of" and not specified and not unknown:
+        diags.append(_error(path, "Missing required argument", f'"{path[-1]}": one of `{names}` must be specified'))
 
 
 def check_value(check: dict, value: Any) -> str | None:
