@@ -255,3 +255,61 @@ def test_every_catalog_choice_is_a_value_the_provider_accepts(schemas, cloud):
             checked += 1
     assert not problems, "\n".join(problems)
     assert checked >= 3
+
+
+# The schema data the provider stand-ins serve (tests/standin/schemas, read from the providers' Go
+# source): attribute names of every resource, nested blocks included.
+STANDIN_SCHEMAS = REPO / "tests" / "standin" / "schemas"
+BUILTIN_ATTRIBUTES = {"terraform_data": {"id", "input", "output", "triggers_replace"}}
+
+
+def standin_attributes(cloud: str) -> dict[str, set[str]]:
+    """resource type -> its attribute and block names (plus the SDK's `id`)."""
+    data = json.loads((STANDIN_SCHEMAS / f"{cloud}.json").read_text())
+    return {rtype: {"id", *entry["block"].get("attributes", {}), *entry["block"].get("blocks", {})}
+            for rtype, entry in data["resources"].items()}
+
+
+def lifecycle_problems(files: dict[str, str], attributes: dict[str, set[str]] | None) -> list[str]:
+    """Every `replace_triggered_by` entry names a resource the module declares (and, where the
+    schema is known, an attribute it has); every `ignore_changes` entry is an attribute of its own
+    resource. Terraform core checks neither attribute name (an unknown one never triggers)."""
+    declared = {(rtype, name): rtype for _, rtype, name, _ in resources(files)}
+    known = {**BUILTIN_ATTRIBUTES, **(attributes or {})}
+    out = []
+    for rel, rtype, name, body in resources(files):
+        for lifecycle in body.get("lifecycle", []):
+            for ref in lifecycle.get("replace_triggered_by", []):
+                target, *path = re.sub(r"\[[^]]*\]", "", ref.strip("${}")).split(".")
+                key = (target, path[0] if path else "")
+                if key not in declared:
+                    out.append(f"{rel}: {rtype}.{name}: replace_triggered_by names undeclared {target}.{key[1]}")
+                elif len(path) > 1 and target in known and path[1] not in known[target]:
+                    out.append(f"{rel}: {rtype}.{name}: replace_triggered_by names {target} attribute {path[1]!r}, "
+                               "which it does not have")
+            for attr in lifecycle.get("ignore_changes", []):
+                attr = attr.strip("${}").split(".")[0].split("[")[0]
+                if rtype in known and attr not in known[rtype]:
+                    out.append(f"{rel}: {rtype}.{name}: ignore_changes names {attr!r}, which it does not have")
+    return out
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_lifecycle_references_name_declared_resources_and_real_attributes(cloud):
+    folder = REPO / "terraform" / "modules" / cloud
+    files = {p.name: p.read_text() for p in sorted(folder.glob("*.tf"))}
+    attributes = standin_attributes(cloud) if cloud != "aws" else None
+    assert not lifecycle_problems(files, attributes), "\n".join(lifecycle_problems(files, attributes))
+
+
+def test_the_lifecycle_check_catches_an_undeclared_resource_and_an_unknown_attribute():
+    text = ('resource "terraform_data" "billing" {\n  input = 1\n}\n'
+            'resource "huaweicloud_compute_instance" "node" {\n  name = "a"\n  lifecycle {\n'
+            '    replace_triggered_by = [terraform_data.biling, terraform_data.billing.inputs,'
+            ' huaweicloud_compute_instance.node[0].flavor_id]\n'
+            '    ignore_changes = [auto_terminate_time, image]\n  }\n}\n')
+    found = "\n".join(lifecycle_problems({"x.tf": text}, standin_attributes("huaweicloud")))
+    assert "undeclared terraform_data.biling" in found
+    assert "terraform_data attribute 'inputs'" in found
+    assert "ignore_changes names 'image'" in found
+    assert "flavor_id" not in found and "auto_terminate_time" not in found
