@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from fault_proxy import FaultProxy, Faults
-from seed_clouds import SEED_ENV
+from seed_clouds import SEED_API_ENV, SEED_ENV, SEED_KEYS
+from standin.api import running_api
 from standin.cloud import Store
 from standin.mirror import Reattached
 
@@ -30,12 +31,17 @@ def faulty_moto(moto, fault_proxy_server):
 @pytest.fixture
 def seed_cloud(tmp_path, tf_cli_config, monkeypatch):
     """The seed clouds' provider stand-ins, started once for the test in one process (terraform
-    reattaches to it: tests/standin/mirror.py), with an empty stand-in cloud behind them; yields
-    the cloud's Store. Credentials and TF_REATTACH_PROVIDERS are set in the environment, so every
-    terraform that trainkit runs in this test uses them."""
+    reattaches to it: tests/standin/mirror.py), with an empty stand-in cloud behind them, and the
+    clouds' own APIs (tests/standin/api.py) answering from the same cloud; yields the cloud's Store,
+    whose `api_url` is the API server's URL. Credentials, TF_REATTACH_PROVIDERS and the URL
+    (seed_clouds.SEED_API_ENV, which write_spec puts in every spec's `endpoints:`) are set in the
+    environment, so every terraform and every API call trainkit makes in this test use them."""
     folder = tmp_path / "standin"
     folder.mkdir()
     with Reattached(folder, SEED_ENV) as served:
-        for name, value in {**SEED_ENV, **served.env}.items():
-            monkeypatch.setenv(name, value)
-        yield Store(served.cloud)
+        store = Store(served.cloud)
+        with running_api(store, SEED_KEYS) as url:
+            for name, value in {**SEED_ENV, **served.env, SEED_API_ENV: url}.items():
+                monkeypatch.setenv(name, value)
+            store.api_url = url
+            yield store

@@ -14,24 +14,40 @@ from pathlib import Path
 
 import yaml
 
+from trainkit import clouds
+
 CLOUDS = ("alicloud", "tencentcloud", "huaweicloud")
 
 # Credentials as a user sets them, in the environment (tests/standin/rules_*.py CREDENTIALS): the
 # stand-ins refuse to configure without them, as the real providers do.
+# HW_PROJECT_ID: the region's project, which trainkit's Huawei sweeper needs (32 hex digits, as Huawei's
+# project ids are).
 SEED_ENV = {"ALICLOUD_ACCESS_KEY": "standin-ak", "ALICLOUD_SECRET_KEY": "standin-sk",
             "TENCENTCLOUD_SECRET_ID": "standin-id", "TENCENTCLOUD_SECRET_KEY": "standin-key",
-            "HW_ACCESS_KEY": "standin-ak", "HW_SECRET_KEY": "standin-sk"}
+            "HW_ACCESS_KEY": "standin-ak", "HW_SECRET_KEY": "standin-sk",
+            "HW_PROJECT_ID": "0a1b2c3d4e5f60718293a4b5c6d7e8f9"}
+# What the stand-in APIs (tests/standin/api.py) accept: each cloud's access key id, and Huawei's project
+# (the region of examples/clusters/huaweicloud.yaml).
+SEED_KEYS = {"alicloud": SEED_ENV["ALICLOUD_ACCESS_KEY"], "tencentcloud": SEED_ENV["TENCENTCLOUD_SECRET_ID"],
+             "huaweicloud": SEED_ENV["HW_ACCESS_KEY"], "huaweicloud-project": {SEED_ENV["HW_PROJECT_ID"]: "cn-north-4"}}
+# Where the `seed_cloud` fixture tells write_spec its stand-in API server listens.
+SEED_API_ENV = "TRAINKIT_TEST_SEED_API"
 
 # An SSH source range that is neither the examples' documentation range nor open to the world.
 ADMIN_CIDR = "100.64.10.0/24"
 
 
-def write_spec(repo: Path, folder: Path, cloud: str, **changes) -> Path:
-    """examples/clusters/<cloud>.yaml with local state (no bucket), a real admin range and `changes`
-    (a dotted key such as "network.public_ip" sets a nested field; None removes it)."""
+def write_spec(repo: Path, folder: Path, cloud: str, endpoints: str | None = None, **changes) -> Path:
+    """examples/clusters/<cloud>.yaml with local state (no bucket), a real admin range, every API
+    endpoint trainkit calls itself (the room's endpoint_keys) at `endpoints` (default: the `seed_cloud`
+    fixture's stand-in API server; none outside it), and `changes` (a dotted key such as
+    "network.public_ip" sets a nested field; None removes it)."""
     spec = yaml.safe_load((repo / f"examples/clusters/{cloud}.yaml").read_text())
     spec.pop("backend", None)
     spec["network"]["admin_cidrs"] = [ADMIN_CIDR]
+    url = endpoints or os.environ.get(SEED_API_ENV)
+    if url:
+        spec["endpoints"] = {key: url for key in clouds.get(cloud).endpoint_keys}
     for key, value in changes.items():
         *parents, leaf = key.split(".")
         node = spec

@@ -188,6 +188,12 @@ CLOUD = Cloud(
     price_adapter="trainkit.clouds.prices_alicloud",
     offers_adapter="trainkit.clouds.offers_alicloud",
     tag_sweeper="trainkit.clouds.alicloud_sweep",
+    # `endpoints:` reach only trainkit's own calls, never the provider block or the backend (an
+    # emulator of these APIs; the provider has its own settings): the sweeper's products, by the
+    # endpoint host's first label (alicloud_sweep: Tag 2018-08-28 `tag`, ECS 2014-05-26 `ecs`,
+    # VPC 2016-04-28 `vpc`, NAS 2017-06-26 `nas`).
+    supports_endpoints=True,
+    endpoint_keys=("tag", "ecs", "vpc", "nas"),
     # ECS RunInstances AutoReleaseTime: "at least 30 minutes later than the current time";
     # ModifyInstanceAutoReleaseTime (help.aliyun.com/document_detail/47576.html): at most three
     # years after the current time. The module computes the release time at plan

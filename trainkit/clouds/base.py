@@ -205,6 +205,10 @@ class Cloud:
     spot_needs_max_price: bool = False
     # Whether the spec may set custom API `endpoints:` (emulators).
     supports_endpoints: bool = False
+    # The `endpoints:` keys the room accepts, where trainkit's own API calls (sweeper, preflight) are
+    # the only users: each value must then be an http(s)://host[:port] URL. () = any key, any value
+    # (they go into the provider block, which checks them).
+    endpoint_keys: tuple[str, ...] = ()
     # Instance-type prefixes with elastic RDMA the network role sets up (Alibaba eRDMA); see the room.
     erdma_types: tuple[str, ...] = ()
     # Instance families (the type's part before the first ".", matched exactly) whose RDMA network

@@ -160,6 +160,11 @@ CLOUD = Cloud(
     price_adapter="trainkit.clouds.prices_huaweicloud",
     offers_adapter="trainkit.clouds.offers_huaweicloud",
     tag_sweeper="trainkit.clouds.huaweicloud_sweep",
+    # `endpoints:` reach only trainkit's own calls, never the provider block or the backend: the
+    # sweeper's services, by the endpoint host's first label (huaweicloud_sweep: TMS `tms`, ECS `ecs`,
+    # VPC `vpc`, EVS `evs`, SFS Turbo `sfs_turbo` for host sfs-turbo, NAT `nat`, KPS `kps`).
+    supports_endpoints=True,
+    endpoint_keys=("tms", "ecs", "vpc", "evs", "sfs_turbo", "nat", "kps"),
     # OBS docs, "Regions and Endpoints": obs.<region>.myhuaweicloud.com (S3-compatible API).
     object_store=("obs", "https://obs.{region}.myhuaweicloud.com"),
 )

@@ -10,7 +10,7 @@ call here is reported. `in_network` tells which found servers, NAT gateways, SFS
 and subnets sit in a VPC the Terraform state holds (each service's "query details" API).
 Credentials: HW_ACCESS_KEY / HW_SECRET_KEY, HW_PROJECT_ID (the region's project id; HW_DOMAIN_ID is
 sent to the global TMS when set). `cluster.spec.endpoints[<service>]`
-(e.g. `tms`, `ecs`), when present, overrides a service's endpoint.
+(e.g. `tms`, `ecs`, `sfs_turbo`), when present, overrides a service's endpoint.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ class _Api:
         from huaweicloudsdkcore.signer.signer import Signer
 
         default = "tms.myhuaweicloud.com" if service == "tms" else f"{service}.{self.region}.myhuaweicloud.com"
-        scheme, _, host = (self.endpoints.get(service) or "").rpartition("://")
+        # the spec's key is the service with "_" for "-" (sfs_turbo): endpoint keys are identifiers
+        scheme, _, host = (self.endpoints.get(service.replace("-", "_")) or "").rpartition("://")
         headers = {"Content-Type": "application/json"}
         if service == "tms" and os.environ.get("HW_DOMAIN_ID"):
             headers["X-Domain-Id"] = os.environ["HW_DOMAIN_ID"]

@@ -140,6 +140,11 @@ CLOUD = Cloud(
     price_adapter="trainkit.clouds.prices_tencentcloud",
     offers_adapter="trainkit.clouds.offers_tencentcloud",
     tag_sweeper="trainkit.clouds.tencentcloud_sweep",
+    # `endpoints:` reach only trainkit's own calls, never the provider block or the backend: the
+    # sweeper's services, by the CommonClient service name (tencentcloud_sweep: Tag `tag`, CVM `cvm`,
+    # CBS `cbs`, CFS `cfs`, VPC `vpc`).
+    supports_endpoints=True,
+    endpoint_keys=("tag", "cvm", "cbs", "cfs", "vpc"),
     # COS docs, "Using AWS S3 SDK to Access COS": endpoint cos.<region>.myqcloud.com.
     object_store=("cos", "https://cos.{region}.myqcloud.com"),
     spot_needs_max_price=True,

@@ -346,6 +346,29 @@ class ClusterSpec(_Model):
         return self
 
 
+# An endpoint trainkit calls itself: scheme, host (a name of at most 253 characters, RFC 1035 2.3.4, or an
+# address, IPv6 in brackets) and an optional port (1-65535), nothing after it: the SDKs take a host and
+# would put a path or a query in the wrong place.
+_ENDPOINT_URL = re.compile(r"https?://(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+                           r"(?::(\d{1,5}))?")
+_PORT_MAX = 65535
+
+
+def _endpoint_problems(endpoints: dict[str, str], room: Any) -> list[str]:
+    """`endpoints:` of a room whose endpoints only trainkit's own API calls use (room.endpoint_keys):
+    known keys, each an http(s)://host[:port] URL. Each string names its field first."""
+    out = []
+    for key, value in endpoints.items():
+        if key not in room.endpoint_keys:
+            out.append(f"endpoints.{key}: trainkit calls no {room.title} API by that name; the keys are "
+                       f"{', '.join(room.endpoint_keys)}")
+        elif not isinstance(value, str) or not (url := _ENDPOINT_URL.fullmatch(value)) \
+                or not 1 <= int(url.group(1) or 1) <= _PORT_MAX:
+            out.append(f"endpoints.{key}: {value!r} is not an endpoint; give http(s)://host[:port], "
+                       "e.g. http://127.0.0.1:8080")
+    return out
+
+
 def _target_problems(s: ClusterSpec) -> list[str]:
     """Rules that depend on the target; each string names its field first."""
     out: list[str] = []
@@ -368,6 +391,8 @@ def _target_problems(s: ClusterSpec) -> list[str]:
                        f"{room.backend_type!r} or 'local'")
         if s.endpoints and not room.supports_endpoints:
             out.append(f"endpoints: custom API endpoints are not supported for {room.title}")
+        elif s.endpoints and room.endpoint_keys:
+            out += _endpoint_problems(s.endpoints, room)
         if s.spot.fallback != "none" and not s.spot.enabled:
             out.append("spot.fallback: a fallback from spot needs spot.enabled: true (or drop spot.fallback)")
     else:

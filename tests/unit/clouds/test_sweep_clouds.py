@@ -388,7 +388,7 @@ def test_huawei_delete_goes_in_dependency_order_and_reports_what_it_cannot(price
     from trainkit.clouds import huaweicloud_sweep as sweep
 
     with price_stub(hw_answer) as (url, seen):
-        cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs-turbo", "vpc", "kps"))
+        cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs_turbo", "vpc", "kps"))
         sweep.delete(cluster, sweep.find(cluster))
     calls = [(r["method"], r["path"]) for r in seen[1:]]
     assert calls == [("POST", "/v1/p0/cloudservers/delete"), ("GET", "/v1/p0/jobs/job-1"),
@@ -429,7 +429,7 @@ def test_huawei_in_network_asks_where_each_vpc_scoped_resource_sits(price_stub, 
         ("file-system", "fs-in"), ("file-system", "fs-out"), ("disk", "vol-1"), ("security-group", "sg-1"),
         ("subnet", "sub-in"), ("subnet", "sub-out")]]
     with price_stub(hw_network_answer) as (url, seen):
-        cluster = _cluster(url, "cn-north-4", ("ecs", "nat", "sfs-turbo", "vpc"))
+        cluster = _cluster(url, "cn-north-4", ("ecs", "nat", "sfs_turbo", "vpc"))
         inside = sweep.in_network(cluster, found, _state_with_vpc("huaweicloud_vpc", IN_STATE))
         assert sweep.in_network(cluster, found, _state_with_vpc("huaweicloud_vpc_subnet", IN_STATE)) == []
     assert [r["id"] for r in inside] == ["srv-in", "nat-in", "fs-in", "sub-in"]
@@ -458,7 +458,7 @@ def test_destroy_leftover_check_uses_the_room_sweeper_and_sweeps_after_confirmat
         return hw_answer(req)
 
     with price_stub(answer) as (url, seen):
-        cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs-turbo", "vpc", "kps"))
+        cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs_turbo", "vpc", "kps"))
         cluster.spec.cloud = "huaweicloud"
         asked = []
         out = teardown._leftovers(cluster, sweep=True, confirm=lambda found: asked.append(found) or True)
