@@ -76,6 +76,13 @@ class Store:
         with self.edit() as data:
             data["faults"].update(faults)
 
+    def release(self, type_name: str, object_id: str) -> None:
+        """The cloud releases an object on its own (a spot reclaim, a TTL): it is gone, and the
+        next refresh tells terraform so."""
+        with self.edit() as data:
+            del data["objects"][_key(type_name, object_id)]
+            data["calls"].append(["released", type_name, object_id])
+
     def objects(self, type_name: str | None = None) -> dict[str, dict]:
         """"<type> <id>" -> attrs of every object (of one type: id -> attrs) the cloud holds. Ids
         are unique per type only (a Tencent CBS attachment takes its disk's id)."""
@@ -146,10 +153,12 @@ class Cloud:
                                             "seq": data["seq"]}
             data["calls"].append(["create", type_name, attrs["id"]])
             lose = data["faults"].get("lose", {})
-            if lose.get(type_name):
+            lost = bool(lose.get(type_name))
+            if lost:
                 lose[type_name] -= 1
-                raise CloudError(self.rules.lost_response(type_name))
-            return attrs
+        if lost:  # raised after the block: an exception inside edit() would skip writing the object back
+            raise CloudError(self.rules.lost_response(type_name))
+        return attrs
 
     def _update(self, type_name: str, prior: dict, planned: dict) -> dict:
         with self.store.edit() as data:

@@ -83,6 +83,7 @@ class Reattached:
 
     def __enter__(self) -> "Reattached":
         out = self.folder / "reattach.json"
+        out.unlink(missing_ok=True)  # a file left by an earlier server would name its dead process
         env = {**os.environ, **self._env, "TRAINKIT_STANDIN_CLOUD": str(self.cloud),
                "PYTHONPATH": str(HERE.parent)}
         self.proc = subprocess.Popen([str(python()), "-m", "standin.server", "--reattach", str(out), *PROVIDERS],

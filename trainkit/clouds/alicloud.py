@@ -26,6 +26,7 @@ from trainkit.clouds.base import (
     TagRules,
     index_of,
     match_capacity,
+    node_resize,
     port_range,
 )
 
@@ -133,6 +134,19 @@ def _billed(r: dict) -> dict | None:
     return None
 
 
+def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
+    """alicloud_instance: a type change stops the node (resource_alicloud_instance.go, update:
+    stop, ModifyInstanceSpec, start); a vSwitch change too (ModifyInstanceVpcAttribute needs a
+    stopped instance, ECS API 2014-05-26). A spot node is replaced instead (base.SPOT_RESIZE)."""
+    if rtype != "alicloud_instance":
+        return None
+    resize = node_resize(_billed, rtype, before, after, "the provider stops the instance, calls "
+                         "ModifyInstanceSpec and starts it again")
+    if resize or before.get("vswitch_id") == after.get("vswitch_id") or after.get("vswitch_id") is None:
+        return resize
+    return "stops", "vswitch_id changes: ModifyInstanceVpcAttribute works on a stopped instance only"
+
+
 CLOUD = Cloud(
     name="alicloud",
     title="Alibaba Cloud",
@@ -177,6 +191,7 @@ CLOUD = Cloud(
     ingress_rules=_ingress,
     capacity_error=capacity_error,
     billed=_billed,
+    in_place=_in_place,
     spec_rules=_spec_rules,
     # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").
     credential_errors=(

@@ -25,6 +25,7 @@ from trainkit.clouds.base import (
     TagRules,
     index_of,
     match_capacity,
+    node_resize,
 )
 
 _KEYS = (
@@ -193,6 +194,16 @@ def _billed(r: dict) -> dict | None:
     return None
 
 
+def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
+    """aws_instance: a type change stops the instance (the provider stops it, calls
+    ModifyInstanceAttribute and starts it); a one-time Spot Instance cannot be stopped (EC2 User
+    Guide, "Stop a Spot Instance": only persistent requests can be stopped), so it is replaced."""
+    if rtype != "aws_instance":
+        return None
+    return node_resize(_billed, rtype, before, after, "EC2 stops the instance, changes its type and starts it",
+                       spot_refused="a one-time Spot Instance cannot be stopped to change its type (EC2)")
+
+
 CLOUD = Cloud(
     name="aws",
     title="AWS",
@@ -224,6 +235,7 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    in_place=_in_place,
     price_adapter="trainkit.clouds.prices_aws",
     offers_adapter="trainkit.clouds.offers_aws",
     shutdown_terminates=True,  # aws_instance.instance_initiated_shutdown_behavior = "terminate"

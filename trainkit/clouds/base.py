@@ -186,6 +186,11 @@ class Cloud:
     # the cost model fills it from the spec. The cost of "what
     # runs now" (review, status) is priced from these, never from the spec.
     billed: Callable[[dict], "dict | None"] = lambda r: None
+    # How the cloud carries out an in-place update of one resource (`type`, state `before`, planned
+    # `after`): ("refused", cause) where the cloud (or trainkit, for a spot node) will not make that
+    # change in place, so the plan replaces the resource instead; ("stops", cause) where the node is
+    # stopped to make it; None when the update disrupts nothing. The review names both.
+    in_place: Callable[[str, dict, dict], "tuple[str, str] | None"] = lambda t, before, after: None
     # Whether the module makes a node-side shutdown terminate the instance (when ttl/idle are set).
     shutdown_terminates: bool = False
     # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).
@@ -254,3 +259,24 @@ def port_range(text: str | None) -> tuple[int | None, int | None]:
         lo, _, hi = part.strip().replace("/", "-").partition("-")
         ranges.append((int(lo), int(hi or lo)))
     return next((r for r in ranges if r[0] <= 22 <= r[1]), (0, 0))
+
+
+# A spot node is replaced rather than stopped and resized: the cloud holds no capacity for a stopped
+# spot instance (Huawei and AWS refuse the resize outright: see their rooms), and a replacement is
+# what recovery does anyway.
+SPOT_RESIZE = "a spot node is replaced, not stopped and resized: its capacity is not held while it is stopped"
+
+
+def node_resize(billed: Callable[[dict], "dict | None"], rtype: str, before: dict, after: dict,
+                stops: str, spot_refused: str = SPOT_RESIZE) -> "tuple[str, str] | None":
+    """The disruption of an instance-type change read through the room's `billed`: refused for a spot
+    node (`spot_refused`), else the node stops (`stops`: how the cloud resizes); None when the type
+    does not change (or is not known yet)."""
+    old, new = billed({"type": rtype, "values": before}), billed({"type": rtype, "values": after})
+    if not old or not new or not old.get("node") or not new.get("node") or old["node"] == new["node"]:
+        return None
+    what = f"instance type {old['node']} -> {new['node']}"
+    if old.get("billing") == "spot":
+        return "refused", f"{what}: {spot_refused}"
+    return "stops", f"{what}: {stops}"
+

@@ -25,6 +25,7 @@ from trainkit.clouds.base import (
     TagRules,
     index_of,
     match_capacity,
+    node_resize,
     port_range,
 )
 
@@ -113,6 +114,21 @@ def _billed(r: dict) -> dict | None:
     return None
 
 
+def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
+    """huaweicloud_compute_instance: a flavor change stops the server ("You can modify the ECS
+    specifications only when the ECS is stopped"; the provider resizes withStopServer) and is
+    refused for spot ("Spot ECSs do not support specifications modification", ECS API ecs_02_0209);
+    a charging_mode change to or from spot is refused ("spot instances cannot be converted to
+    pay-per-use or yearly/monthly", ECS user guide ecs_03_0190)."""
+    if rtype != "huaweicloud_compute_instance":
+        return None
+    modes = (before.get("charging_mode"), after.get("charging_mode"))
+    if after.get("charging_mode") and modes[0] != modes[1] and "spot" in modes:
+        return "refused", f"charging_mode {modes[0]} -> {modes[1]}: a spot ECS cannot change its billing"
+    return node_resize(_billed, rtype, before, after, "the server is stopped, resized and started",
+                       spot_refused="Spot ECSs do not support specifications modification (ECS API)")
+
+
 CLOUD = Cloud(
     name="huaweicloud",
     title="Huawei Cloud",
@@ -145,6 +161,7 @@ CLOUD = Cloud(
     ingress_rules=_ingress,
     capacity_error=capacity_error,
     billed=_billed,
+    in_place=_in_place,
     spec_rules=_spec_rules,
     # ECS docs, "Setting Auto-Deletion Time" (auto_terminate_time): at least 30 minutes and at most
     # three years after now; the same plan-to-create margin as Alibaba's release time (30 min).

@@ -25,6 +25,7 @@ from trainkit.clouds.base import (
     TagRules,
     index_of,
     match_capacity,
+    node_resize,
     port_range,
 )
 
@@ -90,6 +91,28 @@ def capacity_error(text: str) -> CapacityProblem | None:
                           type_re=r"\b([A-Z]{1,4}[A-Z0-9]*\d[a-z]*\.[0-9A-Z]+[A-Z]+\d*)\b")
 
 
+# ResetInstancesType (CVM API 2017-03-12, https://www.tencentcloud.com/document/api/213/33239):
+# "You can only use this API to change the models of instances whose system disk type is
+# CLOUD_BASIC, CLOUD_PREMIUM, or CLOUD_SSD" (the Chinese page, 213/15744, adds CLOUD_BSSD).
+RESIZABLE_SYSTEM_DISKS = ("CLOUD_BASIC", "CLOUD_PREMIUM", "CLOUD_SSD", "CLOUD_BSSD")
+
+
+def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
+    """tencentcloud_instance: a type change stops the node (ResetInstancesType) and is refused for a
+    system disk ResetInstancesType does not take (CLOUD_HSSD, the catalog's default) and for a spot
+    node (base.SPOT_RESIZE); the provider refuses to unset placement_group_id ("Deleting
+    `placement_group_id` is not currently supported", resource_tc_instance.go update)."""
+    if rtype != "tencentcloud_instance":
+        return None
+    if before.get("placement_group_id") and not after.get("placement_group_id") and "placement_group_id" in after:
+        return "refused", "placement_group_id cannot be removed from an instance in place (provider)"
+    resize = node_resize(_billed, rtype, before, after, "ResetInstancesType shuts the instance down and starts it")
+    disk = before.get("system_disk_type")
+    if resize and disk and disk not in RESIZABLE_SYSTEM_DISKS:
+        return "refused", f"ResetInstancesType does not change instances whose system disk is {disk}"
+    return resize
+
+
 def _billed(r: dict) -> dict | None:
     """What one resource bills as (see Cloud.billed): tencentcloud_instance (SPOTPAID is spot,
     PREPAID a subscription), tencentcloud_cbs_storage."""
@@ -137,6 +160,7 @@ CLOUD = Cloud(
     public_ip_node=_public_ip_node,
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
+    in_place=_in_place,
     price_adapter="trainkit.clouds.prices_tencentcloud",
     offers_adapter="trainkit.clouds.offers_tencentcloud",
     tag_sweeper="trainkit.clouds.tencentcloud_sweep",

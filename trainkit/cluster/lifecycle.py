@@ -26,6 +26,7 @@ from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.stack import adopt
 from trainkit.stack.checkov import scan_plan
+from trainkit.stack.plan_rules import disruptions, refused_in_place, storage_losses
 from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
 from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
@@ -76,10 +77,16 @@ def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False,
         runner.on_line = s.line
         runner.plan(ws.plan_bin, replace=replace)
         plan_data = runner.show_json(ws.plan_bin)
+        refused = refused_in_place(cluster.spec.cloud, plan_data)
+        if refused:  # an update the cloud would refuse half way: replace those resources instead
+            progress.info("planned again with " + ", ".join(f"{a} replaced ({why})" for a, why in refused.items()))
+            runner.plan(ws.plan_bin, replace=replace + sorted(refused))
+            plan_data = runner.show_json(ws.plan_bin)
     ws.save_plan(plan_data, ws.stack_fingerprint())
 
     extra, checkov_note = scan_plan(ws.plan_json)
-    rev = review(plan_data, cluster, extra)
+    disrupted = {**disruptions(cluster.spec.cloud, plan_data), **{a: ("refused", why) for a, why in refused.items()}}
+    rev = review(plan_data, cluster, extra, disrupted)
     rev["checkov"] = checkov_note
     rev["header"] = review_header(cluster, ws)
     drift = drifted(plan_data)
@@ -110,17 +117,20 @@ class ApplyResult:
 
 
 def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
-          upgrade_image: bool = False) -> ApplyResult:
+          upgrade_image: bool = False, storage_loss: bool = False) -> ApplyResult:
     """Create/update the cluster, write outputs.json and inventory.yml, then run site.yml.
 
-    `confirm(review) -> bool` is asked unless the new plan makes only reviewed changes.
+    `confirm(review) -> bool` is asked unless the new plan makes only reviewed changes. A plan that
+    destroys disks or shared file systems (plan_rules.storage_losses) is applied only with
+    `storage_loss` (the user confirms each plan, or named --allow-storage-loss); otherwise
+    TrainkitError(PLAN_BLOCKED) naming them, before anything changes.
     """
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
         # one candidate after the other when the spec lists zones or types (cluster/failover.py)
         cluster, (rev, outputs) = failover.apply_in_order(
-            cluster, ws, lambda here: _terraform_apply(here, ws, confirm, provision, upgrade_image))
+            cluster, ws, lambda here: _terraform_apply(here, ws, confirm, provision, upgrade_image, storage_loss))
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
 
@@ -136,7 +146,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
 
 
 def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
-                     upgrade_image: bool = False) -> tuple[dict | None, dict]:
+                     upgrade_image: bool = False, storage_loss: bool = False) -> tuple[dict | None, dict]:
     """Plan again (refreshed against the cloud), then apply that plan.
 
     The plan saved by `trainkit plan` is what the user reviewed; it is never applied as such (the
@@ -150,11 +160,11 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
         require_private_key(cluster, ws, state.get("ssh_public_key"))
     reviewed = change_set(saved[1]) if saved and saved[0] == ws.stack_fingerprint() else None
     rev = _plan(cluster, ws, runner, upgrade_image)
-    _confirm_plan(rev, ws, confirm, reviewed)
+    _confirm_plan(rev, ws, confirm, reviewed, storage_loss)
     with progress.step("terraform apply") as s:
         runner.on_line = s.line
         try:
-            rev = _apply_planned(cluster, ws, runner, confirm, rev, upgrade_image)
+            rev = _apply_planned(cluster, ws, runner, confirm, rev, upgrade_image, storage_loss)
         finally:
             ws.drop_saved_plan()  # a saved plan can be applied once: the next apply plans again
         outputs = {k: v["value"] for k, v in runner.outputs().items()}
@@ -162,7 +172,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
 
 
 def _apply_planned(cluster: Cluster, ws: Workspace, runner, confirm, rev: dict[str, Any],
-                   upgrade_image: bool) -> dict[str, Any]:
+                   upgrade_image: bool, storage_loss: bool = False) -> dict[str, Any]:
     """Apply plan.bin (confirmed by the caller); returns the review of what was applied.
 
     Plans and applies once more when the state changed while planning (terraform: "Saved plan is
@@ -181,7 +191,7 @@ def _apply_planned(cluster: Cluster, ws: Workspace, runner, confirm, rev: dict[s
         elif type(err) is not TrainkitError or not _adopt(cluster, ws, runner):
             raise  # capacity, credentials, a lock: the callers act on those
     rev = _plan(cluster, ws, runner, upgrade_image)
-    _confirm_plan(rev, ws, confirm, reviewed)
+    _confirm_plan(rev, ws, confirm, reviewed, storage_loss)
     runner.apply_plan(ws.plan_bin)
     return rev
 
@@ -202,12 +212,20 @@ def _adopt(cluster: Cluster, ws: Workspace, runner) -> list[str]:
     return [address for address, _ in found]
 
 
-def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | None) -> None:
-    """Refuse a blocking plan; ask `confirm(rev)` unless the new plan (plan.json) makes only
-    changes among the `reviewed` ones, or none. TrainkitError(APPLY) "cancelled" when the answer
-    is no."""
+def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | None,
+                  storage_loss: bool = False) -> None:
+    """Refuse a blocking plan, and one that destroys storage unless `storage_loss`; ask
+    `confirm(rev)` unless the new plan (plan.json) makes only changes among the `reviewed` ones,
+    or none. TrainkitError(APPLY) "cancelled" when the answer is no."""
     refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
-    now = change_set(json.loads(ws.plan_json.read_text()))
+    plan_data = json.loads(ws.plan_json.read_text())
+    lost = storage_losses(rev["cloud"], plan_data)
+    if lost and not storage_loss:
+        raise TrainkitError(f"apply refused: this plan destroys {', '.join(lost)} and the data on it; "
+                            "nothing was changed", exit_code=errors.PLAN_BLOCKED,
+                            fix="read the plan (`trainkit plan`: each one's cause is listed); to go ahead, "
+                                "apply again answering the question, or with --allow-storage-loss")
+    now = change_set(plan_data)
     if reviewed is not None and now <= reviewed:
         return
     if reviewed is not None:

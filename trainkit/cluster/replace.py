@@ -11,9 +11,11 @@ resources by role, `node` for instances and `data` for data disks and their atta
 1. `terraform apply -refresh-only`: an instance the cloud terminated leaves the state;
 2. in the refreshed state, find by id each lost node's `<type>.node[i]` (if it is still there,
    e.g. stopped but not gone) and the `<type>.data[i]` resources of its index (disk, attachment);
-3. `terraform apply -replace=...` of those: the lost instance comes back with a fresh data disk
-   attached; every other node, disk, the NAS and the network keep their ids (the config did
-   not change, so nothing else is in the plan);
+3. `terraform plan -replace=...` of those to a file, checked (`guarded_replace`): a plan that
+   changes anything but the lost nodes' own resources and another zone's new parts stops the
+   recovery before any change (the spec or trainkit changed since the last apply); otherwise that
+   saved plan is applied: the lost instance comes back with a fresh data disk attached; every
+   other node, disk, the NAS and the network keep their ids;
 4. outputs.json is rewritten (the new instance's id and addresses).
 
 When the cloud refuses step 3 for capacity, the replacement alone moves to the spec's next
@@ -31,14 +33,17 @@ from typing import Any, Callable
 
 from trainkit import clouds
 from trainkit.cluster import failover
-from trainkit.errors import PREEMPTED, TrainkitError
+from trainkit.errors import APPLY, PREEMPTED, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import reachable, wait_for_ssh
 from trainkit.spec.resolve import Cluster
+from trainkit.stack.plan_rules import beyond_recovery
 from trainkit.stack.state import render_and_init
 from trainkit.workspace import Workspace, read_json, write_atomic
 
 Event = dict[str, Any]
+# The recovery's own saved plan, beside the user's plan.bin (never applied by `trainkit apply`).
+RECOVERY_PLAN = "recovery-plan.bin"
 
 
 def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
@@ -148,7 +153,7 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
         nonlocal runner, tries
         tries += 1
         runner, _ = render_and_init(placed, ws)
-        runner.apply_replace(addresses if tries == 1 else [])
+        guarded_replace(runner, ws, addresses if tries == 1 else [], [index[name] for name in lost])
 
     def refused(ev: Event) -> None:
         events.append({**ev, "took_s": round(time.time() - t0, 3)})
@@ -159,6 +164,27 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     new = {n["name"]: n.get("id") for n in outputs.get("nodes") or []}
     return events + [{"kind": "replaced", "node": name, "old_id": nodes[index[name]].get("id"),
                       "new_id": new.get(name), "took_s": round(time.time() - t0, 3)} for name in lost]
+
+
+def guarded_replace(runner, ws: Workspace, addresses: list[str], indexes: list[int]) -> None:
+    """Plan the replacement to a file (`-replace` of `addresses`), check that it touches only the
+    nodes `indexes` (plan_rules.beyond_recovery), and apply that saved plan. A plan that would
+    change anything else (the spec or trainkit changed since the last apply) changes nothing:
+    TrainkitError(PREEMPTED) naming what it would change, so the run waits for the user's
+    reviewed `trainkit apply` instead of taking an unreviewed change in the middle of a run."""
+    plan_file = ws.root / RECOVERY_PLAN
+    try:
+        runner.plan(plan_file, phase=APPLY, replace=addresses)
+        extra = beyond_recovery(runner.show_json(plan_file, phase=APPLY), indexes)
+        if extra:
+            raise TrainkitError(
+                f"recovery stopped before changing anything: replacing node(s) {', '.join(map(str, indexes))} "
+                f"would also {'; '.join(extra)}: the spec (or trainkit) changed since the last apply",
+                fix="review and apply those changes first (`trainkit plan`, then `trainkit apply`), then resume "
+                    "the run (`trainkit train SPEC --resume RUN --recover`)", exit_code=PREEMPTED)
+        runner.apply_plan(plan_file)
+    finally:
+        plan_file.unlink(missing_ok=True)
 
 
 def replace_addresses(state: dict, i: int, instance_id: str | None) -> list[str]:

@@ -89,7 +89,10 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_im
 @click.option("--no-provision", is_flag=True, help="Only terraform: skip waiting for SSH and Ansible.")
 @click.option("--upgrade-image", is_flag=True,
               help="Replace every node onto the current image (a node's image is otherwise fixed when it is created).")
-def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
+@click.option("--allow-storage-loss", is_flag=True,
+              help="With --yes: apply a plan that destroys or replaces data disks or the shared file "
+                   "system (their data is lost). Without --yes the question after the review decides.")
+def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_storage_loss):
     """Create or update the cluster, then provision it.
 
     Plans again first, refreshed against the cloud: the plan saved by `trainkit plan` is applied
@@ -111,7 +114,8 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
         return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
-        result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision, upgrade_image=upgrade_image)
+        result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision, upgrade_image=upgrade_image,
+                                 storage_loss=allow_storage_loss or not yes)
     nodes = result.outputs.get("nodes") or []
     click.echo(f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); "
                f"workspace {ws.root}")

@@ -8,6 +8,7 @@ found. Adding a cloud means adding a room, not branches here.
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Iterator
 
 from trainkit import clouds
@@ -52,3 +53,62 @@ def disks_unencrypted(cloud: str, resources: Iterable[dict]) -> Iterator[str]:
     room = clouds.get(cloud)
     for r in resources:
         yield from room.unencrypted(r)
+
+
+def disruptions(cloud: str, plan: dict) -> dict[str, tuple[str, str]]:
+    """address -> ("refused" | "stops", cause) of every in-place update in `plan` (terraform show
+    -json) that the cloud refuses or makes by stopping the node (the room's `in_place`)."""
+    room = clouds.get(cloud)
+    out = {}
+    for rc in plan.get("resource_changes", []):
+        change = rc["change"]
+        if rc.get("mode") == "data" or change["actions"] != ["update"]:
+            continue
+        found = room.in_place(rc["type"], change.get("before") or {}, change.get("after") or {})
+        if found:
+            out[rc["address"]] = found
+    return out
+
+
+def refused_in_place(cloud: str, plan: dict) -> dict[str, str]:
+    """address -> cause of the in-place updates the cloud refuses: plan them replaced instead."""
+    return {a: cause for a, (verdict, cause) in disruptions(cloud, plan).items() if verdict == "refused"}
+
+
+def storage_losses(cloud: str, plan: dict) -> list[str]:
+    """Addresses of the disks and shared file systems `plan` destroys or replaces, whose data is
+    lost with them (what the room's `billed` calls a disk or the nas)."""
+    room = clouds.get(cloud)
+    out = []
+    for rc in plan.get("resource_changes", []):
+        if rc.get("mode") == "data" or "delete" not in rc["change"]["actions"]:
+            continue
+        billed = room.billed({"type": rc["type"], "values": rc["change"].get("before") or {}}) or {}
+        if billed.get("disk") or billed.get("nas"):
+            out.append(rc["address"])
+    return sorted(out)
+
+
+# Every module names an instance `<type>.node[i]`, its data disk and attachment `<type>.data[i]`, and
+# what one more zone needs (a subnet, its NAT and NAS rules) `<type>.zone["<zone>"]` (the module
+# interface; cluster/replace.py).
+_NODE_PARTS = re.compile(r"\.(node|data)\[(\d+)\]$")
+_ZONE_PART = re.compile(r'\.zone\["[^"]+"\]$')
+
+
+def beyond_recovery(plan: dict, indexes: list[int]) -> list[str]:
+    """"<action> <address>" of every change in `plan` that replacing the nodes `indexes` does not
+    need: anything but their own node and data resources, and the creation of another zone's
+    parts. A non-empty answer means the configuration changed since the last apply."""
+    out = []
+    for rc in plan.get("resource_changes", []):
+        actions = rc["change"]["actions"]
+        if rc.get("mode") == "data" or actions in (["no-op"], ["read"]):
+            continue
+        own = _NODE_PARTS.search(rc["address"])
+        if own and int(own.group(2)) in indexes:
+            continue
+        if actions == ["create"] and _ZONE_PART.search(rc["address"]):
+            continue
+        out.append(f"{'replace' if len(actions) > 1 else actions[0]} {rc['address']}")
+    return sorted(out)

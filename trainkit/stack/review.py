@@ -16,9 +16,11 @@ from trainkit.money.cost import HOURS_PER_MONTH, no_cost, resources_cost
 from trainkit.spec import safety as safety_nets
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.plan_diff import changed_attributes
-from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources
+from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources, storage_losses
 
 ROLES = ("network", "compute", "storage", "nas")
+# The finding that names disks and shared file systems a plan destroys (apply --yes refuses it).
+STORAGE_LOSS = "storage-loss"
 # Most dangerous first: the review lists replace and delete before anything else.
 ACTION_ORDER = ("delete", "replace", "update", "create")
 
@@ -30,9 +32,12 @@ def role_of(resource_type: str) -> str:
     return "network"
 
 
-def changes(plan: dict) -> dict[str, Any]:
+def changes(plan: dict, disrupted: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
     """Counts of create/update/delete/replace per role, plus the addresses that change, each with
-    its changed attributes (trainkit.stack.plan_diff: before -> after, sensitive values masked)."""
+    its changed attributes (trainkit.stack.plan_diff: before -> after, sensitive values masked).
+    `disrupted` (address -> (verdict, cause), plan_rules.disruptions) marks an update that stops
+    its node (`disruption: "stops"`) and gives a replacement planned for a refused update its cause."""
+    disrupted = disrupted or {}
     counts = {role: Counter() for role in ROLES}
     addresses = []
     for rc in plan.get("resource_changes", []):
@@ -47,6 +52,10 @@ def changes(plan: dict) -> dict[str, Any]:
                      "attributes": changed_attributes(rc["change"], action)}
             if action == "replace":
                 entry.update(replace_reason(rc, plan))
+                if disrupted.get(rc["address"], ("",))[0] == "refused":
+                    entry["reason"] = f"the cloud cannot update it in place: {disrupted[rc['address']][1]}"
+            elif action == "update" and rc["address"] in disrupted:
+                entry["disruption"], entry["reason"] = disrupted[rc["address"]]
             elif action == "delete":
                 entry.update(delete_reason(rc))
             addresses.append(entry)
@@ -214,15 +223,21 @@ def _finding(code: str, severity: str, message: str) -> dict:
     return {"code": code, "severity": severity, "message": message}
 
 
-def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = None) -> dict[str, Any]:
+def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = None,
+           disrupted: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
     """The whole review; stable keys: cluster, cloud, changes, cost, findings, blocking, safety.
 
-    `extra_findings` come from tools run at the edge (checkov on plan.json).
+    `extra_findings` come from tools run at the edge (checkov on plan.json); `disrupted` says which
+    in-place updates stop a node or were refused (see `changes`).
     """
     resources = after_resources(plan)
     cost_ = cost(cluster, resources, before_resources(plan))
     found = findings(cluster, resources, cost_) + list(extra_findings or [])
-    return _review(cluster, changes(plan), cost_, found, safety(cluster))
+    lost = storage_losses(cluster.spec.cloud, plan)
+    if lost:
+        found.append(_finding(STORAGE_LOSS, "warn", f"destroys the data on {', '.join(lost)}: `apply --yes` "
+                              "refuses this plan unless given --allow-storage-loss"))
+    return _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster))
 
 
 def no_terraform_review(cluster: Cluster) -> dict[str, Any]:

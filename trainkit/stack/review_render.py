@@ -30,6 +30,7 @@ GITHUB_COMMENT_LIMIT = 65536
 _MARGIN = 512
 ROLES = ("network", "compute", "storage", "nas")
 _LOUD = {"delete": "🔴 **DESTROY**", "replace": "🟠 **REPLACE**"}
+_STOPS = "🟡 **STOPS**"  # an update the cloud makes on a stopped node (clouds' `in_place`)
 # Terraform's own plan symbols (`terraform plan` output), also what a ```diff block colours.
 SYMBOL = {"create": "+", "delete": "-", "update": "~", "replace": "-/+"}
 MAX_ATTRIBUTES = 40  # attribute lines per resource; the rest are counted
@@ -115,6 +116,8 @@ def to_text(rev: dict) -> str:
     for a in ch["addresses"]:
         if a["action"] in _LOUD:
             lines.append(f"  !! {'DESTROY' if a['action'] == 'delete' else 'REPLACE'} {a['address']}{_why(a)}")
+        elif a.get("disruption") == "stops":
+            lines.append(f"  !! STOPS {a['address']}{_why(a)}")
     for role in ROLES:
         if ch["by_role"][role]:
             lines.append(f"  {role:<8} " + ", ".join(f"{n} {a}" for a, n in ch["by_role"][role].items()))
@@ -160,11 +163,11 @@ def _header(rev: dict) -> list[str]:
 
 
 def _danger(rev: dict) -> list[str]:
-    loud = [a for a in rev["changes"]["addresses"] if a["action"] in _LOUD]
+    loud = [a for a in rev["changes"]["addresses"] if a["action"] in _LOUD or a.get("disruption") == "stops"]
     if not loud:
         return ["No resource is replaced or destroyed.", ""]
-    out = [f"> [!CAUTION]\n> **{len(loud)} resource(s) will be replaced or destroyed:**"]
-    out += [f"> - {_LOUD[a['action']]} `{a['address']}` ({a['role']}){_why(a)}" for a in loud[:50]]
+    out = [f"> [!CAUTION]\n> **{len(loud)} resource(s) will be replaced, destroyed or stopped:**"]
+    out += [f"> - {_LOUD.get(a['action'], _STOPS)} `{a['address']}` ({a['role']}){_why(a)}" for a in loud[:50]]
     if len(loud) > 50:
         out.append(f"> - ... and {len(loud) - 50} more (see the change list)")
     return out + [""]

@@ -23,8 +23,6 @@ locals {
   # vSwitch, so such a node needs a vSwitch of its own zone in the same VPC.
   zone_vswitches = { for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : z => cidrs[0] }
 
-  # The node's zone is its vSwitch's: availability_zone stays unset on the instance, as before (it
-  # defaults to the vSwitch's zone; setting it would change the rendered config of every cluster).
   node_vswitch_ids = [for z in local.node_zone : z == var.zone ? alicloud_vswitch.this.id : alicloud_vswitch.zone[z].id]
 
   # A LowLatency deployment set holds instances of one zone only (Alibaba ECS docs, "Deployment
@@ -133,10 +131,15 @@ resource "alicloud_ecs_deployment_set" "this" {
 resource "alicloud_instance" "node" {
   count = var.node_count
 
-  instance_name                 = "${var.name}-node-${count.index}"
-  host_name                     = "${var.name}-node-${count.index}"
-  instance_type                 = local.node_type[count.index]
-  image_id                      = local.node_image_id[count.index]
+  instance_name = "${var.name}-node-${count.index}"
+  host_name     = "${var.name}-node-${count.index}"
+  instance_type = local.node_type[count.index]
+  image_id      = local.node_image_id[count.index]
+  # Set, though Alibaba takes it from the vSwitch: availability_zone is ForceNew, so a node that
+  # moves zone is replaced. Left unset, the move is an in-place vswitch_id change, which
+  # ModifyInstanceVpcAttribute refuses across zones (InvalidVSwitchId.Mismatch, ECS API 2014-05-26).
+  # An existing node reads back its vSwitch's zone, the same value: nothing changes for it.
+  availability_zone             = local.node_zone[count.index]
   vswitch_id                    = local.node_vswitch_ids[count.index]
   security_groups               = [alicloud_security_group.this.id]
   key_name                      = alicloud_ecs_key_pair.this.key_pair_name

@@ -1,0 +1,150 @@
+"""Changes to a live cluster on the three seed clouds, through trainkit and the real terraform
+against the provider stand-ins (tests/standin): each spec edit plans what the cloud allows, asserted
+from the plan JSON and the review; `apply --yes` never destroys storage without its flag; recovery
+with an edited spec changes nothing but stops and says why, and without one replaces the lost node
+only (issue 37).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from seed_clouds import CLOUDS, SEED_ENV, plan_actions, trainkit, write_spec
+from standin.cloud import Store
+from standin.mirror import Reattached
+
+from trainkit import errors
+
+pytestmark = pytest.mark.usefixtures("tf_cli_config")
+
+NODE = {"alicloud": "alicloud_instance", "tencentcloud": "tencentcloud_instance",
+        "huaweicloud": "huaweicloud_compute_instance"}
+DISK = {"alicloud": "alicloud_ecs_disk", "tencentcloud": "tencentcloud_cbs_storage",
+        "huaweicloud": "huaweicloud_evs_volume"}
+NAS = {"alicloud": "alicloud_nas_file_system", "tencentcloud": "tencentcloud_cfs_file_system",
+       "huaweicloud": "huaweicloud_sfs_turbo"}
+# Another zone of the example's region and a smaller type of the example's family, from the catalogs.
+OTHER = {"alicloud": ("cn-hangzhou-j", "ecs.gn7i-c16g1.4xlarge"),
+         "tencentcloud": ("ap-guangzhou-6", "GN7.5XLARGE80"),
+         "huaweicloud": ("cn-north-4b", "p2s.2xlarge.8")}
+
+
+@pytest.fixture(scope="module")
+def applied(repo, tmp_path_factory, tf_cli_config):
+    """cloud -> (spec folder, workspace) of the example applied once (no provisioning), all three
+    behind one reattached stand-in; the tests here only plan against it."""
+    folder = tmp_path_factory.mktemp("seed-changes")
+    (folder / "standin").mkdir()
+    with Reattached(folder / "standin", SEED_ENV) as served:
+        saved = dict(os.environ)
+        os.environ.update({**SEED_ENV, **served.env})
+        try:
+            out = {}
+            for cloud in CLOUDS:
+                spec, ws = write_spec(repo, folder, cloud), folder / f"ws-{cloud}"
+                trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+                out[cloud] = (ws, Store(served.cloud))
+            yield out
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _plan(repo, tmp_path, applied, cloud, check_rc=0, **edit):
+    ws, _ = applied[cloud]
+    spec = write_spec(repo, tmp_path, cloud, **edit)
+    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json", check_rc=check_rc).stdout)
+    by_address = {a["address"].removeprefix("module.cluster."): a for a in rev["changes"]["addresses"]}
+    return rev, by_address, {a.removeprefix("module.cluster."): x for a, x in plan_actions(ws).items()}
+
+
+def _of(actions: dict, rtype: str) -> dict:
+    return {a: x for a, x in actions.items() if a.startswith(rtype + ".")}
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_type_change_replaces_nodes_the_cloud_cannot_resize_and_keeps_their_disks(repo, tmp_path, applied, cloud):
+    """The examples' nodes cannot be resized in place: Alibaba and Huawei ones are spot (Huawei
+    refuses, a stopped spot node loses its capacity), Tencent's boot from CLOUD_HSSD, which
+    ResetInstancesType does not take. The plan replaces them, each with its cause; their data
+    disks stay (only the attachments follow the new instances)."""
+    rev, by_address, actions = _plan(repo, tmp_path, applied, cloud, **{"instance.type": OTHER[cloud][1]})
+    nodes = _of(actions, NODE[cloud])
+    assert sorted(nodes) == [f"{NODE[cloud]}.node[0]", f"{NODE[cloud]}.node[1]"]
+    assert all(set(x) == {"create", "delete"} for x in nodes.values())
+    assert all("cannot update it in place" in by_address[a]["reason"] for a in nodes)
+    assert _of(actions, DISK[cloud]) == {} and _of(actions, NAS[cloud]) == {}
+    assert not any(f["code"] == "storage-loss" for f in rev["findings"])
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_zone_change_is_named_as_storage_loss_and_apply_yes_refuses_it(repo, tmp_path, applied, cloud):
+    ws, store = applied[cloud]
+    rev, _, actions = _plan(repo, tmp_path, applied, cloud, zone=OTHER[cloud][0])
+    loss = [f for f in rev["findings"] if f["code"] == "storage-loss"]
+    assert len(loss) == 1 and f"{NAS[cloud]}.this[0]" in loss[0]["message"]
+    assert set(actions[f"{NAS[cloud]}.this[0]"]) == {"create", "delete"}
+    before = store.objects()
+    spec = write_spec(repo, tmp_path, cloud, zone=OTHER[cloud][0])
+    refused = trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision", check_rc=errors.PLAN_BLOCKED)
+    assert "--allow-storage-loss" in refused.stderr and f"{DISK[cloud]}.data[0]" in refused.stderr
+    assert store.objects() == before  # nothing changed
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_bigger_data_disk_is_resized_in_place(repo, tmp_path, applied, cloud):
+    _, by_address, actions = _plan(repo, tmp_path, applied, cloud, **{"storage.data_disk.size_gb": 800})
+    assert actions == {f"{DISK[cloud]}.data[{i}]": ["update"] for i in range(2)}
+
+
+def test_a_stopping_update_is_named_in_the_review(repo, tmp_path, applied):
+    """Alibaba: a worker that gets a public IP is updated in place (internet_max_bandwidth_out),
+    which does not stop it; a type change on an on-demand node stops it: the review says STOPS."""
+    _, by_address, actions = _plan(repo, tmp_path, applied, "alicloud", **{"network.public_ip": "all"})
+    assert actions.get("alicloud_instance.node[1]") == ["update"]
+    assert "disruption" not in by_address["alicloud_instance.node[1]"]
+    # on-demand: spot off replaces the nodes (spot_strategy is ForceNew); compare the two plans
+    _, by_address, actions = _plan(repo, tmp_path, applied, "alicloud", **{"spot.enabled": False})
+    assert all(set(actions[f"alicloud_instance.node[{i}]"]) == {"create", "delete"} for i in range(2))
+    assert "spot_strategy" in by_address["alicloud_instance.node[0]"]["reason"]
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_recovery_with_an_edited_spec_changes_nothing_and_without_one_replaces_the_lost_node(
+        repo, tmp_path, seed_cloud, monkeypatch, cloud):
+    from trainkit.cluster.replace import replace_instances
+    from trainkit.errors import TrainkitError
+    from trainkit.spec.resolve import load_cluster
+    from trainkit.workspace import Workspace
+
+    monkeypatch.delenv("CHECKOV", raising=False)
+    spec, ws_dir = write_spec(repo, tmp_path, cloud), tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws_dir, "--yes", "--no-provision")
+    nodes = json.loads((ws_dir / "outputs.json").read_text())["nodes"]
+    seed_cloud.release(NODE[cloud], nodes[1]["id"])          # the cloud reclaims node 1
+    kept = {k: v["id"] for k, v in seed_cloud.objects().items()}
+
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    changed = load_cluster(write_spec(repo, edited, cloud, **{"storage.data_disk.size_gb": 900}))
+    ws = Workspace.for_cluster(changed.name, ws_dir)
+    with pytest.raises(TrainkitError) as stopped:
+        replace_instances(changed, ws, [nodes[1]["name"]])
+    assert stopped.value.exit_code == errors.PREEMPTED
+    assert "changed since the last apply" in stopped.value.message
+    assert f"update module.cluster.{DISK[cloud]}.data[0]" in stopped.value.message
+    assert {k: v["id"] for k, v in seed_cloud.objects().items()} == kept   # nothing changed
+
+    events = replace_instances(load_cluster(spec), ws, [nodes[1]["name"]])
+    assert [e["kind"] for e in events] == ["replaced"]
+    new_nodes = seed_cloud.objects(NODE[cloud])
+    assert nodes[0]["id"] in new_nodes and nodes[1]["id"] not in new_nodes and len(new_nodes) == 2
+    after = seed_cloud.objects()
+    # everything but node 1's data disk and attachment (replaced with it) keeps its id: the survivor,
+    # its disk, the NAS, the network
+    gone = {k for k in kept if k not in after}
+    assert all(k.startswith((f"{DISK[cloud]} ", f"{NODE[cloud]} ")) or "attach" in k for k in gone), gone
+    assert sum(k.startswith(f"{DISK[cloud]} ") for k in gone) == 1
+    assert any(k.startswith(f"{NAS[cloud]} ") for k in after) and all(k in after for k in kept if k.startswith(NAS[cloud]))
