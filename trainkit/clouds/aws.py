@@ -97,17 +97,23 @@ CAPACITY_CODES: tuple[CapacityCode, ...] = (
 
 
 # aws_ebs_volume / root_block_device `kms_key_id`: "The ARN for the KMS encryption key" (provider
-# docs); a bare key id or alias is refused by EC2 only at apply. Key ARN or alias ARN (AWS KMS
-# docs, "Key identifiers (KeyId)").
-KMS_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key/[A-Za-z0-9-]+|alias/[A-Za-z0-9/_-]+)"
+# docs); a bare key id or alias is refused by EC2 only at apply. Only a key ARN (AWS KMS docs, "Key
+# identifiers (KeyId)"): EC2 accepts an alias ARN but reads back the key's ARN, and kms_key_id is
+# ForceNew, so every plan would replace every data volume (terraform-provider-aws #2407, #7407).
+KMS_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+"
+KMS_ALIAS_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:alias/[A-Za-z0-9/_-]+"
 
 
 def _spec_rules(spec: Any) -> list:
     key = spec.storage.data_disk.kms_key_id
+    fix = ("write the key's ARN, arn:aws:kms:<region>:<account>:key/<key id> "
+           "(`aws kms describe-key --key-id ...` prints it)")
+    if key and re.fullmatch(KMS_ALIAS_ARN, key):
+        return [("storage.data_disk.kms_key_id", f"{key!r} is an alias ARN: EC2 records the key's ARN instead, "
+                 "so every later plan would replace every data volume (kms_key_id cannot change in place)", fix)]
     if key and not re.fullmatch(KMS_ARN, key):
         return [("storage.data_disk.kms_key_id", f"{key!r} is not a KMS key ARN (EC2 takes the ARN, not a key "
-                 "id or alias name)", "write it as arn:aws:kms:<region>:<account>:key/<key id> "
-                 "(`aws kms describe-key --key-id ...` prints it)")]
+                 "id or alias name)", fix)]
     return []
 
 

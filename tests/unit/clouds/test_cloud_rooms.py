@@ -127,6 +127,9 @@ def fields(cloud: str, **over) -> dict[str, str]:
      "storage.data_disk.kms_key_id", "not a KMS key ARN"),
     ("aws", {"storage": {"data_disk": {"kms_key_id": "alias/my-key"}}},
      "storage.data_disk.kms_key_id", "arn:aws:kms:"),
+    # issue 37 item 2: EC2 reads back the key ARN, so an alias ARN replaces every volume on every plan
+    ("aws", {"storage": {"data_disk": {"kms_key_id": "arn:aws:kms:us-east-1:123456789012:alias/train"}}},
+     "storage.data_disk.kms_key_id", "every later plan would replace every data volume"),
     ("huaweicloud", {"name": "abc", "storage": {"data_disk": {"kms_key_id": "k"},
                                                 "nas": {"enabled": True, "size_gb": 500}}},
      "name", "4-64"),
