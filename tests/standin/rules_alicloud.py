@@ -113,6 +113,11 @@ def update_check(type_name: str, before: dict, after: dict, view) -> None:
 
 
 def delete_check(type_name: str, attrs: dict, view) -> None:
+    if type_name == "alicloud_vpc" and any(v.get("vpc_id") == attrs["id"] for v in view.of_type("alicloud_vswitch")):
+        # DeleteVpc (VPC API 2016-04-28, error codes): 400 DependencyViolation.VSwitch, "Specified object has
+        # dependent resources" while a vSwitch is in the VPC (the provider retries it until its delete timeout)
+        raise CloudError(error("alicloud_vpc", "DeleteVpc", "DependencyViolation.VSwitch",
+                               "Specified object has dependent resources."))
     if type_name == "alicloud_vswitch":
         users = [i["id"] for i in view.of_type("alicloud_instance") if i.get("vswitch_id") == attrs["id"]]
         if users:

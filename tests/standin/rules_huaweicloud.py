@@ -86,6 +86,11 @@ def update_check(type_name: str, before: dict, after: dict, view) -> None:
 
 
 def delete_check(type_name: str, attrs: dict, view) -> None:
+    subnets = [s["id"] for s in view.of_type("huaweicloud_vpc_subnet") if s.get("vpc_id") == attrs["id"]]
+    if type_name == "huaweicloud_vpc" and subnets:
+        # VPC API "Deleting a VPC": its subnets must be deleted first (VPC.0213 is the stand-in's code for it)
+        raise CloudError(error("DELETE", f"/v1/p/vpcs/{attrs['id']}", "VPC.0213",
+                               f"The VPC still has subnets: {', '.join(subnets)}."))
     if type_name == "huaweicloud_vpc_subnet":
         users = [i["id"] for i in view.of_type("huaweicloud_compute_instance")
                  if any(n.get("uuid") == attrs["id"] for n in i.get("network") or [])]

@@ -89,6 +89,10 @@ def update_check(type_name: str, before: dict, after: dict, view) -> None:
 
 
 def delete_check(type_name: str, attrs: dict, view) -> None:
+    subnets = [s["id"] for s in view.of_type("tencentcloud_subnet") if s.get("vpc_id") == attrs["id"]]
+    if type_name == "tencentcloud_vpc" and subnets:
+        # VPC API "DeleteVpc" (215/15775): the VPC must hold no resources first; ResourceInUse
+        raise CloudError(error("ResourceInUse", f"The VPC still has subnets: {', '.join(subnets)}."))
     if type_name == "tencentcloud_placement_group":
         users = [i["id"] for i in view.of_type("tencentcloud_instance") if i.get("placement_group_id") == attrs["id"]]
         if users:
