@@ -9,7 +9,7 @@ Two kinds per cloud:
   whose delete the cloud refuses while it is there, so a plain `destroy` deletes it first, and leaves
   nothing;
 - outside it (a data disk): a plain `destroy` deletes what the state holds, names the copy and fails;
-  `destroy --sweep` deletes it, and leaves nothing.
+  `destroy --sweep` deletes it, and leaves nothing, through throttled calls it retries.
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ def test_a_lost_copy_outside_the_network_is_named_then_swept(repo, tmp_path, see
     assert "Traceback" not in plain.stderr
     assert list(seed_cloud.objects()) == [f"{rtype} {copy}"]  # all the state held is gone; the copy is named
 
+    # The clouds throttle a burst of calls; the sweepers retry that (sweep_common.retry_throttled), as the
+    # SDKs do not. The state is empty: only the sweep's API calls meet the fault.
+    seed_cloud.set_faults(throttle=2)
     swept = trainkit("destroy", spec, "--workdir", ws, "--yes", "--sweep")
     assert copy in swept.stdout + swept.stderr
     assert seed_cloud.objects() == {}
+    assert [c[:2] for c in seed_cloud.read()["calls"] if c[0] == "throttled"] == [["throttled", "api"]] * 2

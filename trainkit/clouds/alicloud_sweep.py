@@ -22,7 +22,16 @@ import json
 from typing import Any
 
 from trainkit.clouds.prices_alicloud import _env
-from trainkit.clouds.sweep_common import batches, gone_ok, in_order, in_vpcs, report_undeletable, state_ids, wait_gone
+from trainkit.clouds.sweep_common import (
+    batches,
+    gone_ok,
+    in_order,
+    in_vpcs,
+    report_undeletable,
+    retry_throttled,
+    state_ids,
+    wait_gone,
+)
 from trainkit.util import progress
 
 TAG = "trainkit-cluster"
@@ -81,7 +90,9 @@ class _Api:
                                   method="POST", auth_type="AK", style="RPC", req_body_type="formData",
                                   body_type="json")
         request = utils_models.OpenApiRequest(query=Utils.query({"RegionId": self.region, **params}))
-        return self.client.call_api(api, request, RuntimeOptions())["body"]
+        # Throttling.User / Throttling.Api / Throttling (OpenAPI "Common error codes"): retried
+        return retry_throttled(lambda: self.client.call_api(api, request, RuntimeOptions())["body"],
+                               lambda err: str(getattr(err, "code", "")).startswith("Throttling"))
 
 
 def find(cluster) -> list[dict[str, Any]]:

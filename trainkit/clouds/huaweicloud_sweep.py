@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from trainkit.clouds.sweep_common import in_order, in_vpcs
+from trainkit.clouds.sweep_common import in_order, in_vpcs, retry_throttled
 from trainkit.errors import InputError
 from trainkit.util import progress
 
@@ -64,6 +64,16 @@ IN_VPC = {
 WAIT_S, POLL_S = 600, 5  # ECS batch delete is an async job (ECS API doc "Deleting ECSs in a Batch")
 
 
+# API Gateway "Error Codes": APIGW.0308 "The throttling threshold has been reached", HTTP 429: retried
+THROTTLED = 429
+
+
+class _Throttled(Exception):
+    def __init__(self, resp):
+        super().__init__(f"HTTP {resp.status_code}")
+        self.resp = resp
+
+
 class _Api:
     """Signed JSON calls to one cluster's Huawei services (credentials from the environment)."""
 
@@ -92,9 +102,18 @@ class _Api:
         req = SdkRequest(method=method, schema=scheme or "https", host=host or default, resource_path=path,
                          query_params=[], header_params=headers,
                          body=json.dumps(body) if body is not None else "")
-        Signer(BasicCredentials(*self._keys, self.project)).sign(req)
-        resp = requests.request(method, f"{req.schema}://{req.host}{req.uri}", headers=req.header_params,
-                                data=req.body or None, timeout=60)
+        def send():
+            Signer(BasicCredentials(*self._keys, self.project)).sign(req)  # a fresh X-Sdk-Date each time
+            resp = requests.request(method, f"{req.schema}://{req.host}{req.uri}", headers=req.header_params,
+                                    data=req.body or None, timeout=60)
+            if resp.status_code == THROTTLED:
+                raise _Throttled(resp)
+            return resp
+
+        try:
+            resp = retry_throttled(send, lambda err: isinstance(err, _Throttled))
+        except _Throttled as err:
+            resp = err.resp
         if method == "DELETE" and resp.status_code == 404:
             return {}  # gone already (e.g. a volume deleted with its server)
         if resp.status_code >= 400:

@@ -6,6 +6,31 @@ import time
 from typing import Callable
 
 POLL_S = 5
+# Throttled calls are retried: the clouds answer a burst (a sweep makes dozens of calls) with a throttling
+# error that says "retry later" (Alibaba Throttling.User, Tencent RequestLimitExceeded, Huawei APIGW.0308
+# with HTTP 429, whose docs advise retrying "after a short period (for example, 2 to 5 seconds)"), and the
+# SDKs trainkit uses retry none of it by default (tea-openapi without RetryOptions, CommonClient with its
+# NoopRetryer, plain requests for Huawei). Four attempts, waiting 1, 2 and 4 s between them: the backoff of
+# Tencent's own StandardRetryer (2**n s), one attempt more.
+THROTTLE_ATTEMPTS = 4
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed attempt `attempt` (0-based): 1, 2, 4."""
+    return float(2 ** attempt)
+
+
+def retry_throttled(call: Callable[[], object], throttled: Callable[[Exception], bool]):
+    """`call()`, called again after a throttling error (`throttled(err)`) up to THROTTLE_ATTEMPTS times
+    in all; the last error, or any other, propagates."""
+    for attempt in range(THROTTLE_ATTEMPTS):
+        try:
+            return call()
+        except Exception as err:
+            if attempt == THROTTLE_ATTEMPTS - 1 or not throttled(err):
+                raise
+            time.sleep(backoff(attempt))
+    raise AssertionError("unreachable")
 
 
 def gone_ok(call: Callable[[], object]) -> None:

@@ -18,7 +18,15 @@ import functools
 import os
 from typing import Any
 
-from trainkit.clouds.sweep_common import batches, gone_ok, in_order, in_vpcs, report_undeletable, wait_gone
+from trainkit.clouds.sweep_common import (
+    batches,
+    gone_ok,
+    in_order,
+    in_vpcs,
+    report_undeletable,
+    retry_throttled,
+    wait_gone,
+)
 from trainkit.util import progress
 
 TAG = "trainkit-cluster"
@@ -52,7 +60,21 @@ def _client(cluster, service: str, version: str):
     endpoint = (getattr(cluster.spec, "endpoints", None) or {}).get(service)
     http = HttpProfile(endpoint=endpoint.split("://", 1)[-1], protocol=endpoint.split("://")[0]) \
         if endpoint else HttpProfile()
-    return CommonClient(service, version, cred, cluster.spec.region, ClientProfile(httpProfile=http))
+    return _Retrying(CommonClient(service, version, cred, cluster.spec.region, ClientProfile(httpProfile=http)))
+
+
+class _Retrying:
+    """A CommonClient whose call_json retries throttling (RequestLimitExceeded and its sub-codes, API 3.0
+    "Common Error Codes"; sweep_common.retry_throttled). Not the SDK's StandardRetryer: in
+    tencentcloud-sdk-python-common 3.1.195 it keeps the first attempt's error after a later attempt
+    succeeds, so a call throttled once is retried to the last attempt and then raises that error."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def call_json(self, action: str, params: dict) -> dict:
+        return retry_throttled(lambda: self._client.call_json(action, params),
+                               lambda err: str(getattr(err, "code", "")).startswith("RequestLimitExceeded"))
 
 
 def find(cluster) -> list[dict[str, Any]]:
