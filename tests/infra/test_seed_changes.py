@@ -11,6 +11,7 @@ import json
 import os
 
 import pytest
+import yaml
 from seed_clouds import CLOUDS, SEED_ENV, plan_actions, trainkit, write_spec
 from standin.cloud import Store
 from standin.mirror import Reattached
@@ -148,3 +149,33 @@ def test_recovery_with_an_edited_spec_changes_nothing_and_without_one_replaces_t
     assert all(k.startswith((f"{DISK[cloud]} ", f"{NODE[cloud]} ")) or "attach" in k for k in gone), gone
     assert sum(k.startswith(f"{DISK[cloud]} ") for k in gone) == 1
     assert any(k.startswith(f"{NAS[cloud]} ") for k in after) and all(k in after for k in kept if k.startswith(NAS[cloud]))
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_failover_of_an_existing_cluster_moves_the_new_node_only(repo, tmp_path, seed_cloud, cloud):
+    """Two nodes up in the first zone; then a third, and the cloud has no capacity left for the
+    type there (each cloud's sold-out error from the stand-in). The new node alone goes to the
+    next zone (its own subnet); the cluster's subnet, its NAS and the first two nodes stay."""
+    zones = [yaml_zone(repo, cloud), OTHER[cloud][0]]
+    spec, ws = write_spec(repo, tmp_path, cloud, zone=zones), tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+    before = seed_cloud.objects()
+    first = json.loads((ws / "outputs.json").read_text())["nodes"]
+    kind = yaml.safe_load(spec.read_text())["instance"]["type"]
+    seed_cloud.set_faults(capacity=[{"zone": zones[0], "type": kind}])
+
+    grown = write_spec(repo, tmp_path, cloud, zone=zones, nodes=3)
+    applied = trainkit("apply", grown, "--workdir", ws, "--yes", "--no-provision")
+    assert "the cluster stays" in applied.stderr
+    nodes = json.loads((ws / "outputs.json").read_text())["nodes"]
+    assert [n["id"] for n in nodes[:2]] == [n["id"] for n in first] and len(nodes) == 3
+    held = seed_cloud.objects()
+    assert all(k in held for k in before), "nothing that existed was replaced"
+    zone_of = {i: a["availability_zone"] for i, a in seed_cloud.objects(NODE[cloud]).items()}
+    assert zone_of[nodes[2]["id"]] == zones[1] and {zone_of[n["id"]] for n in nodes[:2]} == {zones[0]}
+    placement = json.loads((ws / "placement.json").read_text())
+    assert placement["zone"] == zones[0] and placement["nodes"]["2"]["zone"] == zones[1]
+
+
+def yaml_zone(repo, cloud: str) -> str:
+    return yaml.safe_load((repo / f"examples/clusters/{cloud}.yaml").read_text())["zone"]

@@ -215,21 +215,23 @@ def node_entry(cluster: Cluster, where: Placement, nodes: dict[str, dict]) -> di
 
 
 def replace_in_order(cluster: Cluster, ws: Workspace, indexes: list[int],
-                     attempt: Callable[[Cluster], Any], record: Callable[[dict], None]) -> Cluster:
+                     attempt: Callable[[Cluster], Any], record: Callable[[dict], None],
+                     refused_here: str | None = None) -> Cluster:
     """Recovery's failover (pure order, side effects in `attempt`): `attempt(cluster)` creates the
     replacements of node `indexes`; refused for capacity, the next candidate after the cluster's
     placement is tried for those nodes only (node_placement: the survivors keep their place and
     ids), each refusal a `placement_refused` event to `record`. Returns the cluster as placed;
     the placement is kept in placement.json. CapacityError listing every attempt when all are
-    refused, at once on a quota refusal (spot quota with an on-demand fallback: on-demand next)."""
+    refused, at once on a quota refusal (spot quota with an on-demand fallback: on-demand next).
+    `refused_here` (what the cloud said) skips the cluster's own placement: it was just refused."""
     cluster = with_node_placement(cluster, ws)
     if len(candidates(cluster)) == 1 and not cluster.node_placement:
         attempt(cluster)             # nowhere else to go: the refusal is the cloud's one message
         return cluster
     nodes = dict(cluster.node_placement)
     here = (cluster.spec.zone, cluster.instance.type, cluster.spec.spot.enabled)
-    order = [here] + [c for c in candidates(cluster) if c != here]
-    tried: list[str] = []
+    order = ([] if refused_here else [here]) + [c for c in candidates(cluster) if c != here]
+    tried: list[str] = [f"{_label(cluster, *here)}: {refused_here}"] if refused_here else []
     while order:
         where = order.pop(0)
         for i in indexes:
@@ -363,7 +365,9 @@ def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster],
     if len(candidates(cluster)) == 1:
         return cluster, attempt(cluster)
     order, existed, _ = _screened(cluster, ws)
-    fresh = not existed  # nothing of this cluster existed before: what the attempts made can go
+    if existed:
+        return _move_new_nodes(cluster, ws, order[0], attempt)
+    # nothing of this cluster existed before: what the refused attempts made can go
     tried: list[str] = []
     total, n = len(order), 0
     while order:
@@ -389,9 +393,39 @@ def apply_in_order(cluster: Cluster, ws: Workspace, attempt: Callable[[Cluster],
         progress.info(f"placement {n}/{total}: {where}: up")
         _keep(ws, (zone, kind, spot))
         return here, result
-    if fresh:
-        _remove_attempts(here, ws)
-    raise _all_refused(last, tried, quota=False, removed=fresh)
+    _remove_attempts(here, ws)
+    raise _all_refused(last, tried, quota=False, removed=True)
+
+
+def _move_new_nodes(cluster: Cluster, ws: Workspace, home: Placement,
+                    attempt: Callable[[Cluster], Any]) -> tuple[Cluster, Any]:
+    """A cluster that exists keeps its placement, network and shared storage (a NAS or its subnet
+    in another zone is a new, empty one): the apply runs there, and when the cloud refuses what it
+    creates, only the nodes the state then lacks (new, or replaced by this apply) move to the next
+    candidates, as a recovery's replacement does (replace_in_order, node_placement)."""
+    here = placed(cluster, *home)
+    try:
+        return here, attempt(here)
+    except CapacityError as err:
+        missing = missing_nodes(here, ws)
+        if not missing or err.problem.kind == "quota":
+            raise
+        refusal = f"no capacity ({err.problem.code})"
+        progress.info(f"placement 1: {_label(cluster, *home)}: {refusal}; moving node(s) "
+                      f"{', '.join(map(str, missing))} to the next candidates, the cluster stays")
+    results: list[Any] = []
+    moved = replace_in_order(here, ws, missing, lambda c: results.append(attempt(c)),
+                             lambda ev: None, refused_here=refusal)
+    return moved, results[-1]
+
+
+def missing_nodes(cluster: Cluster, ws: Workspace) -> list[int]:
+    """Indexes of the spec's nodes whose instance the state does not hold (the module interface:
+    `<type>.node[i]`)."""
+    held = {r.get("index") for r in held_resources(cluster, ws)
+            if r["address"].rsplit(".", 1)[-1].startswith("node[") and (clouds.get(cluster.spec.cloud).billed(r)
+                                                                     or {}).get("node")}
+    return [i for i in range(cluster.nodes) if i not in held]
 
 
 def _all_refused(err: CapacityError, tried: list[str], quota: bool, removed: bool = False) -> CapacityError:

@@ -77,13 +77,23 @@ def refused_in_place(cloud: str, plan: dict) -> dict[str, str]:
 
 def storage_losses(cloud: str, plan: dict) -> list[str]:
     """Addresses of the disks and shared file systems `plan` destroys or replaces, whose data is
-    lost with them (what the room's `billed` calls a disk or the nas)."""
+    lost with them (what the room's `billed` calls a disk or the nas). The disk `data[i]` of a
+    node `node[i]` the plan creates (none ran before: an apply refused half way made the disk)
+    holds nothing yet and is left out."""
     room = clouds.get(cloud)
+    new_nodes = set()
+    for rc in plan.get("resource_changes", []):
+        part = _NODE_PARTS.search(rc["address"])
+        if part and part.group(1) == "node" and rc["change"]["actions"] == ["create"]:
+            new_nodes.add(int(part.group(2)))
     out = []
     for rc in plan.get("resource_changes", []):
         if rc.get("mode") == "data" or "delete" not in rc["change"]["actions"]:
             continue
         billed = room.billed({"type": rc["type"], "values": rc["change"].get("before") or {}}) or {}
+        part = _NODE_PARTS.search(rc["address"])
+        if billed.get("disk") and part and int(part.group(2)) in new_nodes:
+            continue
         if billed.get("disk") or billed.get("nas"):
             out.append(rc["address"])
     return sorted(out)
