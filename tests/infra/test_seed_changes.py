@@ -179,3 +179,18 @@ def test_failover_of_an_existing_cluster_moves_the_new_node_only(repo, tmp_path,
 
 def yaml_zone(repo, cloud: str) -> str:
     return yaml.safe_load((repo / f"examples/clusters/{cloud}.yaml").read_text())["zone"]
+
+
+def test_an_erdma_type_gets_the_high_performance_nic_and_jumbo_frames(repo, tmp_path, applied):
+    """Alibaba eRDMA types (the room's erdma_types): the network role points NCCL at erdma and
+    asserts MTU 8500, so the module creates their nodes with the NIC in HighPerformance mode and
+    jumbo frames on (issue 37 item 7); other types keep the defaults."""
+    ws, _ = applied["alicloud"]
+    spec = write_spec(repo, tmp_path, "alicloud", **{"instance.type": "ecs.gn8is-2x.8xlarge"})
+    trainkit("plan", spec, "--workdir", ws, "--format", "json")
+    plan = json.loads((ws / "plan.json").read_text())
+    nodes = [c["change"]["after"] for c in plan["resource_changes"] if c["type"] == "alicloud_instance"]
+    assert [(n["network_interface_traffic_mode"], n["enable_jumbo_frame"]) for n in nodes] == [
+        ("HighPerformance", True)] * 2
+    # the example's gn7i nodes are no eRDMA type: nothing changes for them
+    trainkit("plan", write_spec(repo, tmp_path, "alicloud"), "--workdir", ws, "--detailed-exitcode")

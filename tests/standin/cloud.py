@@ -63,10 +63,12 @@ class Store:
             path = self.folder / "store.json"
             data = json.loads(path.read_text()) if path.exists() else {"objects": {}, "seq": 0,
                                                                        "faults": {}, "calls": []}
-            yield data
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            os.replace(tmp, path)
+            try:
+                yield data
+            finally:  # a refusal keeps what the cloud counted before it (a throttle, a call)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+                os.replace(tmp, path)
 
     def read(self) -> dict:
         with self.edit() as data:

@@ -30,6 +30,14 @@ locals {
   # the same zone"): a node placed in another zone runs outside it.
   node_deployment_set_ids = [for z in local.node_zone : z == var.zone ? try(alicloud_ecs_deployment_set.this[0].id, null) : null]
 
+  # Elastic RDMA GPU types (prefixes; the cloud room lists the same, erdma_types, and
+  # tests/unit/stack/test_module_catalog.py keeps the two equal): eRDMA needs the primary NIC in
+  # HighPerformance traffic mode (ECS docs, "Configure eRDMA on an enterprise-level instance";
+  # alicloud_instance network_interface_traffic_mode), and NCCL over eRDMA jumbo frames (the network
+  # role sets MTU 8500 on those nodes: enable_jumbo_frame).
+  erdma_type_prefixes = ["ecs.ebmgn7v.", "ecs.ebmgn8v.", "ecs.ebmgn8is.", "ecs.ebmgn8i.", "ecs.gn8is.", "ecs.gn8is-"]
+  node_erdma          = [for t in local.node_type : anytrue([for p in local.erdma_type_prefixes : startswith(t, p)])]
+
   # Spot: a price cap when max_price is set, else pay the market price up to on-demand; per node,
   # one max_price for all (node_placement switches spot on or off, not the price).
   node_spot_strategy = [for s in local.node_spot : !s ? "NoSpot" : (var.spot.max_price == null ? "SpotAsPriceGo" : "SpotWithPriceLimit")]
@@ -139,21 +147,23 @@ resource "alicloud_instance" "node" {
   # moves zone is replaced. Left unset, the move is an in-place vswitch_id change, which
   # ModifyInstanceVpcAttribute refuses across zones (InvalidVSwitchId.Mismatch, ECS API 2014-05-26).
   # An existing node reads back its vSwitch's zone, the same value: nothing changes for it.
-  availability_zone             = local.node_zone[count.index]
-  vswitch_id                    = local.node_vswitch_ids[count.index]
-  security_groups               = [alicloud_security_group.this.id]
-  key_name                      = alicloud_ecs_key_pair.this.key_pair_name
-  system_disk_category          = var.system_disk.category
-  system_disk_size              = var.system_disk.size_gb
-  system_disk_encrypted         = true
-  instance_charge_type          = "PostPaid"
-  spot_strategy                 = local.node_spot_strategy[count.index]
-  spot_price_limit              = local.node_spot_strategy[count.index] == "SpotWithPriceLimit" ? var.spot.max_price : null
-  internet_charge_type          = "PayByTraffic"
-  internet_max_bandwidth_out    = local.public[count.index] ? local.public_bandwidth_mbps : 0
-  deployment_set_id             = local.node_deployment_set_ids[count.index]
-  http_tokens                   = "required"
-  security_enhancement_strategy = "Active"
+  availability_zone              = local.node_zone[count.index]
+  vswitch_id                     = local.node_vswitch_ids[count.index]
+  security_groups                = [alicloud_security_group.this.id]
+  key_name                       = alicloud_ecs_key_pair.this.key_pair_name
+  system_disk_category           = var.system_disk.category
+  system_disk_size               = var.system_disk.size_gb
+  system_disk_encrypted          = true
+  instance_charge_type           = "PostPaid"
+  spot_strategy                  = local.node_spot_strategy[count.index]
+  spot_price_limit               = local.node_spot_strategy[count.index] == "SpotWithPriceLimit" ? var.spot.max_price : null
+  internet_charge_type           = "PayByTraffic"
+  internet_max_bandwidth_out     = local.public[count.index] ? local.public_bandwidth_mbps : 0
+  deployment_set_id              = local.node_deployment_set_ids[count.index]
+  network_interface_traffic_mode = local.node_erdma[count.index] ? "HighPerformance" : null
+  enable_jumbo_frame             = local.node_erdma[count.index] ? true : null
+  http_tokens                    = "required"
+  security_enhancement_strategy  = "Active"
   # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (alicloud_instance docs); fixed at creation, see lifecycle.
   auto_release_time = var.ttl_minutes == null ? null : timeadd(plantimestamp(), "${var.ttl_minutes}m")
 

@@ -129,3 +129,14 @@ def test_the_parsers_see_every_kind_of_block():
     """The regexes above match the module's syntax: a module without them would pass vacuously."""
     for cloud in CLOUDS:
         assert len(enums(cloud)) == 5 and len(ranges(cloud)) >= 2, cloud
+
+
+def test_the_alicloud_module_knows_the_rooms_erdma_types():
+    """The module puts eRDMA types' NIC in HighPerformance mode with jumbo frames; the network role
+    (from the room's erdma_types) sets them up: one list, kept equal here."""
+    from trainkit import clouds
+
+    main = hcl2.loads((MODULES / "alicloud" / "main.tf").read_text())
+    prefixes = next(item["erdma_type_prefixes"] for item in main["locals"] if "erdma_type_prefixes" in item)
+    assert tuple(p.strip('"') for p in prefixes) == clouds.get("alicloud").erdma_types
+
