@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 import yaml
@@ -194,3 +195,26 @@ def test_an_erdma_type_gets_the_high_performance_nic_and_jumbo_frames(repo, tmp_
         ("HighPerformance", True)] * 2
     # the example's gn7i nodes are no eRDMA type: nothing changes for them
     trainkit("plan", write_spec(repo, tmp_path, "alicloud"), "--workdir", ws, "--detailed-exitcode")
+
+
+def test_turning_the_placement_group_off_replaces_the_nodes_before_the_group_goes(repo, tmp_path, seed_cloud):
+    """Tencent (issue 37 item 8): the provider refuses to unset placement_group_id in place, and the
+    cloud deletes only an empty placement group. The nodes are replaced (replace_triggered_by on
+    the group; the review says so), then the group goes; their data disks and the CFS stay."""
+    spec, ws = write_spec(repo, tmp_path, "tencentcloud"), tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+    assert len(seed_cloud.objects("tencentcloud_placement_group")) == 1
+    # a cluster applied before the module kept the record: the record is created, nothing replaced
+    subprocess.run(["terraform", "state", "rm", "module.cluster.terraform_data.placement"], cwd=ws / "terraform",
+                   check=True, capture_output=True)
+    trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+    assert plan_actions(ws) == {"module.cluster.terraform_data.placement": ["create"]}
+    disks, nas = seed_cloud.objects(DISK["tencentcloud"]), seed_cloud.objects(NAS["tencentcloud"])
+    off = write_spec(repo, tmp_path, "tencentcloud", **{"network.placement_group": False})
+    rev = json.loads(trainkit("plan", off, "--workdir", ws, "--format", "json").stdout)
+    reasons = {a["address"]: a.get("reason", "") for a in rev["changes"]["addresses"]}
+    assert "replace_triggered_by" in reasons["module.cluster.tencentcloud_instance.node[0]"], reasons
+    trainkit("apply", off, "--workdir", ws, "--yes", "--no-provision")
+    assert seed_cloud.objects("tencentcloud_placement_group") == {}
+    assert seed_cloud.objects(DISK["tencentcloud"]).keys() == disks.keys()
+    assert seed_cloud.objects(NAS["tencentcloud"]).keys() == nas.keys()

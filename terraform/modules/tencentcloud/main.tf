@@ -126,6 +126,16 @@ resource "tencentcloud_placement_group" "this" {
   tags = var.tags
 }
 
+# Whether the nodes are in the placement group. Leaving it replaces them (replace_triggered_by on
+# the instances): the provider refuses to unset placement_group_id in place ("Deleting
+# `placement_group_id` is not currently supported"), keeps it when it is null (Optional+Computed),
+# and the cloud deletes only an empty placement group (CVM docs, "Placement Group"). Joining it
+# replaces them too. A cluster applied before this record existed only creates it: a create
+# triggers no replacement.
+resource "terraform_data" "placement" {
+  input = var.placement_group
+}
+
 # Zone, type and billing per node (local.node_zone/node_type/node_spot); spot nodes bid the
 # cluster's spot.max_price. A node whose billing is set apart in node_placement is a replacement
 # being created anyway, so it is created with it; its subnet is the one of its zone.
@@ -159,6 +169,8 @@ resource "tencentcloud_instance" "node" {
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
     ignore_changes = [image_id]
+    # Joining or leaving the placement group replaces the node (terraform_data.placement below).
+    replace_triggered_by = [terraform_data.placement]
 
     precondition {
       condition     = !local.node_spot[count.index] || var.spot.max_price != null
