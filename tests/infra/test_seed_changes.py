@@ -218,3 +218,18 @@ def test_turning_the_placement_group_off_replaces_the_nodes_before_the_group_goe
     assert seed_cloud.objects("tencentcloud_placement_group") == {}
     assert seed_cloud.objects(DISK["tencentcloud"]).keys() == disks.keys()
     assert seed_cloud.objects(NAS["tencentcloud"]).keys() == nas.keys()
+
+
+def test_huawei_billing_records_are_per_node_and_a_max_price_edit_with_spot_off_replaces_nothing(
+        repo, tmp_path, seed_cloud):
+    """Issue 37 items 9 and 10: each node's billing record (terraform_data.node[i]) holds its own
+    spot and, only while spot, its max_price. On-demand nodes keep their ids through a max_price
+    edit; a state without the records (applied before them) only gains them."""
+    spec, ws = write_spec(repo, tmp_path, "huaweicloud", **{"spot.enabled": False}), tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+    edited = write_spec(repo, tmp_path, "huaweicloud", **{"spot.enabled": False, "spot.max_price": 30.0})
+    trainkit("plan", edited, "--workdir", ws, "--detailed-exitcode")       # exit 0: no changes
+    subprocess.run(["terraform", "state", "rm", "module.cluster.terraform_data.node"], cwd=ws / "terraform",
+                   check=True, capture_output=True)
+    trainkit("plan", spec, "--workdir", ws)
+    assert plan_actions(ws) == {f"module.cluster.terraform_data.node[{i}]": ["create"] for i in range(2)}

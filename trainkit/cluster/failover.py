@@ -32,7 +32,7 @@ from typing import Any, Callable
 from trainkit import clouds, errors
 from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import preflight
-from trainkit.money.cost import billing_record
+from trainkit.money.cost import billing_records, node_spot
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.state import render_and_init, state_resources, with_node_placement
 from trainkit.util import progress
@@ -91,13 +91,13 @@ def held(cluster: Cluster, resources: list[dict]) -> Placement | None:
     when every node agrees, else None. Zone: the instance's `availability_zone` (the attribute's
     name in all four providers' instance resources); type and billing: the cloud room's `billed`,
     with the modules' billing record deciding spot where the instance cannot tell
-    (money.cost.billing_record)."""
-    room, record = clouds.get(cluster.spec.cloud), billing_record(resources)
+    (money.cost.billing_records)."""
+    room, records = clouds.get(cluster.spec.cloud), billing_records(resources)
     found = set()
     for r in resources:
         b = room.billed(r)
         if b and b.get("node"):
-            spot = bool(record["spot"]) if record and "spot" in record else b.get("billing") == "spot"
+            spot = node_spot(records, r.get("index"), b.get("billing"))
             found.add((r["values"].get("availability_zone"), b["node"], spot))
     return found.pop() if len(found) == 1 else None
 
@@ -128,14 +128,14 @@ def held_apart(cluster: Cluster, resources: list[dict]) -> tuple[Placement | Non
     their most common type (the lowest index on a tie) is the cluster's; every node that differs
     is an entry, with its zone's subnet CIDR (`cidr_block`, Huawei `cidr`). (None, {}) when no
     node is found."""
-    room, record = clouds.get(cluster.spec.cloud), billing_record(resources)
+    room, records = clouds.get(cluster.spec.cloud), billing_records(resources)
     subnets = {r["index"]: r["values"].get("cidr_block") or r["values"].get("cidr") for r in resources
                if isinstance(r.get("index"), str) and r["address"].rsplit(".", 1)[-1].startswith("zone[")}
     nodes: dict[int, Placement] = {}
     for r in resources:
         b = room.billed(r)
         if b and b.get("node"):
-            spot = bool(record["spot"]) if record and "spot" in record else b.get("billing") == "spot"
+            spot = node_spot(records, r.get("index"), b.get("billing"))
             nodes[r.get("index") if isinstance(r.get("index"), int) else len(nodes)] = (
                 r["values"].get("availability_zone"), b["node"], spot)
     main = [nodes[i] for i in sorted(nodes) if nodes[i][0] not in subnets]
@@ -407,8 +407,10 @@ def _move_new_nodes(cluster: Cluster, ws: Workspace, home: Placement,
     try:
         return here, attempt(here)
     except CapacityError as err:
+        if err.problem.kind == "quota":  # another zone draws on the same quota
+            raise _all_refused(err, [f"{_label(cluster, *home)}: quota ({err.problem.code})"], quota=True) from None
         missing = missing_nodes(here, ws)
-        if not missing or err.problem.kind == "quota":
+        if not missing:
             raise
         refusal = f"no capacity ({err.problem.code})"
         progress.info(f"placement 1: {_label(cluster, *home)}: {refusal}; moving node(s) "

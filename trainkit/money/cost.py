@@ -103,24 +103,42 @@ def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
     """`billed_cost` of resources `{type, values}` (planned, or what the state holds), each read by
     the cloud room's `billed`; NAT gateways are the `*_nat_gateway` resources."""
     room = clouds.get(cluster.spec.cloud)
-    billed = [b for b in map(room.billed, resources) if b]
-    record = billing_record(resources)
-    if record and record.get("spot"):  # the module created the nodes spot (see billing_record)
-        billed = [{**b, "billing": "spot", "max_price": b.get("max_price") or record.get("max_price")}
-                  if b.get("billing") == "on_demand" else b for b in billed]
+    records = billing_records(resources)
+    billed = []
+    for r in resources:
+        b = room.billed(r)
+        record = records.get(r.get("index"), records.get(None)) if b and b.get("node") else None
+        if record and record.get("spot") and b.get("billing") == "on_demand":  # see billing_records
+            b = {**b, "billing": "spot", "max_price": b.get("max_price") or record.get("max_price")}
+        if b:
+            billed.append(b)
     nat = sum(1 for r in resources if r["type"].endswith("_nat_gateway"))
     return billed_cost(cluster, billed, nat, nas=any(b.get("nas") for b in billed))
 
 
-def billing_record(resources: list[dict]) -> dict | None:
-    """The modules' `terraform_data.billing` input ({spot, max_price}): how the nodes were created
-    (a change replaces them). It decides where the instance's own reading cannot tell spot from
-    on-demand (an API that omits the market type, as the AWS emulator does)."""
+def billing_records(resources: list[dict]) -> dict[int | None, dict]:
+    """The modules' billing records ({spot, max_price}): how each node was created (a change
+    replaces it), keyed by node index: `terraform_data.node[i]`, and under None the cluster-level
+    `terraform_data.billing` of a state applied before the per-node records. A record decides
+    where the instance's own reading cannot tell spot from on-demand (an API that omits the
+    market type, as the AWS emulator does)."""
+    out: dict[int | None, dict] = {}
     for r in resources:
-        if r["type"] == "terraform_data" and r["address"].endswith("terraform_data.billing"):
-            record = (r["values"] or {}).get("input")
-            return record if isinstance(record, dict) else None
-    return None
+        record = (r["values"] or {}).get("input") if r["type"] == "terraform_data" else None
+        if not isinstance(record, dict):
+            continue
+        if r["address"].endswith("terraform_data.billing"):
+            out[None] = record
+        elif r["address"].rsplit(".", 1)[-1].startswith("node[") and isinstance(r.get("index"), int):
+            out[r["index"]] = record
+    return out
+
+
+def node_spot(records: dict[int | None, dict], index: int | None, reading: str | None) -> bool:
+    """Whether node `index` runs spot: its billing record's word where it has one (per node, else
+    the cluster's), else the room's `billing` reading of the instance."""
+    record = records.get(index, records.get(None))
+    return bool(record["spot"]) if record and "spot" in record else reading == "spot"
 
 
 def billed_cost(cluster, billed: list[dict], nat_gateways: int = 0, nas: bool = False) -> dict[str, Any]:

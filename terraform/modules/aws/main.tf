@@ -165,11 +165,17 @@ resource "aws_placement_group" "this" {
   tags = merge(var.tags, { Name = var.name })
 }
 
-# How the nodes are billed. EC2/ECS cannot switch a running instance between spot and on-demand
-# (Huawei ECS refuses to change charging_mode to or from spot in place), so a change here replaces
-# every node (replace_triggered_by on the instances); the review names this resource as the cause.
-resource "terraform_data" "billing" {
-  input = { spot = var.spot.enabled, max_price = var.spot.max_price }
+# How each node is billed: its spot, and its max_price while it is spot. The cloud cannot switch a
+# running instance between spot and on-demand (EC2; Huawei ECS refuses to change charging_mode to or
+# from spot in place), so a change of a node's record replaces that node (replace_triggered_by on
+# the instances); the review names the record as the cause. Per node: a node recovered on-demand
+# (node_placement) reads back on-demand, and a max_price edit with spot off replaces nothing. A
+# cluster applied with the older cluster-level record (terraform_data.billing) only creates these:
+# a create triggers no replacement.
+resource "terraform_data" "node" {
+  count = var.node_count
+
+  input = { spot = local.node_spot[count.index], max_price = local.node_spot[count.index] ? var.spot.max_price : null }
 }
 
 resource "aws_instance" "node" {
@@ -223,12 +229,12 @@ resource "aws_instance" "node" {
   lifecycle {
     # The AWS API emulator used in tests keeps no spot request id, so a diff on
     # instance_market_options would replace spot nodes on every plan; a spot toggle or a new
-    # max_price reaches the nodes through terraform_data.billing instead (replaced, not ignored).
+    # max_price reaches the nodes through terraform_data.node instead (replaced, not ignored).
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
     ignore_changes       = [ami, instance_market_options]
-    replace_triggered_by = [terraform_data.billing]
+    replace_triggered_by = [terraform_data.node[count.index]]
   }
 }
 

@@ -131,13 +131,17 @@ resource "huaweicloud_compute_servergroup" "this" {
   policies = ["anti-affinity"]
 }
 
-# How the nodes are billed. EC2/ECS cannot switch a running instance between spot and on-demand
-# (Huawei ECS refuses to change charging_mode to or from spot in place), so a change here replaces
-# every node (replace_triggered_by on the instances); the review names this resource as the cause.
-# It stays cluster-level: a node whose spot differs in node_placement gets its billing when it is
-# created (trainkit sets that entry only for the node it is replacing), without a trigger of its own.
-resource "terraform_data" "billing" {
-  input = { spot = var.spot.enabled, max_price = var.spot.max_price }
+# How each node is billed: its spot, and its max_price while it is spot. The cloud cannot switch a
+# running instance between spot and on-demand (EC2; Huawei ECS refuses to change charging_mode to or
+# from spot in place), so a change of a node's record replaces that node (replace_triggered_by on
+# the instances); the review names the record as the cause. Per node: a node recovered on-demand
+# (node_placement) reads back on-demand, and a max_price edit with spot off replaces nothing. A
+# cluster applied with the older cluster-level record (terraform_data.billing) only creates these:
+# a create triggers no replacement.
+resource "terraform_data" "node" {
+  count = var.node_count
+
+  input = { spot = local.node_spot[count.index], max_price = local.node_spot[count.index] ? var.spot.max_price : null }
 }
 
 resource "huaweicloud_compute_instance" "node" {
@@ -188,7 +192,7 @@ resource "huaweicloud_compute_instance" "node" {
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
     ignore_changes       = [auto_terminate_time, image_id]
-    replace_triggered_by = [terraform_data.billing]
+    replace_triggered_by = [terraform_data.node[count.index]]
   }
 }
 

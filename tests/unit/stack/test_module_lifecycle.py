@@ -42,10 +42,13 @@ def test_a_node_keeps_the_image_it_was_created_with(cloud):
 @pytest.mark.parametrize("cloud", ["aws", "huaweicloud"])
 def test_a_spot_toggle_replaces_the_nodes_where_the_cloud_cannot_change_billing_in_place(cloud):
     """EC2 cannot move a running instance to or from the spot market; Huawei ECS refuses to change
-    charging_mode to or from spot in place: the instances are replaced with terraform_data.billing."""
+    charging_mode to or from spot in place: each instance is replaced with its own billing record,
+    terraform_data.node[i], which holds its spot and, only while it is spot, its max_price (a
+    max_price edit with spot off replaces nothing: issue 37 item 10)."""
     _, body = instance(cloud)
     triggers = [str(x).strip("${}") for x in lifecycle(body).get("replace_triggered_by", [])]
-    assert triggers == ["terraform_data.billing"]
+    assert triggers == ["terraform_data.node[count.index]"]
     text = (MODULES / cloud / "main.tf").read_text()
-    assert 'resource "terraform_data" "billing"' in text
-    assert "input = { spot = var.spot.enabled, max_price = var.spot.max_price }" in text
+    assert 'resource "terraform_data" "node"' in text and 'resource "terraform_data" "billing"' not in text
+    assert ("input = { spot = local.node_spot[count.index], max_price = local.node_spot[count.index] ? "
+            "var.spot.max_price : null }") in text
