@@ -109,13 +109,13 @@ def test_a_spot_toggle_replaces_the_nodes_and_nat_gateway_replaces_none(repo, tm
     assert changes["module.cluster.aws_instance.node[0]"] == "replace"
     assert changes["module.cluster.aws_instance.node[1]"] == "replace"
     node0, = [a for a in rev["changes"]["addresses"] if a["address"] == "module.cluster.aws_instance.node[0]"]
-    assert "billing (max_price None -> 3.5; spot False -> True)" in node0["reason"]
+    assert "its billing record (max_price None -> 3.5; spot False -> True)" in node0["reason"]
     assert "public IP" in node0["loses"] and "job" in node0["loses"]
     text = trainkit("plan", spec_on, "--workdir", ws).stdout
-    assert "!! REPLACE module.cluster.aws_instance.node[0]: replaced with billing (" in text
+    assert "!! REPLACE module.cluster.aws_instance.node[0]: replaced with its billing record (" in text
     assert "spot False -> True" in text and "loses its local disks" in text
     md = (ws / "review.md").read_text()
-    assert "**REPLACE** `module.cluster.aws_instance.node[1]` (compute): replaced with billing" in md
+    assert "**REPLACE** `module.cluster.aws_instance.node[1]` (compute): replaced with its billing record" in md
 
     # nat_gateway on: routes change, the head keeps its subnet, no node is replaced.
     (tmp_path / "nat").mkdir()

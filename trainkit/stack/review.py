@@ -102,7 +102,8 @@ def replace_reason(rc: dict, plan: dict) -> dict[str, Any]:
         module = rc.get("module_address", "")
         causes = [_data_change(o) for o in plan.get("resource_changes", [])
                   if o.get("module_address", "") == module and o["type"] == "terraform_data"
-                  and o["change"]["actions"] not in (["no-op"], ["read"])]
+                  and o["change"]["actions"] not in (["no-op"], ["read"])
+                  and (o.get("name") != "node" or o.get("index") == rc.get("index"))]
         reason = f"replaced with {', '.join(causes) or 'a resource it depends on'} (replace_triggered_by)"
     elif why == "replace_by_request":
         reason = "asked for (terraform -replace, e.g. `--upgrade-image`)"
@@ -136,7 +137,10 @@ def delete_reason(rc: dict) -> dict[str, Any]:
 
 
 def _data_change(rc: dict) -> str:
+    """"<what> (key before -> after; ...)" of a changed terraform_data record; a node's own record
+    (the modules' terraform_data.node[i]) is "its billing record"."""
     name = rc.get("name") or rc["address"].rsplit(".", 1)[-1]
+    name = "its billing record" if name == "node" else name
     before = (rc["change"].get("before") or {}).get("input")
     after = (rc["change"].get("after") or {}).get("input")
     if isinstance(before, dict) and isinstance(after, dict):

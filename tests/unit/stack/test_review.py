@@ -110,6 +110,26 @@ def test_rules_for_every_cloud_shape_are_read(cloud, resources, expected):
     assert sorted(f["message"].split()[0] for f in rev["findings"] if f["code"] == "ssh-open") == expected
 
 
+def test_a_node_replaced_by_its_own_billing_record_names_that_record_only():
+    """AWS and Huawei keep a billing record per node (terraform_data.node[i]): node i's REPLACE names
+    its own record's change, not every node's."""
+    records = []
+    for i, (old, new) in enumerate([(False, True), (True, True)]):
+        r = rc(f"module.cluster.terraform_data.node[{i}]", "terraform_data",
+               {"input": {"spot": new, "max_price": 3.5 if new else None}}, ("update",) if old != new else ("no-op",), i)
+        r["change"]["before"] = {"input": {"spot": old, "max_price": 3.5 if old else None}}
+        r["name"], r["module_address"] = "node", "module.cluster"
+        records.append(r)
+    node = rc("module.cluster.huaweicloud_compute_instance.node[0]", "huaweicloud_compute_instance",
+              {"charging_mode": "spot"}, ("delete", "create"), 0)
+    node["change"]["before"] = {"charging_mode": "postPaid"}
+    node["action_reason"], node["module_address"] = "replace_by_triggers", "module.cluster"
+    rev = review(plan_of(*records, node), resolve(spec(**SPEC_OF["huaweicloud"])))
+    reason, = [a["reason"] for a in rev["changes"]["addresses"] if a["address"] == node["address"]]
+    assert reason == ("replaced with its billing record (max_price None -> 3.5; spot False -> True) "
+                      "(replace_triggered_by)")
+
+
 def test_a_huawei_member_rule_whose_group_is_created_in_the_same_apply_is_not_open():
     """At create, the intra-cluster rule's remote_group_id is known only after apply: terraform's
     plan leaves it out of `after` and marks it in `after_unknown`. It is no "ssh-open" finding (it
