@@ -233,3 +233,18 @@ def test_huawei_billing_records_are_per_node_and_a_max_price_edit_with_spot_off_
                    check=True, capture_output=True)
     trainkit("plan", spec, "--workdir", ws)
     assert plan_actions(ws) == {f"module.cluster.terraform_data.node[{i}]": ["create"] for i in range(2)}
+
+
+def test_a_ttl_edit_is_said_to_apply_to_new_nodes_and_status_reads_the_deadline_from_the_state(
+        repo, tmp_path, applied):
+    """Issue 37 item 5 (in part): Alibaba releases each node at the time set when it was created;
+    the review of a ttl edit says so instead of describing the new ttl as applied, and status shows
+    the release time the state's nodes carry."""
+    ws, store = applied["alicloud"]
+    rev, _, actions = _plan(repo, tmp_path, applied, "alicloud", ttl="2h")
+    assert actions == {}
+    kept = [line for line in rev["safety"] if "keep the release time" in line]
+    assert len(kept) == 1 and "2 running node(s)" in kept[0]
+    first = min(a["auto_release_time"] for a in store.objects(NODE["alicloud"]).values())
+    status = json.loads(trainkit("status", write_spec(repo, tmp_path, "alicloud"), "--workdir", ws, "--json").stdout)
+    assert status["ttl_deadline"] == first and status["ttl_source"] == "state"

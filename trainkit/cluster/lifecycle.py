@@ -26,7 +26,7 @@ from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.stack import adopt
 from trainkit.stack.checkov import scan_plan
-from trainkit.stack.plan_rules import disruptions, refused_in_place, storage_losses
+from trainkit.stack.plan_rules import disruptions, refused_in_place, release_times, storage_losses
 from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
 from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
@@ -251,15 +251,25 @@ def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
 
 # ---------------------------------------------------------------- status
 
-def safety_status(cluster: Cluster, applied_at: float, now: float) -> dict[str, Any]:
-    """The TTL deadline (UTC, from the apply time) and the idle setting, for `status`."""
+def safety_status(cluster: Cluster, applied_at: float, now: float,
+                  resources: list[dict] | None = None) -> dict[str, Any]:
+    """The TTL deadline (UTC) and the idle setting, for `status`. Where the cloud releases nodes
+    at a time (the room's ttl_argument), the deadline is the earliest one the state's nodes carry
+    (`ttl_source: "state"`; each node's is fixed when it is created); otherwise, and when the
+    state holds none, the apply time plus the spec's ttl (the node-side timer)."""
 
     out: dict[str, Any] = {"ttl_deadline": None, "idle_after_minutes": idle_minutes(cluster.spec)}
+    held = release_times(cluster.spec.cloud, resources or [])
     hours = ttl_hours(cluster.spec)
-    if hours is not None:
+    if held:
+        deadline = min(held)
+        out["ttl_source"] = "state"
+    elif hours is not None:
         deadline = applied_at + hours * 3600
-        out["ttl_deadline"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))
-        out["ttl_left_hours"] = round(max(0.0, deadline - now) / 3600, 2)
+    else:
+        return out
+    out["ttl_deadline"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline))
+    out["ttl_left_hours"] = round(max(0.0, deadline - now) / 3600, 2)
     return out
 
 
@@ -286,7 +296,7 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
         out.update(running_cost(cluster, len(out["nodes"])) if resources is None else state_cost(cluster, resources))
         applied_at = ws.applied_at()
         if out["exists"] and applied_at is not None:
-            out.update(safety_status(cluster, applied_at, time.time()))
+            out.update(safety_status(cluster, applied_at, time.time(), resources))
             out["hours"] = round((time.time() - applied_at) / 3600, 3)
             if out["per_hour"] is not None:
                 out["cost_so_far"] = round(out["hours"] * out["per_hour"], 2)

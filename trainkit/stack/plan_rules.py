@@ -8,7 +8,9 @@ found. Adding a cloud means adding a room, not branches here.
 
 from __future__ import annotations
 
+import calendar
 import re
+import time
 from typing import Iterable, Iterator
 
 from trainkit import clouds
@@ -122,3 +124,19 @@ def beyond_recovery(plan: dict, indexes: list[int]) -> list[str]:
             continue
         out.append(f"{'replace' if len(actions) > 1 else actions[0]} {rc['address']}")
     return sorted(out)
+
+
+def release_times(cloud: str, resources: Iterable[dict]) -> list[float]:
+    """The release times (epoch seconds) the nodes among `resources` ({type, values}) carry in the
+    room's ttl_argument (RFC 3339 UTC, e.g. alicloud auto_release_time "2026-12-05T03:59:00Z");
+    [] where the room has none or no node carries one."""
+    room = clouds.get(cloud)
+    out = []
+    for r in resources if room.ttl_argument else []:
+        value = (r.get("values") or {}).get(room.ttl_argument) if (room.billed(r) or {}).get("node") else None
+        if isinstance(value, str) and value:
+            try:
+                out.append(calendar.timegm(time.strptime(value.replace("Z", ""), "%Y-%m-%dT%H:%M:%S")))
+            except ValueError:
+                continue
+    return out

@@ -9,6 +9,7 @@ through `trainkit.stack.plan_rules`.
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections import Counter
 from typing import Any
 
@@ -16,7 +17,14 @@ from trainkit.money.cost import HOURS_PER_MONTH, no_cost, resources_cost
 from trainkit.spec import safety as safety_nets
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.plan_diff import changed_attributes
-from trainkit.stack.plan_rules import ROLE_KEYWORDS, disks_unencrypted, public_ip_nodes, ssh_sources, storage_losses
+from trainkit.stack.plan_rules import (
+    ROLE_KEYWORDS,
+    disks_unencrypted,
+    public_ip_nodes,
+    release_times,
+    ssh_sources,
+    storage_losses,
+)
 
 ROLES = ("network", "compute", "storage", "nas")
 # The finding that names disks and shared file systems a plan destroys (apply --yes refuses it).
@@ -241,7 +249,21 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
     if lost:
         found.append(_finding(STORAGE_LOSS, "warn", f"destroys the data on {', '.join(lost)}: `apply --yes` "
                               "refuses this plan unless given --allow-storage-loss"))
-    return _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster))
+    return _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster) + kept_release(cluster, plan))
+
+
+def kept_release(cluster: Cluster, plan: dict) -> list[str]:
+    """A safety line when nodes that stay carry a release time (fixed when each was created: the
+    modules ignore later changes): `ttl` in the spec applies to nodes created from now on."""
+    staying = [{"type": rc["type"], "values": rc["change"].get("before") or {}}
+               for rc in plan.get("resource_changes", [])
+               if rc.get("mode") != "data" and rc["change"]["actions"] in (["no-op"], ["update"])]
+    held = release_times(cluster.spec.cloud, staying)
+    if not held:
+        return []
+    first = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(min(held)))
+    return [f"ttl: {len(held)} running node(s) keep the release time set when each was created (the first at "
+            f"{first}); the spec's ttl applies to nodes created from now on (`trainkit status` shows the deadline)"]
 
 
 def no_terraform_review(cluster: Cluster) -> dict[str, Any]:

@@ -60,6 +60,19 @@ def test_status_shows_the_ttl_deadline_from_the_apply_time():
     assert out == {"ttl_deadline": "1970-01-01T02:00:00Z", "ttl_left_hours": 1.5, "idle_after_minutes": 45}
 
 
+def test_status_reads_the_deadline_each_node_carries_in_the_state():
+    """Issue 37 item 5: where the cloud releases nodes at a time (Alibaba auto_release_time), the
+    state is the truth: the earliest node's release time, whatever the spec's ttl says now."""
+    nodes = [{"type": "alicloud_instance", "index": i, "address": f"module.cluster.alicloud_instance.node[{i}]",
+              "values": {"instance_type": "ecs.gn7i-c8g1.2xlarge", "auto_release_time": when}}
+             for i, when in enumerate(["1970-01-01T05:00:00Z", "1970-01-01T03:00:00Z"])]
+    out = lifecycle.safety_status(cluster("alicloud", ttl="12h"), applied_at=0.0, now=1800.0, resources=nodes)
+    assert out["ttl_deadline"] == "1970-01-01T03:00:00Z" and out["ttl_source"] == "state"
+    assert out["ttl_left_hours"] == 2.5
+    out = lifecycle.safety_status(cluster("alicloud", ttl="2h"), applied_at=0.0, now=1800.0, resources=[])
+    assert out["ttl_deadline"] == "1970-01-01T02:00:00Z" and "ttl_source" not in out
+
+
 def test_apply_refuses_a_review_with_a_blocking_finding():
     rev = {"findings": [{"code": "budget-exceeded", "severity": "block", "message": "12 USD/h exceeds 10"}]}
     with pytest.raises(lifecycle.TrainkitError) as err:
