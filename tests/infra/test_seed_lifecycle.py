@@ -35,6 +35,14 @@ def test_apply_replan_status_destroy(repo, tmp_path, seed_cloud, cloud):
     assert sum(f".{NODES[cloud]}.node[" in a for a in created) == 2
     assert sum(f".{DISKS[cloud]}.data[" in a for a in created) == 2
     assert all(actions == ["create"] for actions in plan_actions(ws).values())
+    # the review and the cost read the real plan JSON: two nodes at the example's type and billing,
+    # priced from the catalog; what the plan does not price is named, never guessed
+    example = yaml.safe_load(spec.read_text())
+    billing = "spot" if example.get("spot", {}).get("enabled") else "on-demand"
+    node_item, = [i for i in review["cost"]["items"] if i["item"] == f"{example['instance']['type']} ({billing})"]
+    assert node_item["quantity"] == 2 and node_item["unit"] == "node"
+    assert review["cost"]["currency"] in ("CNY", "USD") and review["cost"]["current_per_hour"] == 0
+    assert [f["code"] for f in review["findings"] if f["severity"] != "info"] == []
 
     trainkit("apply", spec, "--workdir", ws, "--no-provision")
     outputs = json.loads((ws / "outputs.json").read_text())
