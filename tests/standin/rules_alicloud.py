@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from .cloud import CloudError
-from .rules_common import hex_id, host_ip, public_ip, set_if_unset, unset
+from .rules_common import hex_id, host_ip, public_ip, set_if_unset, too_soon, unset
 
 REGION_ENV = "ALICLOUD_REGION"
 # alicloud/provider.go: access_key / secret_key default to these variables.
@@ -90,6 +90,15 @@ def fill(type_name: str, attrs: dict, view, before: dict | None = None) -> None:
 def create_check(type_name: str, attrs: dict, view) -> None:
     if type_name != "alicloud_instance":
         return
+    if too_soon(attrs.get("auto_release_time")):
+        raise CloudError(error("alicloud_instance", "RunInstances", "InvalidAutoReleaseTime.Malformed",
+                               "The specified AutoReleaseTime is invalid: it must be at least 30 minutes later "
+                               "than the current time."))
+    if attrs.get("deployment_set_id") and attrs.get("spot_strategy") not in (None, "NoSpot"):
+        # ECS docs, "Deployment sets", limits: preemptible (spot) instances cannot be created in a
+        # deployment set (stand-in code: the page names none).
+        raise CloudError(error("alicloud_instance", "RunInstances", "InvalidParameter.DeploymentSet",
+                               "Preemptible instances are not supported in a deployment set."))
     zone = attrs.get("availability_zone")
     if unset(zone):
         zone = (view.get("alicloud_vswitch", attrs.get("vswitch_id")) or {}).get("zone_id")

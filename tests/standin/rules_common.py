@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import calendar
 import ipaddress
 import random
+import time
 from typing import Any
 
 from .values import Unknown
@@ -39,3 +41,18 @@ def public_ip(rng: random.Random) -> str:
 def set_if_unset(attrs: dict, name: str, value: Any) -> None:
     if name in attrs and unset(attrs[name]):
         attrs[name] = value
+
+
+# Alibaba auto_release_time and Huawei auto_terminate_time must lie at least 30 minutes after the
+# call (alicloud_instance docs: "at least half an hour later than the current time"; Huawei ECS
+# docs, "Setting Auto-Deletion Time": at least 30 minutes after now).
+RELEASE_MARGIN_S = 30 * 60
+
+
+def too_soon(when: Any, now: float | None = None) -> bool:
+    """Whether an RFC 3339 UTC release time is less than RELEASE_MARGIN_S ahead."""
+    if not isinstance(when, str) or not when:
+        return False
+    at = calendar.timegm(time.strptime(when.replace("Z", ""), "%Y-%m-%dT%H:%M:%S"))
+    return at < (time.time() if now is None else now) + RELEASE_MARGIN_S
+

@@ -15,7 +15,7 @@ import random
 import uuid
 
 from .cloud import CloudError
-from .rules_common import host_ip, public_ip, set_if_unset
+from .rules_common import host_ip, public_ip, set_if_unset, too_soon
 
 REGION_ENV = "HW_REGION_NAME"
 # huaweicloud/provider.go: access_key / secret_key default to these variables.
@@ -63,6 +63,10 @@ def fill(type_name: str, attrs: dict, view, before: dict | None = None) -> None:
 def create_check(type_name: str, attrs: dict, view) -> None:
     if type_name != "huaweicloud_compute_instance":
         return
+    if too_soon(attrs.get("auto_terminate_time")):
+        raise CloudError("error creating server: " + error(
+            "POST", "/v1.1/p/cloudservers", "Ecs.0005",  # stand-in code: the page names none
+            "auto_terminate_time must be at least 30 minutes later than the current time."))
     flavor = attrs.get("flavor_id") or attrs.get("flavor_name")
     for sold_out in view.faults.get("capacity", []):
         if sold_out["zone"] == attrs.get("availability_zone") and sold_out["type"] == flavor:
