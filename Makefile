@@ -47,14 +47,21 @@ venv-dev: $(BIN)/.installed-dev
 	@$(BIN)/python -m compileall -q trainkit
 checkov: $(CHECKOV_VENV)/bin/checkov
 
+# With `train` among the goals, `cluster` and `destroy` become train's --up and --down: one command
+# applies, trains and destroys, and the destroy happens whatever the run does (a failed train used
+# to stop make before `destroy`, leaving the nodes billing). Alone, each goal runs its command.
+GOALS_TRAIN := $(filter train,$(MAKECMDGOALS))
+UP := $(if $(filter cluster,$(MAKECMDGOALS)),--up --yes)
+DOWN := $(if $(filter destroy,$(MAKECMDGOALS)),--down)
+
 cluster: venv
-	$(BIN)/trainkit apply $(SPEC) $(WS) --yes
+	$(if $(GOALS_TRAIN),@echo "cluster: applied by train --up",$(BIN)/trainkit apply $(SPEC) $(WS) --yes)
 
 train: venv
-	$(BIN)/trainkit train $(SPEC) $(WS) --config $(TRAIN)
+	$(BIN)/trainkit train $(SPEC) $(WS) --config $(TRAIN) $(UP) $(DOWN)
 
 destroy: venv
-	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
+	$(if $(GOALS_TRAIN),@echo "destroy: done by train --down",$(BIN)/trainkit destroy $(SPEC) $(WS) --yes)
 
 # The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
 # share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS

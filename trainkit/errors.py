@@ -53,11 +53,19 @@ class TrainkitError(Exception):
         super().__init__(message)
         self.message = message
         self.fix = fix
+        self.notes: list[str] = []
         if exit_code is not None:
             self.exit_code = exit_code
 
+    def append_note(self, note: str) -> None:
+        """Add a line of context found after the failure (what it left behind, what was cleaned up);
+        rendered after the message, and in --json output as `notes`."""
+        self.notes.append(redact(note))
+
     def render(self) -> str:
         text = f"error: {self.message}"
+        for note in getattr(self, "notes", ()):
+            text += f"\n  note: {note}"
         if self.fix:
             text += f"\n  fix: {self.fix}"
         return text
@@ -85,7 +93,7 @@ class SpecError(InputError):
         super().__init__("\n  ".join([head, *capped(lines)]))
 
     def render(self) -> str:
-        return "error: " + self.message
+        return "error: " + self.message + "".join(f"\n  note: {n}" for n in self.notes)
 
 
 MAX_PROBLEMS = 50  # problems listed per file; the rest are counted (a junk file lists thousands)

@@ -116,9 +116,20 @@ def test_destroy_cleans_up_after_an_apply_that_failed_part_way(repo, tmp_path, m
     failed = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
     assert "terraform apply failed" in failed.stderr and "Traceback" not in failed.stderr
     assert any(leftovers(moto, "aws-moto").values())  # something was created before the failure
+    # the error says what is left and bills, and the command that removes it
+    assert "note: the cluster exists and bills" in failed.stderr and "0 node(s)" in failed.stderr
+    assert f"remove it with `trainkit destroy {spec} --workdir {ws} --yes`" in failed.stderr, failed.stderr
 
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")
+
+
+def test_status_of_a_never_applied_cloud_cluster_is_not_created_and_exits_0(repo, tmp_path, moto):
+    # the same answer, and exit code, as local and hosts (tests/unit/test_cli_conventions.py)
+    spec = write_spec(repo, tmp_path, moto)
+    out = trainkit("status", spec, "--workdir", tmp_path / "ws")
+    assert "aws-moto (aws): not created" in out.stdout, out.stdout + out.stderr
+    assert json.loads(trainkit("status", spec, "--workdir", tmp_path / "ws", "--json").stdout)["exists"] is False
 
 
 def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, moto):

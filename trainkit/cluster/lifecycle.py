@@ -28,7 +28,7 @@ from trainkit.stack import adopt
 from trainkit.stack.checkov import scan_plan
 from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
-from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
+from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init, state_resources
 from trainkit.util import progress
 from trainkit.util.gitinfo import commit_of
 from trainkit.workspace import Workspace
@@ -113,8 +113,54 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
           upgrade_image: bool = False) -> ApplyResult:
     """Create/update the cluster, write outputs.json and inventory.yml, then run site.yml.
 
-    `confirm(review) -> bool` is asked unless the new plan makes only reviewed changes.
+    `confirm(review) -> bool` is asked unless the new plan makes only reviewed changes. A failure
+    after terraform may have changed the cloud (apply, provision) gets a note naming what the state
+    holds now, what it costs per hour and the command that removes it (`err.note`).
     """
+    try:
+        return _apply(cluster, ws, confirm, provision, upgrade_image)
+    except TrainkitError as err:
+        if is_cloud(cluster) and not isinstance(err, (InputError, Declined)) and err.exit_code not in _NOTHING_CHANGED:
+            _say_what_bills(cluster, ws, err)
+        raise
+
+
+# Failures that stop an apply before terraform changed anything (or Ctrl-C: the user is there).
+_NOTHING_CHANGED = (errors.PLAN_BLOCKED, errors.MISSING_TOOL, errors.LOCKED, 130)
+
+
+class Declined(TrainkitError):
+    """The user answered no to a plan: nothing was changed."""
+
+    exit_code = errors.APPLY
+
+
+def _say_what_bills(cluster: Cluster, ws: Workspace, err: TrainkitError) -> None:
+    """Add to a failed apply's error what its state holds now (resources that bill, and their price
+    per hour) and the command that removes them; changes nothing. When the state cannot be read,
+    the note says so and names `status` and `destroy`."""
+    src = shlex.quote(cluster.source)
+    if ws.root != Workspace.for_cluster(cluster.name).root:
+        src += f" --workdir {shlex.quote(str(ws.root))}"
+    remove = f"remove it with `trainkit destroy {src} --yes` (or finish it: `trainkit apply {src}`)"
+    try:
+        runner, _ = render_and_init(cluster, ws, phase=err.exit_code)
+        held = state_resources(runner.state_json().get("values") or {})
+    except TrainkitError:
+        err.append_note(f"what the failed apply left could not be read: `trainkit status {src}` shows what "
+                     f"exists; {remove}")
+        return
+    if not held:
+        err.append_note("nothing was left in the cloud: the state holds no resources")
+        return
+    cost = state_cost(cluster, held)
+    nodes = sum(1 for r in held if _NODE_ADDRESS.match(r["address"]))
+    price = f" at about {cost['per_hour']:,.2f} {cost['currency']}/h" if cost["per_hour"] else ""
+    err.append_note(f"the cluster exists and bills{price}: {nodes} node(s), {len(held)} resource(s) in "
+                 f"{backend_description(cluster, ws)}; {remove}")
+
+
+def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_image: bool) -> ApplyResult:
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
@@ -214,7 +260,7 @@ def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | N
         progress.info("the cloud or the state changed since `trainkit plan`: planned again"
                       + (f"; gone from the cloud: {', '.join(rev['drift'])}" if rev.get("drift") else ""))
     if rev["changes"]["has_changes"] and not confirm(rev):
-        raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
+        raise Declined("apply cancelled; nothing was changed")
 
 
 def refuse_blocking(rev: dict[str, Any]) -> None:
@@ -251,7 +297,8 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     Cloud targets: a refresh-only plan against the state backend; `drift` lists resources the
     state had and the cloud no longer has. `live=False` (the workspace is busy with another
     command) reads the outputs.json cache instead and says so in `cached`. The cost since apply
-    needs this workspace's apply time.
+    needs this workspace's apply time. A cluster never applied (or destroyed) is `exists: False`
+    with no nodes on every target: `status` answers "not created" and exits 0 for it.
     """
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
@@ -275,8 +322,9 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     else:
         out["exists"] = ws.inventory_yml.exists()
         hosts = cluster.spec.hosts or ()
-        out["nodes"] = [{"name": h.name, "private_ip": h.private_ip or h.address, "public_ip": h.address}
-                        for h in hosts] or [{"name": "localhost", "private_ip": "127.0.0.1", "public_ip": None}]
+        out["nodes"] = ([{"name": h.name, "private_ip": h.private_ip or h.address, "public_ip": h.address}
+                         for h in hosts] or [{"name": "localhost", "private_ip": "127.0.0.1", "public_ip": None}]
+                        ) if out["exists"] else []
     runs = sorted(p.name for p in ws.runs_dir.iterdir()) if ws.runs_dir.exists() else []
     out["runs"] = runs
     return out

@@ -6,6 +6,7 @@ trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs,
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -13,7 +14,17 @@ import click
 from trainkit import clouds
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
-from trainkit.commands.options import Finite, dump_json, format_option, require_applied, spec_argument, workdir_option
+from trainkit.commands.down import torn_down
+from trainkit.commands.ops import apply_cluster
+from trainkit.commands.options import (
+    Finite,
+    dump_json,
+    format_option,
+    require_applied,
+    spec_argument,
+    workdir_option,
+    yes_option,
+)
 from trainkit.commands.options import load as _load
 from trainkit.errors import InputError, TrainkitError
 from trainkit.runs import closing, launch, recover
@@ -47,40 +58,58 @@ from trainkit.util import resources
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 @click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "
               "on a failed node; with --recover they also run after every replacement; docs/doctor.md).")
-def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, **tuning):
+@click.option("--up", is_flag=True, help="Apply the cluster first (as `trainkit apply`), after the config is checked.")
+@click.option("--down", is_flag=True, help="Destroy the cluster when the run ends, whatever happens (failure, "
+              "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing.")
+@yes_option("With --up: apply without asking.")
+def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, up, down, yes,
+          **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
 
     Each call starts a NEW run (id <name>-<timestamp>, its own checkpoint folder); --resume RUN
-    continues one. Exit 0 completed, 75 preempted (checkpoint saved), 6 failed.
+    continues one. Exit 0 completed, 75 preempted (checkpoint saved), 6 failed. `--up --down`
+    applies, trains and destroys in one command (`make cluster train destroy` runs it): the
+    destroy happens whatever the run does, and a failure keeps its own exit code.
 
     \b
     Example:
       trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
       trainkit train cluster.yaml --config examples/custom/train.yaml --recover --detach
       trainkit train cluster.yaml --attach digits-20260101-120000
+      trainkit train examples/clusters/local.yaml --up --down --yes   # apply, train, destroy
     """
     if attach and (resume or detach or config or overrides):
         raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
                                "--config/overrides (to continue a stopped run: --resume RUN)")
     if force and not resume:
         raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
-    cluster, ws = _load(spec, workdir)
+    if down and detach:
+        raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down)")
+    cluster, ws = _load(spec, workdir, warn=up)  # --up: the sizing warnings, as `trainkit apply` prints them
     if resume and config is None and not overrides:  # the run's own config, as it was started
         config, overrides = _resumed_config(ws, resume)
     config_path = None if attach else resources.train_config(config)
     job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
     if job is not None and job.command is None:
-
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
-    require_applied(cluster, ws)
-    cluster = effective_cluster(cluster, ws)
     opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
     if detach and recover_:
         raise InputError("--recover needs a controller that stays: drop --detach",
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
+    with torn_down(lambda: _load(spec, workdir), spec, workdir) if down else nullcontext():
+        if up:
+            apply_cluster(cluster, ws, yes)
+            cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up
+        _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts)
+
+
+def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts) -> None:
+    """The run itself, on an applied cluster: attach to RUN, or start (or resume) one and follow it."""
+    require_applied(cluster, ws)
+    cluster = effective_cluster(cluster, ws)
     if attach:
         run_dir = runs.resolve_run(ws.runs_dir, attach)
         record = runs.read_record(run_dir)
@@ -93,20 +122,20 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             lifecycle.sync(cluster, ws, need_ssh=True)
         recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
-        if resume and recover_:
+        if resume and opts.recover:
             # Before doctor touches the nodes: stop what is left of a run that lost a node, and finish
             # provisioning a replacement its last controller died setting up.
             recover.stop_if_crippled(cluster, ws, resume)
             recover.provision_unfinished(cluster, ws, resume)
         replaced: list[dict] = []
-        if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
+        if opts.doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
             cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
-                                            tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
+                                            opts.max_recoveries if opts.recover else 0, f"trainkit train {spec}")
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
-                                     recover=recover_)
+                                     recover=opts.recover)
         recover.record_events(run_dir, replaced)
         attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
-    if detach:
+    if opts.detach:
         click.echo(run_dir.name)
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
                    err=True)

@@ -102,6 +102,12 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
     """
 
     cluster, ws = load(spec, workdir, price_file, warn=True)
+    apply_cluster(cluster, ws, yes, provision=not no_provision, upgrade_image=upgrade_image)
+
+
+def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image: bool = False) -> None:
+    """`trainkit apply`'s work and output (also `train --up`): the plan shown and confirmed (or
+    `yes`), applied under the workspace lock, the nodes printed."""
 
     def confirm(rev) -> bool:
         click.echo(to_text(rev), err=True)
@@ -111,7 +117,7 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
         return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
-        result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision, upgrade_image=upgrade_image)
+        result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image)
     nodes = result.outputs.get("nodes") or []
     click.echo(f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); "
                f"workspace {ws.root}")
@@ -148,6 +154,12 @@ def destroy(spec, workdir, yes, sweep):
                     "destroy")
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
+    destroy_cluster(cluster, ws, yes, sweep)
+
+
+def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False) -> None:
+    """`trainkit destroy`'s work and output once confirmed (also `train --down`): open runs
+    stopped and fetched, the cluster destroyed, leftovers reported (swept with `sweep`)."""
 
     def confirm_sweep(found) -> bool:
         click.echo(f"still in the cloud, tagged trainkit-cluster={cluster.name}:", err=True)
@@ -179,6 +191,7 @@ def status(spec, workdir, fmt):
 
     Cloud targets read the state backend and refresh it against the cloud (nothing is changed),
     so any workspace sees the same cluster, and a node reclaimed or deleted outside trainkit shows.
+    A cluster never applied (or destroyed) is "not created", exit 0, on every target.
 
     \b
     Example:
@@ -186,7 +199,6 @@ def status(spec, workdir, fmt):
     """
 
     cluster, ws = _load(spec, workdir)
-    require_applied(cluster, ws)
     try:
         with ws.lock("status"):
             out = lifecycle.status(cluster, ws)
