@@ -18,10 +18,11 @@ from typing import Any
 
 from trainkit import clouds, errors
 from trainkit.cluster import failover
-from trainkit.errors import InputError, TrainkitError
+from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import wait_for_ssh
+from trainkit.spec import placeholders
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.stack import adopt
@@ -117,12 +118,22 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
     after terraform may have changed the cloud (apply, provision) gets a note naming what the state
     holds now, what it costs per hour and the command that removes it (`err.note`).
     """
+    refuse_placeholders(cluster)
     try:
         return _apply(cluster, ws, confirm, provision, upgrade_image)
     except TrainkitError as err:
         if is_cloud(cluster) and not isinstance(err, (InputError, Declined)) and err.exit_code not in _NOTHING_CHANGED:
             _say_what_bills(cluster, ws, err)
         raise
+
+
+def refuse_placeholders(cluster: Cluster) -> None:
+    """SpecError (exit 2) naming each field that still holds an example's placeholder (a
+    documentation address range, an example bucket: trainkit.spec.placeholders) on a target that
+    bills; nothing is planned or created."""
+    found = placeholders.problems(cluster.spec)
+    if found:
+        raise SpecError(cluster.source, found)
 
 
 # Failures that stop an apply before terraform changed anything (or Ctrl-C: the user is there).
