@@ -15,7 +15,7 @@ try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, no
     import click
 
     from trainkit import __version__
-    from trainkit.errors import UNEXPECTED, TrainkitError
+    from trainkit.errors import INTERRUPTED, UNEXPECTED, TrainkitError
     from trainkit.util.redact import redact
 except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
@@ -117,21 +117,29 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; expected failures print one message and exit with their phase's code."""
+    """Run the CLI; expected failures print one message and exit with their phase's code
+    (trainkit.errors.EXIT_CODES). `plan --detailed-exitcode` exits as terraform's flag does:
+    0 no changes, 2 changes pending, 1 for every failure (the message names its own code)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    detailed = bool(args) and args[0] == "plan" and "--detailed-exitcode" in args
     try:
-        code = cli.main(args=argv, prog_name="trainkit", standalone_mode=False)
+        code = cli.main(args=args, prog_name="trainkit", standalone_mode=False)
     except TrainkitError as err:
+        if detailed and err.exit_code != UNEXPECTED:
+            err.append_note(f"exit {err.exit_code} without --detailed-exitcode; with it every failure exits "
+                            f"{UNEXPECTED}, as terraform's")
+            err.exit_code = UNEXPECTED
         click.echo(err.render(), err=True)
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(UNEXPECTED if detailed else INTERRUPTED)
     except click.ClickException as err:
         err.show()
-        sys.exit(err.exit_code)
+        sys.exit(UNEXPECTED if detailed else err.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(UNEXPECTED if detailed else INTERRUPTED)
     except SystemExit:
         raise
     except OSError as err:

@@ -36,7 +36,9 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     (tmp_path / "elsewhere").mkdir()
 
     # the one moto plan with checkov (moto_aws.trainkit): its result joins the review of a real plan
-    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json", checkov=True).stdout)
+    # --detailed-exitcode as terraform's: 2 = changes pending
+    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json", "--detailed-exitcode",
+                              checkov=True, check_rc=2).stdout)
     assert rev["checkov"].startswith("checkov ran: "), rev["checkov"]
     created = {}
     for change in rev["changes"]["addresses"]:

@@ -50,14 +50,16 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), callback=out_file_check,
               help="Also write the review here.")
 @click.option("--detailed-exitcode", is_flag=True,
-              help="Exit 10 when the plan has changes (0 when none), like terraform's flag.")
+              help="Exit as terraform's -detailed-exitcode: 0 no changes, 2 changes pending, 1 any failure "
+                   "(a blocking finding included; the message names its own code).")
 @click.option("--upgrade-image", is_flag=True,
               help="Replace every node onto the current image (a node's image is otherwise fixed when it is created).")
 def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_image):
     """Render, terraform plan, and review: changes by role, cost per hour/day, findings.
 
-    Exit codes: 0 ok, 10 changes pending (with --detailed-exitcode), 11 a blocking finding
-    (e.g. budget exceeded, SSH open to the internet), 3 terraform failed, 2 bad spec.
+    Exit codes: 0 ok, 11 a blocking finding (e.g. budget exceeded, SSH open to the internet),
+    3 terraform failed, 2 bad spec. With --detailed-exitcode, terraform's: 0 no changes,
+    2 changes pending, 1 any failure.
 
     \b
     Example:
@@ -76,9 +78,12 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_im
     if out_file:
         write_atomic(Path(out_file), text if text.endswith("\n") else text + "\n")
     if rev["blocking"]:
-        sys.exit(errors.PLAN_BLOCKED)
+        if detailed_exitcode:
+            click.echo(f"blocking finding: exit {errors.PLAN_BLOCKED} without --detailed-exitcode; with it "
+                       f"{errors.UNEXPECTED}, as terraform's for any failure", err=True)
+        sys.exit(errors.UNEXPECTED if detailed_exitcode else errors.PLAN_BLOCKED)
     if detailed_exitcode and rev["changes"]["has_changes"]:
-        sys.exit(errors.PLAN_CHANGES)
+        sys.exit(errors.DETAILED_CHANGES)
 
 
 @click.command()
