@@ -35,6 +35,10 @@ INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT (128 + 2)
 DETAILED_CHANGES = 2
 
 
+# Of every --json output (errors included): a key removed or given another meaning bumps it.
+FORMAT_VERSION = "1"
+
+
 class ExitCode(NamedTuple):
     code: int
     name: str
@@ -112,6 +116,19 @@ class TrainkitError(Exception):
         """Add a line of context found after the failure (what it left behind, what was cleaned up);
         rendered after the message, and in --json output as `notes`."""
         self.notes.append(redact(note))
+
+    # What the command found before failing (check's and doctor's report), for --json: one
+    # document on stdout, the error with its `result`.
+    data: object = None
+
+    def as_json(self) -> dict:
+        """The failure as --json prints it on stdout: {format_version, error, fix, notes,
+        exit_code} and `result` when the command has one (`data`)."""
+        out = {"format_version": FORMAT_VERSION, "error": self.message, "fix": self.fix,
+               "notes": list(getattr(self, "notes", [])), "exit_code": self.exit_code}
+        if self.data is not None:
+            out["result"] = self.data
+        return out
 
     def render(self) -> str:
         text = f"error: {self.message}"

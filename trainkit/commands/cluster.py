@@ -183,7 +183,8 @@ def _n(value) -> str:
 @click.command()
 @spec_argument
 @workdir_option
-def render(spec: str, workdir: str | None) -> None:
+@format_option()
+def render(spec: str, workdir: str | None, fmt: str) -> None:
     """Write the Terraform root stack for a cloud spec into its workspace (no cloud calls).
 
     The folder holds the root stack (versions.tf with the state backend, providers.tf, main.tf
@@ -203,6 +204,10 @@ def render(spec: str, workdir: str | None) -> None:
         key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
         written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "cloud": cluster.spec.cloud, "terraform_dir": str(folder),
+                              "files": sorted(str(p) for p in written)}))
+        return
     click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")
     click.echo(f"  review: {folder}/main.tf (module inputs), versions.tf (state backend), "
                f"providers.tf; the module is under {folder}/modules/{cluster.spec.cloud}/")

@@ -57,7 +57,7 @@ def _destroy(load: Callable[[], tuple[Any, Any]], remove: str, cause: BaseExcept
     try:
         cluster, ws = load()
         click.echo(f"--down: destroying cluster {cluster.name} ({why})", err=True)
-        destroy_cluster(cluster, ws, yes=True)
+        destroy_cluster(cluster, ws, yes=True, fmt="stderr")  # stdout is the run's
     except KeyboardInterrupt:
         raise TrainkitError("interrupted while --down destroyed the cluster: it may still exist and bill",
                             fix=f"finish it: `{remove}`", exit_code=130) from cause

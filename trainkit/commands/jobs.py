@@ -6,6 +6,7 @@ trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs,
 
 from __future__ import annotations
 
+import json
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from trainkit.commands.options import (
     yes_option,
 )
 from trainkit.commands.options import load as _load
-from trainkit.errors import InputError, TrainkitError
+from trainkit.errors import FORMAT_VERSION, InputError, TrainkitError
 from trainkit.runs import closing, launch, recover
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
@@ -62,7 +63,8 @@ from trainkit.util import resources
 @click.option("--down", is_flag=True, help="Destroy the cluster when the run ends, whatever happens (failure, "
               "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing.")
 @yes_option("With --up: apply without asking.")
-def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, up, down, yes,
+@format_option(help_text="json prints the run's result (its id with --detach) as one object.")
+def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, up, down, yes, fmt,
           **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
@@ -101,13 +103,20 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
     with torn_down(lambda: _load(spec, workdir), spec, workdir) if down else nullcontext():
         if up:
-            apply_cluster(cluster, ws, yes)
+            apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
             cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up
-        _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts)
+        result = _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts)
+    if fmt == "json":
+        click.echo(dump_json(result))
+    elif detach:
+        click.echo(result["run_id"])  # stdout: the id alone, for scripts
+    else:
+        _done(result)
 
 
-def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts) -> None:
-    """The run itself, on an applied cluster: attach to RUN, or start (or resume) one and follow it."""
+def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts) -> dict:
+    """The run itself, on an applied cluster: attach to RUN, or start (or resume) one and follow
+    it. Returns the run's result ({run_id, run_dir, status: running} when detached)."""
     require_applied(cluster, ws)
     cluster = effective_cluster(cluster, ws)
     if attach:
@@ -136,16 +145,16 @@ def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opt
         recover.record_events(run_dir, replaced)
         attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
     if opts.detach:
-        click.echo(run_dir.name)
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
                    err=True)
-        return
+        return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running"}
     click.echo(f"run {run_dir.name} starting", err=True)
-    _drive(spec, cluster, ws, job, run_dir, opts, attempt)
+    return _drive(spec, cluster, ws, job, run_dir, opts, attempt)
 
 
-def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
-    """Follow the run to its end; Ctrl-C leaves it running on the nodes and says how to get back."""
+def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> dict:
+    """Follow the run to its end and return its result; Ctrl-C leaves it running on the nodes and
+    says how to get back."""
     try:
         result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo, attach_attempt=attempt)
     except (KeyboardInterrupt, click.exceptions.Abort):
@@ -153,7 +162,7 @@ def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
                             "its results are fetched when you attach again", exit_code=130,
                             fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
                                 f"trainkit cancel {spec} {run_dir.name}") from None
-    _done(result)
+    return result
 
 
 def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:
@@ -182,7 +191,8 @@ def _done(result: dict) -> None:
 @click.option("--rank", type=click.IntRange(0), help="A rank's log (engine runs: logs/rank-N.log).")
 @click.option("--node", "node_index", type=click.IntRange(0), help="A node's log (logs/node-I.log).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the run ends.")
-def logs(spec, run, workdir, rank, node_index, follow):
+@format_option(help_text="json prints JSON Lines: one {format_version, run_id, text} object per piece read.")
+def logs(spec, run, workdir, rank, node_index, follow, fmt):
     """Print a run's log from the nodes (default: the newest run, rank 0; for a `command:` run,
     node 0's log).
 
@@ -198,7 +208,11 @@ def logs(spec, run, workdir, rank, node_index, follow):
         click.echo(none.message, err=True)
         return
     for data in run_status.read_log(ws, run_dir, rank, node_index, follow, on_wait=_waiting):
-        click.echo(data.decode(errors="replace"), nl=False)
+        text = data.decode(errors="replace")
+        if fmt == "json":  # one line per object (JSON Lines), so --follow can be read as it comes
+            click.echo(json.dumps({"format_version": FORMAT_VERSION, "run_id": run_dir.name, "text": text}))
+        else:
+            click.echo(text, nl=False)
 
 
 def _waiting(text: str) -> None:
@@ -241,7 +255,8 @@ def runs_(spec, workdir, fmt):
 @workdir_option
 @click.option("--wait", "wait_s", type=Finite(0, 86400), default=120.0, show_default=True,
               help="Seconds to wait for the checkpoint and stop.")
-def cancel(spec, run, workdir, wait_s):
+@format_option()
+def cancel(spec, run, workdir, wait_s, fmt):
     """Stop RUN cleanly: SIGTERM to the job on every node (it writes a checkpoint), then stop.
     Resume it later with `trainkit train --resume RUN`.
 
@@ -252,6 +267,10 @@ def cancel(spec, run, workdir, wait_s):
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
     status, ended, where = closing.cancel(cluster, ws, run_dir, wait_s)
+    if fmt == "json":
+        click.echo(dump_json({"run_id": run_dir.name, "cancelled": not ended,
+                              "status": status if ended else "cancelled", "results": str(where)}))
+        return
     if ended:
         click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {where}")
         return

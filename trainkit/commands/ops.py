@@ -22,6 +22,7 @@ from trainkit.commands.options import (
     load,
     prices_option,
     require_applied,
+    say,
     spec_argument,
     workdir_option,
     yes_option,
@@ -94,7 +95,8 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_im
 @click.option("--no-provision", is_flag=True, help="Only terraform: skip waiting for SSH and Ansible.")
 @click.option("--upgrade-image", is_flag=True,
               help="Replace every node onto the current image (a node's image is otherwise fixed when it is created).")
-def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
+@format_option()
+def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, fmt):
     """Create or update the cluster, then provision it.
 
     Plans again first, refreshed against the cloud: the plan saved by `trainkit plan` is applied
@@ -107,12 +109,14 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image):
     """
 
     cluster, ws = load(spec, workdir, price_file, warn=True)
-    apply_cluster(cluster, ws, yes, provision=not no_provision, upgrade_image=upgrade_image)
+    apply_cluster(cluster, ws, yes, provision=not no_provision, upgrade_image=upgrade_image, fmt=fmt)
 
 
-def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image: bool = False) -> None:
-    """`trainkit apply`'s work and output (also `train --up`): the plan shown and confirmed (or
-    `yes`), applied under the workspace lock, the nodes printed."""
+def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image: bool = False,
+                  fmt: str = "text") -> None:
+    """`trainkit apply`'s work and output: the plan shown and confirmed (or `yes`), applied under
+    the workspace lock, the nodes printed (fmt "json": the JSON on stdout, the lines on stderr;
+    "stderr": only the lines, on stderr, as `train --up` wants them: its stdout is the run's)."""
 
     def confirm(rev) -> bool:
         click.echo(to_text(rev), err=True)
@@ -124,10 +128,12 @@ def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image:
     with ws.lock("apply"):
         result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image)
     nodes = result.outputs.get("nodes") or []
-    click.echo(f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); "
-               f"workspace {ws.root}")
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "cloud": cluster.spec.cloud, "workspace": str(ws.root),
+                              "nodes": nodes, "provisioned": result.provisioned}))
+    say(fmt, f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); workspace {ws.root}")
     for node in nodes:
-        click.echo(f"  {node['name']}: private {node['private_ip']}, public {node.get('public_ip') or '-'}")
+        say(fmt, f"  {node['name']}: private {node['private_ip']}, public {node.get('public_ip') or '-'}")
 
 
 @click.command()
@@ -136,7 +142,8 @@ def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image:
 @yes_option("Do not ask for the cluster name (nor before sweeping).")
 @click.option("--sweep", is_flag=True,
               help="Also delete resources still tagged trainkit-cluster=<name> after terraform destroy.")
-def destroy(spec, workdir, yes, sweep):
+@format_option()
+def destroy(spec, workdir, yes, sweep, fmt):
     """Destroy the cluster its state backend holds, then ask the cloud what is left; keep run artifacts.
 
     Works from any workspace: the state backend, not this folder, says what exists. A backend that
@@ -159,12 +166,13 @@ def destroy(spec, workdir, yes, sweep):
                     "destroy")
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
-    destroy_cluster(cluster, ws, yes, sweep)
+    destroy_cluster(cluster, ws, yes, sweep, fmt)
 
 
-def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False) -> None:
+def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "text") -> None:
     """`trainkit destroy`'s work and output once confirmed (also `train --down`): open runs
-    stopped and fetched, the cluster destroyed, leftovers reported (swept with `sweep`)."""
+    stopped and fetched, the cluster destroyed, leftovers reported (swept with `sweep`). `fmt`
+    as apply_cluster's."""
 
     def confirm_sweep(found) -> bool:
         click.echo(f"still in the cloud, tagged trainkit-cluster={cluster.name}:", err=True)
@@ -177,14 +185,19 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False) -> None:
     for run_id, closed_as in closed:
         if closed_as != "unreachable":  # that one was warned about
             click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}", err=True)
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "destroyed": not result.get("note"), "note": result.get("note"),
+                              "swept": result.get("swept", []), "leftover_check": result.get("leftover_check"),
+                              "runs_closed": [{"run_id": r, "status": s} for r, s in closed],
+                              "runs_dir": str(ws.runs_dir)}))
     if result.get("note"):
-        click.echo(f"cluster {cluster.name}: {result['note']}")
+        say(fmt, f"cluster {cluster.name}: {result['note']}")
     else:
-        click.echo(f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
+        say(fmt, f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
     for res in result.get("swept", []):
-        click.echo(f"  swept {res['type']} {res['id']}")
+        say(fmt, f"  swept {res['type']} {res['id']}")
     if result.get("leftover_check"):
-        click.echo(f"  {result['leftover_check']}")
+        say(fmt, f"  {result['leftover_check']}")
 
 
 @click.command()
@@ -243,12 +256,14 @@ def status(spec, workdir, fmt):
 @spec_argument
 @workdir_option
 @click.argument("node", required=False)
-def ssh(spec, workdir, node):
+@format_option(help_text="json prints the node and the ssh command line instead of running it.")
+def ssh(spec, workdir, node, fmt):
     """Open a shell on a node (default: the head node), through the head node if needed.
 
     \b
     Example:
       trainkit ssh examples/clusters/aws.yaml node-1
+      trainkit ssh examples/clusters/aws.yaml --json   # {"node": ..., "argv": [...]}
     """
 
     cluster, ws = _load(spec, workdir)
@@ -263,6 +278,9 @@ def ssh(spec, workdir, node):
     name = node or next(iter(hosts))
     if name not in hosts:
         raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(hosts)}")
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "node": name, "argv": ssh_argv(hosts[name])}))
+        return
     os.execvp("ssh", ssh_argv(hosts[name]))
 
 
