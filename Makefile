@@ -25,6 +25,8 @@ help:
 $(BIN)/.installed-run: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@# the distribution was named trainkit before it became trainkit-clusters: drop an old install
+	$(BIN)/pip uninstall -q -y trainkit 2>/dev/null || true
 	$(BIN)/pip install -q -e '.[control,train]'
 	touch $@
 

@@ -1,0 +1,19 @@
+"""The distribution trainkit installs as, and the pip command line for an extra.
+
+The import package and the command are `trainkit`; the distribution is `trainkit-clusters`
+(the name `trainkit` on the public index is an unrelated project, so `pip install trainkit`
+installs something else). pyproject.toml's `[project] name` and its extras are the source of
+this; tests/unit/test_distribution.py keeps them equal.
+"""
+
+from __future__ import annotations
+
+DISTRIBUTION = "trainkit-clusters"
+
+# Extras (pyproject.toml [project.optional-dependencies]): what each command needs per cloud.
+CLOUD_EXTRAS = ("aws", "alicloud", "tencentcloud", "huaweicloud")
+
+
+def pip_install(*extras: str) -> str:
+    """`pip install 'trainkit-clusters[a,b]'` for error messages' fixes."""
+    return f"pip install '{DISTRIBUTION}[{','.join(extras)}]'" if extras else f"pip install {DISTRIBUTION}"
