@@ -75,6 +75,16 @@ SHORT_HELP: dict[str, str] = {
 }
 
 
+# `trainkit --help` lists the commands by use, in the order a user meets them.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Start here", ("check", "examples", "docs", "validate")),
+    ("Review and change a cluster", ("catalog", "cost", "render", "plan", "apply", "status", "destroy")),
+    ("Train and watch runs", ("train", "runs", "logs", "cancel", "top", "doctor", "ssh")),
+    ("On a node, and data", ("run", "export", "stage")),
+    ("Prices", ("prices",)),
+)
+
+
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when that subcommand runs."""
 
@@ -99,9 +109,10 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """List subcommands from SHORT_HELP so `trainkit --help` imports none of them."""
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, SHORT_HELP[name]) for name in COMMANDS])
+        """List subcommands by use (GROUPS), from SHORT_HELP so `trainkit --help` imports none of them."""
+        for title, names in GROUPS:
+            with formatter.section(title):
+                formatter.write_dl([(name, SHORT_HELP[name]) for name in names])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -115,6 +126,7 @@ def cli() -> None:
       trainkit apply examples/clusters/local.yaml --yes
       trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml
       trainkit destroy examples/clusters/local.yaml --yes
+      trainkit train examples/clusters/local.yaml --up --down --yes   # all three, destroy whatever happens
     """
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
+from trainkit.commands import complete
 from trainkit.commands.options import (
     check_region,
     dump_json,
@@ -28,7 +29,7 @@ from trainkit.util.resources import train_config
 
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False), required=False)
-@click.option("--config", "config", type=click.Path(dir_okay=False),
+@click.option("--config", "config", type=click.Path(dir_okay=False), shell_complete=complete.train_configs,
               help="Also (or only) check this training config (a YAML file or a built-in name), "
                    "as `trainkit train` will.")
 @click.argument("overrides", nargs=-1)

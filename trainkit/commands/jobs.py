@@ -15,6 +15,7 @@ import click
 from trainkit import clouds
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
+from trainkit.commands import complete
 from trainkit.commands.down import torn_down
 from trainkit.commands.ops import apply_cluster
 from trainkit.commands.options import (
@@ -38,13 +39,15 @@ from trainkit.util import resources
 @click.command()
 @spec_argument
 @workdir_option
-@click.option("--config", "config", default=None,
+@click.option("--config", "config", default=None, shell_complete=complete.train_configs,
               help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
                    "Default: digits.")
 @click.argument("overrides", nargs=-1)
 @click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
-@click.option("--attach", "attach", metavar="RUN", help="Re-attach to a running RUN (stream, wait, fetch).")
-@click.option("--resume", "resume", metavar="RUN", help="Continue RUN from its newest checkpoint.")
+@click.option("--attach", "attach", metavar="RUN", shell_complete=complete.run_ids,
+              help="Re-attach to a running RUN (stream, wait, fetch).")
+@click.option("--resume", "resume", metavar="RUN", shell_complete=complete.run_ids,
+              help="Continue RUN from its newest checkpoint.")
 @click.option("--force", is_flag=True, help="With --resume: accept a changed config.")
 @click.option("--recover", "recover_", is_flag=True, help="Keep the job going through reclaims until it completes.")
 @click.option("--max-recoveries", type=click.IntRange(0), default=3, show_default=True)
@@ -186,7 +189,7 @@ def _done(result: dict) -> None:
 
 @click.command()
 @spec_argument
-@click.argument("run", required=False)
+@click.argument("run", required=False, shell_complete=complete.run_ids)
 @workdir_option
 @click.option("--rank", type=click.IntRange(0), help="A rank's log (engine runs: logs/rank-N.log).")
 @click.option("--node", "node_index", type=click.IntRange(0), help="A node's log (logs/node-I.log).")
@@ -251,7 +254,7 @@ def runs_(spec, workdir, fmt):
 
 @click.command()
 @spec_argument
-@click.argument("run")
+@click.argument("run", shell_complete=complete.run_ids)
 @workdir_option
 @click.option("--wait", "wait_s", type=Finite(0, 86400), default=120.0, show_default=True,
               help="Seconds to wait for the checkpoint and stop.")

@@ -10,6 +10,7 @@ import click
 
 from trainkit import clouds, errors
 from trainkit.cluster.check import run_checks
+from trainkit.commands import complete
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.schema import load_spec
@@ -131,7 +132,7 @@ def examples(copy_to: str | None, fmt: str) -> None:
 
 
 @click.command("docs")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete.doc_names)
 @format_option()
 def docs(name: str | None, fmt: str) -> None:
     """Print one of the guides shipped with trainkit (the ones error messages name), or list them.
