@@ -51,5 +51,6 @@ def _typed(ctx: click.Context) -> tuple[str, str | None]:
         return ctx.params["spec"], ctx.params.get("workdir")
     words = shlex.split(os.environ.get("COMP_WORDS", ""))
     spec = next(w for w in words[2:] if w.endswith((".yaml", ".yml")))
-    workdir = next((b for a, b in zip(words, words[1:]) if a == "--workdir"), None)
+    flags = next((p.opts for p in ctx.command.params if p.name == "workdir"), [])
+    workdir = next((b for a, b in zip(words, words[1:]) if a in flags), None)
     return spec, workdir

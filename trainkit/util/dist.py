@@ -9,9 +9,8 @@ this; tests/unit/test_distribution.py keeps them equal.
 from __future__ import annotations
 
 DISTRIBUTION = "trainkit-clusters"
-
-# Extras (pyproject.toml [project.optional-dependencies]): what each command needs per cloud.
-CLOUD_EXTRAS = ("aws", "alicloud", "tencentcloud", "huaweicloud")
+# Extras (pyproject.toml [project.optional-dependencies]): `control` (Ansible), `train` (the
+# nodes), one per cloud target named as the target (its SDK), and `prices` (every cloud's).
 
 
 def pip_install(*extras: str) -> str:
