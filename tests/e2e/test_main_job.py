@@ -26,6 +26,8 @@ def test_make_cluster_train_destroy_on_local(repo, tmp_path):
     assert len(runs) == 1
     run = runs[0]
     assert f"results in {run}" in proc.stdout  # the job says where its results are
+    assert f"tensorboard --logdir {run / 'tb'}" in proc.stdout  # and what to run next
+    assert "--down: destroying cluster local-demo (the run is over)" in proc.stderr  # one command did it all
 
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["world_size"] == 2

@@ -7,9 +7,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from cli_run import run_cli
 
 from trainkit import errors
+from trainkit.cli import main
 from trainkit.workspace import Workspace
 
 
@@ -74,3 +76,17 @@ def test_down_with_detach_is_a_usage_error(repo, tmp_path, capsys):
     code, err = run_cli(capsys, "train", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path),
                         "--down", "--detach")
     assert code == 2 and "--down destroys the cluster when the run ends: drop --detach" in err
+
+
+def test_apply_ends_with_what_to_run_next(repo, tmp_path, capsys):
+    spec = str(repo / "examples/clusters/local.yaml")
+    with pytest.raises(SystemExit) as done:
+        main(["apply", spec, "--workdir", str(tmp_path / "ws"), "--yes", "--no-provision"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0, out
+    lines = out.splitlines()
+    block = lines[lines.index("next:") + 1:]
+    assert [line.split("  #")[0].strip() for line in block] == [
+        f"trainkit train {spec} --workdir {tmp_path / 'ws'} --config digits",
+        f"trainkit status {spec} --workdir {tmp_path / 'ws'}",
+        f"trainkit destroy {spec} --workdir {tmp_path / 'ws'} --yes"]

@@ -7,6 +7,7 @@ trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs,
 from __future__ import annotations
 
 import json
+import shlex
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from trainkit.commands.options import (
     Finite,
     dump_json,
     format_option,
+    next_steps,
     require_applied,
+    spec_args,
     spec_argument,
     workdir_option,
     yes_option,
@@ -115,6 +118,8 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         click.echo(result["run_id"])  # stdout: the id alone, for scripts
     else:
         _done(result)
+    if not detach:
+        _next(spec_args(cluster, ws), result, down, fmt)
 
 
 def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts) -> dict:
@@ -178,6 +183,17 @@ def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:
 
 def _echo(line: str) -> None:
     click.echo(f"  rank 0 | {line}", err=True)
+
+
+def _next(spec: str, result: dict, down: bool, fmt: str) -> None:
+    """The next-step block after a run: its curves (TensorBoard, when the run wrote them), the runs,
+    and the destroy unless --down did it."""
+    tb = Path(result["run_dir"]) / "tb"
+    steps = [(f"tensorboard --logdir {shlex.quote(str(tb))}", "the run's curves")] if tb.is_dir() else []
+    steps.append((f"trainkit runs {spec}", "every run: status, step, best metric"))
+    if not down:
+        steps.append((f"trainkit destroy {spec} --yes", "stop the billing; run results are kept"))
+    next_steps(fmt, steps)
 
 
 def _done(result: dict) -> None:

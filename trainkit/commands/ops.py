@@ -20,9 +20,11 @@ from trainkit.commands.options import (
     dump_json,
     format_option,
     load,
+    next_steps,
     prices_option,
     require_applied,
     say,
+    spec_args,
     spec_argument,
     workdir_option,
     yes_option,
@@ -134,6 +136,11 @@ def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image:
     say(fmt, f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); workspace {ws.root}")
     for node in nodes:
         say(fmt, f"  {node['name']}: private {node['private_ip']}, public {node.get('public_ip') or '-'}")
+    if fmt != "stderr":  # `train --up` goes on to train
+        spec = spec_args(cluster, ws)
+        next_steps(fmt, [(f"trainkit train {spec} --config digits", "start a run (a YAML file or a built-in name)"),
+                         (f"trainkit status {spec}", "the nodes, and what they cost so far"),
+                         (f"trainkit destroy {spec} --yes", "stop the billing; run results are kept")])
 
 
 @click.command()

@@ -13,6 +13,7 @@ import difflib
 import json
 import math
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -116,6 +117,23 @@ def format_option(formats: tuple[str, ...] = ("text", "json"), help_text: str = 
 def say(fmt: str, text: str) -> None:
     """A line for people: stdout in text format, else stderr (with --json, stdout is the JSON)."""
     click.echo(text, err=fmt != "text")
+
+
+def next_steps(fmt: str, steps: list[tuple[str, str]]) -> None:
+    """The block after `apply` and `train`: what to run next, (command, what it does) per line;
+    on stderr with --json (and never between a command's own lines and its JSON)."""
+    width = max(len(cmd) for cmd, _ in steps)
+    say(fmt, "next:")
+    for cmd, what in steps:
+        say(fmt, f"  {cmd:<{width}}  # {what}")
+
+
+def spec_args(cluster, ws) -> str:
+    """SPEC as a command line takes it, with --workdir when the workspace is not the default one."""
+    text = shlex.quote(cluster.source)
+    if ws.root != Workspace.for_cluster(cluster.name).root:
+        text += f" --workdir {shlex.quote(str(ws.root))}"
+    return text
 
 
 def dump_json(value: Any) -> str:
