@@ -90,3 +90,10 @@ def test_apply_ends_with_what_to_run_next(repo, tmp_path, capsys):
         f"trainkit train {spec} --workdir {tmp_path / 'ws'} --config digits",
         f"trainkit status {spec} --workdir {tmp_path / 'ws'}",
         f"trainkit destroy {spec} --workdir {tmp_path / 'ws'} --yes"]
+
+
+def test_up_refuses_an_example_s_placeholders_before_anything_exists(repo, tmp_path, capsys):
+    code, err = run_cli(capsys, "train", str(repo / "examples/clusters/aws.yaml"), "--workdir", str(tmp_path / "ws"),
+                        "--up", "--down", "--yes")
+    assert code == errors.BAD_INPUT and "network.admin_cidrs[0]" in err and "backend.bucket" in err
+    assert "--down: destroying" not in err  # nothing was created, so nothing to tear down

@@ -107,6 +107,8 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     if detach and recover_:
         raise InputError("--recover needs a controller that stays: drop --detach",
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
+    if up:  # before anything exists: an example's placeholders are refused, nothing to tear down
+        lifecycle.refuse_placeholders(cluster)
     with torn_down(lambda: _load(spec, workdir), spec, workdir) if down else nullcontext():
         if up:
             apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
