@@ -26,6 +26,8 @@ help:
 $(BIN)/.installed-run: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@# the distribution was named trainkit before it became trainkit-clusters: drop an old install
+	$(BIN)/pip uninstall -q -y trainkit 2>/dev/null || true
 	$(BIN)/pip install -q -e '.[control,train]'
 	touch $@
 
@@ -57,14 +59,21 @@ venv-dev: $(BIN)/.installed-dev
 checkov: $(CHECKOV_VENV)/bin/checkov
 standin: $(STANDIN_VENV)/bin/.installed
 
+# With `train` among the goals, `cluster` and `destroy` become train's --up and --down: one command
+# applies, trains and destroys, and the destroy happens whatever the run does (a failed train used
+# to stop make before `destroy`, leaving the nodes billing). Alone, each goal runs its command.
+GOALS_TRAIN := $(filter train,$(MAKECMDGOALS))
+UP := $(if $(filter cluster,$(MAKECMDGOALS)),--up --yes)
+DOWN := $(if $(filter destroy,$(MAKECMDGOALS)),--down)
+
 cluster: venv
-	$(BIN)/trainkit apply $(SPEC) $(WS) --yes
+	$(if $(GOALS_TRAIN),@echo "cluster: applied by train --up",$(BIN)/trainkit apply $(SPEC) $(WS) --yes)
 
 train: venv
-	$(BIN)/trainkit train $(SPEC) $(WS) --config $(TRAIN)
+	$(BIN)/trainkit train $(SPEC) $(WS) --config $(TRAIN) $(UP) $(DOWN)
 
 destroy: venv
-	$(BIN)/trainkit destroy $(SPEC) $(WS) --yes
+	$(if $(GOALS_TRAIN),@echo "destroy: done by train --down",$(BIN)/trainkit destroy $(SPEC) $(WS) --yes)
 
 # The house first (seconds): layers/circles and ruff; then the unit tier on every core (its tests
 # share nothing); then the tiers that start processes, servers and namespaces on TEST_WORKERS

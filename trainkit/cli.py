@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import errno
 import importlib
+import json
 import os
 import sys
+from typing import Callable
 
 try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, not a traceback
     import click
 
     from trainkit import __version__
-    from trainkit.errors import UNEXPECTED, TrainkitError
+    from trainkit.errors import INTERRUPTED, UNEXPECTED, TrainkitError
     from trainkit.util.redact import redact
 except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
@@ -73,6 +75,16 @@ SHORT_HELP: dict[str, str] = {
 }
 
 
+# `trainkit --help` lists the commands by use, in the order a user meets them.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Start here", ("check", "examples", "docs", "validate")),
+    ("Review and change a cluster", ("catalog", "cost", "render", "plan", "apply", "status", "destroy")),
+    ("Train and watch runs", ("train", "runs", "logs", "cancel", "top", "doctor", "ssh")),
+    ("On a node, and data", ("run", "export", "stage")),
+    ("Prices", ("prices",)),
+)
+
+
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when that subcommand runs."""
 
@@ -97,9 +109,10 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """List subcommands from SHORT_HELP so `trainkit --help` imports none of them."""
-        with formatter.section("Commands"):
-            formatter.write_dl([(name, SHORT_HELP[name]) for name in COMMANDS])
+        """List subcommands by use (GROUPS), from SHORT_HELP so `trainkit --help` imports none of them."""
+        for title, names in GROUPS:
+            with formatter.section(title):
+                formatter.write_dl([(name, SHORT_HELP[name]) for name in names])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -113,48 +126,68 @@ def cli() -> None:
       trainkit apply examples/clusters/local.yaml --yes
       trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml
       trainkit destroy examples/clusters/local.yaml --yes
+      trainkit train examples/clusters/local.yaml --up --down --yes   # all three, destroy whatever happens
     """
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; expected failures print one message and exit with their phase's code."""
+    """Run the CLI; expected failures print one message and exit with their phase's code
+    (trainkit.errors.EXIT_CODES). `plan --detailed-exitcode` exits as terraform's flag does:
+    0 no changes, 2 changes pending, 1 for every failure (the message names its own code).
+    With --json (or --format json) a failure is also one JSON object on stdout (`as_json`)."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        code = cli.main(args=argv, prog_name="trainkit", standalone_mode=False)
-    except TrainkitError as err:
-        click.echo(err.render(), err=True)
-        sys.exit(err.exit_code)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+        code = cli.main(args=args, prog_name="trainkit", standalone_mode=False)
     except SystemExit:
         raise
-    except OSError as err:
-        if err.errno not in _DISK_ERRNOS:
-            _internal(err)
-        where = redact(str(err.filename)) if err.filename else "the workspace"
-        click.echo(f"error: {os.strerror(err.errno)}: {where}\n  fix: free space on that disk (df -h) and run "
-                   "the command again; records and caches are replaced whole, so none was left half-written",
-                   err=True)
-        sys.exit(UNEXPECTED)
-    except Exception as err:  # a bug: say so briefly, keep the traceback for -v users
-        _internal(err)
+    except BaseException as exc:  # every failure ends here, Ctrl-C included
+        err, show = _as_error(exc)
+        _fail(err, show, args)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _as_error(exc: BaseException) -> tuple[TrainkitError, Callable[[], None]]:
+    """(the failure as a TrainkitError with its exit code, what prints it on stderr). A bug is
+    one line, exit 1; TRAINKIT_DEBUG=1 re-raises it for the traceback."""
+    if isinstance(exc, TrainkitError):
+        return exc, lambda: click.echo(exc.render(), err=True)
+    if isinstance(exc, click.exceptions.Abort):
+        return TrainkitError("aborted", exit_code=INTERRUPTED), lambda: click.echo("aborted", err=True)
+    if isinstance(exc, click.ClickException):
+        return TrainkitError(exc.format_message(), exit_code=exc.exit_code), exc.show
+    if isinstance(exc, KeyboardInterrupt):
+        return TrainkitError("interrupted", exit_code=INTERRUPTED), lambda: click.echo("interrupted", err=True)
+    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+        where = redact(str(exc.filename)) if exc.filename else "the workspace"
+        err = TrainkitError(f"{os.strerror(exc.errno)}: {where}", exit_code=UNEXPECTED,
+                            fix="free space on that disk (df -h) and run the command again; records and caches "
+                                "are replaced whole, so none was left half-written")
+        return err, lambda: click.echo(err.render(), err=True)
+    if os.environ.get("TRAINKIT_DEBUG", "").strip().lower() in ("1", "true", "yes"):  # not "0" or "no"
+        raise exc
+    text = (f"internal error: {type(exc).__name__}: {redact(str(exc))} "
+            "(set TRAINKIT_DEBUG=1 for a traceback and report it)")
+    return TrainkitError(text, exit_code=UNEXPECTED), lambda: click.echo(text, err=True)
+
+
+def _fail(err: TrainkitError, show: Callable[[], None], args: list[str]) -> None:
+    """Print the failure (stderr; and with --json, `TrainkitError.as_json()` on stdout) and exit with its code:
+    with `plan --detailed-exitcode`, 1 for every failure as terraform's."""
+    if args[:1] == ["plan"] and "--detailed-exitcode" in args and err.exit_code != UNEXPECTED:
+        err.append_note(f"exit {err.exit_code} without --detailed-exitcode; with it every failure exits "
+                        f"{UNEXPECTED}, as terraform's")
+        err.exit_code = UNEXPECTED
+    show()
+    if wants_json(args):
+        click.echo(json.dumps(err.as_json(), indent=2, sort_keys=True))
+    sys.exit(err.exit_code)
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON output (--json, --format json, --format=json)."""
+    return "--json" in args or "--format=json" in args or any(
+        a == "--format" and b == "json" for a, b in zip(args, args[1:]))
 
 
 # The disk under the workspace is full or read-only: the machine's trouble, not a bug in trainkit.
 _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-
-
-def _internal(err: Exception) -> None:
-    """A bug: one line and exit 1; TRAINKIT_DEBUG=1 re-raises it for the traceback."""
-    if os.environ.get("TRAINKIT_DEBUG", "").strip().lower() in ("1", "true", "yes"):  # not "0" or "no"
-        raise err
-    click.echo(f"internal error: {type(err).__name__}: {redact(str(err))} "
-               "(set TRAINKIT_DEBUG=1 for a traceback and report it)", err=True)
-    sys.exit(UNEXPECTED)

@@ -1,24 +1,16 @@
 """Errors the CLI turns into one clear message and a phase-specific exit code (never a traceback).
 
-Exit codes, one per phase so CI can tell where a job stopped:
+Exit codes, one per phase so CI can tell where a job stopped: `EXIT_CODES` below is the one table
+of them. README.md and docs/exit-codes.md carry it as `python -m trainkit.errors` prints it, and
+tests/unit/test_exit_codes.py fails when any doc or help text says otherwise.
 
-    0  ok                       10  plan: changes pending (with `--detailed-exitcode`)
-    1  unexpected bug           11  plan: a blocking finding
-    2  bad input (spec/config)  12  doctor: a node failed its health checks (`trainkit doctor`,
-    3  plan                         and `train` before its first attempt; docs/doctor.md)
-    4  apply (terraform)        75  training stopped by SIGTERM after a checkpoint (resume later;
-    5  provision (ansible)          EX_TEMPFAIL from BSD sysexits.h: "try again later")
-    6  train
-    7  destroy
-    8  busy: the workspace lock, the state lock or a running run
-    9  a required tool (terraform, ansible-playbook) is missing
-   13  cloud credentials missing or rejected (the same code from check, plan, apply, destroy,
-       train's data staging: one cause, one code whatever the phase)
-
-1 is also a full or read-only disk under the workspace (a message naming the file, not a bug).
+`plan --detailed-exitcode` keeps terraform's meaning instead (0 no changes, 1 error, 2 changes
+pending): `DETAILED_EXIT_CODES`.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from trainkit.util.redact import redact  # one redaction rule: no URL credential in any message
 
@@ -32,11 +24,74 @@ TRAIN = 6
 DESTROY = 7
 LOCKED = 8
 MISSING_TOOL = 9
-PLAN_CHANGES = 10
 PLAN_BLOCKED = 11
 DOCTOR = 12
 CREDENTIALS = 13
 PREEMPTED = 75
+INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT (128 + 2)
+
+# `plan --detailed-exitcode`, as terraform's `plan -detailed-exitcode`: 2 means changes pending,
+# and every failure is 1 (its phase code is named in the message).
+DETAILED_CHANGES = 2
+
+
+# Of every --json output (errors included): a key removed or given another meaning bumps it.
+FORMAT_VERSION = "1"
+
+
+class ExitCode(NamedTuple):
+    code: int
+    name: str
+    meaning: str
+    cues: tuple[str, ...] = ()  # words that, next to an exit number in a doc, mean this code
+
+
+EXIT_CODES: tuple[ExitCode, ...] = (
+    ExitCode(OK, "OK", "ok"),
+    ExitCode(UNEXPECTED, "UNEXPECTED", "a bug (`internal error`, one line; `TRAINKIT_DEBUG=1` shows the traceback), "
+             "or the disk under the workspace is full or read-only (the message names the file)"),
+    ExitCode(BAD_INPUT, "BAD_INPUT", "bad input: a spec, a train config, a command-line value, a placeholder "
+             "`apply` refuses; the message names the field and the fix. Also \"apply first\"", ("apply first",)),
+    ExitCode(PLAN, "PLAN", "`plan`: terraform failed"),
+    ExitCode(APPLY, "APPLY", "`apply`: terraform failed, or the cloud has no capacity or quota for the type in "
+             "the zone (the message names zone, type and what to try); the error says what the state holds "
+             "now, what it bills, and the destroy command", ("no capacity",)),
+    ExitCode(PROVISION, "PROVISION", "`apply`: provisioning failed (SSH never answered, an Ansible task failed)"),
+    ExitCode(TRAIN, "TRAIN", "`train`: the run failed"),
+    ExitCode(DESTROY, "DESTROY", "`destroy`: the state is not empty afterwards, or tagged leftovers are "
+             "still in the cloud, or the leftover check could not run"),
+    ExitCode(LOCKED, "LOCKED", "busy: another command holds the workspace lock, another run holds the terraform "
+             "state lock, or a run is still running on the cluster"),
+    ExitCode(MISSING_TOOL, "MISSING_TOOL", "a required tool (terraform, ansible-playbook) is missing; the message "
+             "says how to install it"),
+    ExitCode(PLAN_BLOCKED, "PLAN_BLOCKED", "`plan` (and `apply`): a blocking finding (SSH open to the internet, "
+             "budget exceeded)", ("blocking finding",)),
+    ExitCode(DOCTOR, "DOCTOR", "`doctor` (and `train` before its first attempt): a node failed its health "
+             "checks; the message names the node and the check", ("health check",)),
+    ExitCode(CREDENTIALS, "CREDENTIALS", "cloud credentials missing or rejected, whatever the command "
+             "(`check`, `plan`, `apply`, `destroy`, data staging); the message names the variables to set",
+             ("credentials are missing", "credentials missing", "missing credentials")),
+    ExitCode(PREEMPTED, "PREEMPTED", "`train`: stopped by SIGTERM (spot reclaim) after a checkpoint; run "
+             "`train --resume RUN` to continue (EX_TEMPFAIL from BSD sysexits.h: \"try again later\")"),
+    ExitCode(INTERRUPTED, "INTERRUPTED", "interrupted (Ctrl-C)"),
+)
+
+DETAILED_EXIT_CODES: tuple[ExitCode, ...] = (
+    ExitCode(OK, "OK", "the plan has no changes"),
+    ExitCode(UNEXPECTED, "ERROR", "any failure (the message names it and the code it has without the flag)"),
+    ExitCode(DETAILED_CHANGES, "CHANGES", "the plan has changes"),
+)
+
+
+def exit_code_table() -> str:
+    """The exit-code tables as markdown (README.md and docs/exit-codes.md carry this text)."""
+    rows = ["| exit code | name | meaning |", "|---|---|---|"]
+    rows += [f"| {e.code} | `{e.name}` | {e.meaning} |" for e in EXIT_CODES]
+    rows += ["", "`trainkit plan --detailed-exitcode` keeps terraform's `-detailed-exitcode` meaning, so a "
+             "pipeline written for terraform reads it the same way:", "",
+             "| exit code | meaning |", "|---|---|"]
+    rows += [f"| {e.code} | {e.meaning} |" for e in DETAILED_EXIT_CODES]
+    return "\n".join(rows) + "\n"
 
 
 class TrainkitError(Exception):
@@ -53,11 +108,32 @@ class TrainkitError(Exception):
         super().__init__(message)
         self.message = message
         self.fix = fix
+        self.notes: list[str] = []
         if exit_code is not None:
             self.exit_code = exit_code
 
+    def append_note(self, note: str) -> None:
+        """Add a line of context found after the failure (what it left behind, what was cleaned up);
+        rendered after the message, and in --json output as `notes`."""
+        self.notes.append(redact(note))
+
+    # What the command found before failing (check's and doctor's report), for --json: one
+    # document on stdout, the error with its `result`.
+    data: object = None
+
+    def as_json(self) -> dict:
+        """The failure as --json prints it on stdout: {format_version, error, fix, notes,
+        exit_code} and `result` when the command has one (`data`)."""
+        out = {"format_version": FORMAT_VERSION, "error": self.message, "fix": self.fix,
+               "notes": list(getattr(self, "notes", [])), "exit_code": self.exit_code}
+        if self.data is not None:
+            out["result"] = self.data
+        return out
+
     def render(self) -> str:
         text = f"error: {self.message}"
+        for note in getattr(self, "notes", ()):
+            text += f"\n  note: {note}"
         if self.fix:
             text += f"\n  fix: {self.fix}"
         return text
@@ -85,7 +161,7 @@ class SpecError(InputError):
         super().__init__("\n  ".join([head, *capped(lines)]))
 
     def render(self) -> str:
-        return "error: " + self.message
+        return "error: " + self.message + "".join(f"\n  note: {n}" for n in self.notes)
 
 
 MAX_PROBLEMS = 50  # problems listed per file; the rest are counted (a junk file lists thousands)
@@ -110,3 +186,7 @@ class CredentialsError(TrainkitError):
 
 class LockedError(TrainkitError):
     exit_code = LOCKED
+
+
+if __name__ == "__main__":  # python -m trainkit.errors: the table the docs carry
+    print(exit_code_table(), end="")

@@ -188,8 +188,10 @@ def hello(folder: Path) -> Path:
 
 
 def _report(stdout: str) -> dict:
-    """The JSON report in the CLI's output (progress lines before it, an error message after)."""
-    return json.JSONDecoder().raw_decode(stdout[stdout.index("{"):])[0]
+    """The JSON report in the CLI's output (progress lines before it, an error message after): the
+    document itself, or, when a node failed, the error document's `result`."""
+    doc = json.JSONDecoder().raw_decode(stdout[stdout.index("{"):])[0]
+    return doc["result"] if "exit_code" in doc else doc
 
 
 def _which(tool: str) -> bool:

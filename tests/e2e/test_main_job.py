@@ -26,6 +26,8 @@ def test_make_cluster_train_destroy_on_local(repo, tmp_path):
     assert len(runs) == 1
     run = runs[0]
     assert f"results in {run}" in proc.stdout  # the job says where its results are
+    assert f"tensorboard --logdir {run / 'tb'}" in proc.stdout  # and what to run next
+    assert "--down: destroying cluster local-demo (the run is over)" in proc.stderr  # one command did it all
 
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["world_size"] == 2
@@ -80,3 +82,22 @@ def test_make_cluster_train_destroy_on_local(repo, tmp_path):
     # destroy removed what trainkit deployed and kept the results
     # (the lock, and the marker saying whose workspace this is, stay with the runs)
     assert sorted(p.name for p in ws.iterdir() if p.name not in ("lock", ".trainkit-workspace")) == ["runs"]
+
+
+def test_a_failing_train_in_the_main_job_still_destroys(repo, tmp_path):
+    # `make cluster train destroy` with a job that fails: make fails, and nothing is left up
+    bad = tmp_path / "fails.yaml"
+    bad.write_text("name: fails\ncommand: exit 3\n")
+    ws = tmp_path / "ws"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["make", "-C", str(repo), "cluster", "train", "destroy", f"WORKDIR={ws}", f"TRAIN={bad}"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode != 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "--down: destroying cluster local-demo (after a failure)" in proc.stderr, proc.stderr[-4000:]
+    assert "note: --down: cluster local-demo was destroyed after this failure" in proc.stderr
+    assert not (ws / "inventory.yml").exists()  # status says "not created"
+    status = subprocess.run([str(repo / ".venv/bin/trainkit"), "status", str(repo / "examples/clusters/local.yaml"),
+                             "--workdir", str(ws)], capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0 and "local-demo (local): not created" in status.stdout, status.stdout + status.stderr
+    (run,) = (ws / "runs").iterdir()  # the failed run's record and logs are kept
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"

@@ -11,12 +11,15 @@ can only find the wheel's copy). Real ansible-runner on localhost and torchrun; 
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 _SKIP_ANYWHERE = shutil.ignore_patterns(".git", ".venv*", ".trainkit", "*.egg-info", "__pycache__",
@@ -40,7 +43,7 @@ def build_wheel(repo: Path, tmp: Path) -> Path:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shutil.rmtree(src)  # the installed trainkit must not need it
-    (wheel,) = (tmp / "dist").glob("trainkit-*.whl")
+    (wheel,) = (tmp / "dist").glob("trainkit_clusters-*.whl")  # the distribution's name (trainkit/util/dist.py)
     return wheel
 
 
@@ -101,3 +104,39 @@ def test_wheel_installed_in_a_fresh_venv_works_without_the_source_tree(repo, tmp
     assert json.loads((run / "summary.json").read_text())["status"] == "completed", out
     tk("destroy", "ex/clusters/local.yaml", "--workdir", "ws-local", "--yes")
     assert sorted(p.name for p in (here / "ws-local").iterdir() if p.name not in ("lock", ".trainkit-workspace")) == ["runs"]
+
+
+def _pipeline_packages(text: str) -> list[str]:
+    """What a CI pipeline pip-installs: its TRAINKIT_PACKAGE value, and any literal `pip install X`."""
+    found = re.findall(r'TRAINKIT_PACKAGE:\s*"([^"]+)"', text)
+    found += [p for p in re.findall(r"pip install (?:-q )?[\"']?([A-Za-z][\w.\-]*(?:\[[\w,]+\])?)", text)
+              if not p.startswith("$")]
+    return found
+
+
+def test_the_wheel_is_the_distribution_the_ci_pipelines_install(repo, tmp_path):
+    from trainkit.util.dist import DISTRIBUTION
+
+    wheel = build_wheel(repo, tmp_path)
+    with zipfile.ZipFile(wheel) as zf:
+        meta = email.parser.Parser().parsestr(
+            zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+        entry_points = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert meta["Name"] == DISTRIBUTION and wheel.name.startswith("trainkit_clusters-")
+    assert "trainkit = trainkit.cli:main" in entry_points  # the command keeps its name
+    extras = set(meta.get_all("Provides-Extra"))
+    pipelines = sorted(p for p in (repo / "examples/ci").rglob("*.yml"))
+    assert len(pipelines) == 3
+    for pipeline in pipelines:
+        text = pipeline.read_text()
+        packages = _pipeline_packages(text)
+        assert packages, f"{pipeline.name} installs nothing"
+        cloud = Path(re.search(r"TRAINKIT_SPEC:\s*(\S+)", text).group(1)).stem
+        for package in packages:
+            name, _, wanted = package.partition("[")
+            wanted = set(wanted.rstrip("]").split(",")) - {""}
+            assert name == meta["Name"], f"{pipeline.name} installs {name}, not {meta['Name']}"
+            assert wanted <= extras, f"{pipeline.name}: extras {wanted - extras} are not in the wheel"
+            assert cloud in wanted, f"{pipeline.name} runs on {cloud} without the {cloud!r} extra"
+            if re.search(r"trainkit (apply|train)\b", text):
+                assert "control" in wanted, f"{pipeline.name} applies or trains without the 'control' extra"

@@ -134,4 +134,4 @@ def test_missing_ansible_playbook_is_a_missing_tool_error(monkeypatch, tmp_path)
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(MissingToolError) as err:
         provision.find_ansible_playbook()
-    assert err.value.exit_code == MISSING_TOOL and "trainkit[control]" in err.value.fix
+    assert err.value.exit_code == MISSING_TOOL and "trainkit-clusters[control]" in err.value.fix

@@ -36,7 +36,9 @@ def test_two_workspaces_share_one_cluster_through_the_s3_backend(repo, tmp_path,
     (tmp_path / "elsewhere").mkdir()
 
     # the one moto plan with checkov (moto_aws.trainkit): its result joins the review of a real plan
-    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json", checkov=True).stdout)
+    # --detailed-exitcode as terraform's: 2 = changes pending
+    rev = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json", "--detailed-exitcode",
+                              checkov=True, check_rc=2).stdout)
     assert rev["checkov"].startswith("checkov ran: "), rev["checkov"]
     created = {}
     for change in rev["changes"]["addresses"]:
@@ -116,9 +118,20 @@ def test_destroy_cleans_up_after_an_apply_that_failed_part_way(repo, tmp_path, m
     failed = trainkit("apply", spec, "--workdir", ws, "--no-provision", "--yes", check_rc=errors.APPLY)
     assert "terraform apply failed" in failed.stderr and "Traceback" not in failed.stderr
     assert any(leftovers(moto, "aws-moto").values())  # something was created before the failure
+    # the error says what is left and bills, and the command that removes it
+    assert "note: the cluster exists and bills" in failed.stderr and "0 node(s)" in failed.stderr
+    assert f"remove it with `trainkit destroy {spec} --workdir {ws} --yes`" in failed.stderr, failed.stderr
 
     trainkit("destroy", spec, "--workdir", ws, "--yes")
     assert_nothing_left(moto, "aws-moto")
+
+
+def test_status_of_a_never_applied_cloud_cluster_is_not_created_and_exits_0(repo, tmp_path, moto):
+    # the same answer, and exit code, as local and hosts (tests/unit/test_cli_conventions.py)
+    spec = write_spec(repo, tmp_path, moto)
+    out = trainkit("status", spec, "--workdir", tmp_path / "ws")
+    assert "aws-moto (aws): not created" in out.stdout, out.stdout + out.stderr
+    assert json.loads(trainkit("status", spec, "--workdir", tmp_path / "ws", "--json").stdout)["exists"] is False
 
 
 def test_ctrl_c_during_apply_leaves_a_state_destroy_can_clean(repo, tmp_path, moto):

@@ -204,7 +204,7 @@ def test_apply_without_ansible_playbook_names_the_tool_and_how_to_install_it(cap
     monkeypatch.setattr(sys, "executable", str(tmp_path / "venv" / "bin" / "python"))
     code, err = run(capsys, "apply", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"), "-y")
     assert code == 9, err
-    assert "ansible-playbook is not installed" in err and "pip install 'trainkit[control]'" in err
+    assert "ansible-playbook is not installed" in err and "pip install 'trainkit-clusters[control]'" in err
 
 
 def test_destroy_in_ci_without_yes_says_to_pass_yes_not_aborted(repo, tmp_path):

@@ -86,7 +86,7 @@ def test_plan_takes_json_too(repo, capsys, tmp_path):
     assert code == 0 and json.loads(out)["cluster"] == "local-demo"
 
 
-@pytest.mark.parametrize("command", [["status"], ["train"], ["top", "--once"]])
+@pytest.mark.parametrize("command", [["train"], ["top", "--once"]])
 def test_commands_on_a_never_applied_local_cluster_say_apply_first(command, repo, capsys, tmp_path):
     spec = str(repo / "examples/clusters/local.yaml")
     code, _, err = run([command[0], spec, "--workdir", str(tmp_path / "ws"), *command[1:]], capsys)
@@ -106,11 +106,22 @@ def hosts_spec(tmp_path: Path) -> Path:
     return spec
 
 
-@pytest.mark.parametrize("command", ["ssh", "status", "train"])
+@pytest.mark.parametrize("command", ["ssh", "train"])
 def test_commands_on_never_applied_hosts_say_apply_first(command, capsys, tmp_path):
     code, _, err = run([command, str(hosts_spec(tmp_path)), "--workdir", str(tmp_path / "ws")], capsys)
     assert code == 2, err
     assert "apply first" in err
+
+
+@pytest.mark.parametrize("target", ["local", "hosts"])
+def test_status_of_a_never_applied_cluster_is_not_created_and_exits_0(target, repo, capsys, tmp_path):
+    # the same answer as a cloud target whose state holds nothing (tests/infra/test_aws_lifecycle.py)
+    spec = str(repo / "examples/clusters/local.yaml") if target == "local" else str(hosts_spec(tmp_path))
+    code, out, err = run(["status", spec, "--workdir", str(tmp_path / "ws")], capsys)
+    assert code == 0, err
+    assert f"({target}): not created" in out
+    code, out, _ = run(["status", spec, "--workdir", str(tmp_path / "ws"), "--json"], capsys)
+    assert code == 0 and json.loads(out)["exists"] is False and json.loads(out)["nodes"] == []
 
 
 def test_sizing_warnings_show_once_on_validate_and_render_and_never_on_destroy(repo, capsys, tmp_path,

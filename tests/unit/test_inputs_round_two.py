@@ -471,11 +471,11 @@ def test_trainkit_debug_is_on_only_for_1_true_yes(monkeypatch, capsys, value, on
     monkeypatch.setenv("TRAINKIT_DEBUG", value)
     if on:
         with pytest.raises(RuntimeError):
-            cli._internal(RuntimeError("boom"))
+            cli._as_error(RuntimeError("boom"))
     else:
-        with pytest.raises(SystemExit):
-            cli._internal(RuntimeError("boom"))
-        assert "internal error: RuntimeError: boom" in capsys.readouterr().err
+        err, show = cli._as_error(RuntimeError("boom"))
+        show()
+        assert err.exit_code == 1 and "internal error: RuntimeError: boom" in capsys.readouterr().err
 
 
 def test_a_seed_past_64_bits_is_refused_at_validate(capsys, outside_untouched):

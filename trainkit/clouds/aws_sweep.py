@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainkit.clouds.sweep_common import in_vpcs, state_ids, wait_gone
+from trainkit.util.dist import pip_install
 
 TAG = "trainkit-cluster"
 # (type in the ARN, EC2/EFS delete order). Types not listed are reported but never deleted.
@@ -29,7 +30,7 @@ def _client(cluster, service: str, endpoint_key: str):
     try:
         import boto3  # boto3 (an SDK): imported only when an S3-compatible store is used
     except ImportError:
-        raise RuntimeError("boto3 is not installed: pip install 'trainkit[aws]'") from None
+        raise RuntimeError(f"boto3 is not installed: {pip_install('aws')}") from None
 
     endpoints = cluster.spec.endpoints
     if endpoints and endpoint_key not in endpoints:

@@ -23,6 +23,7 @@ from trainkit.errors import MissingToolError
 from trainkit.provision.playbook import find_ansible_playbook
 from trainkit.stack.render import TERRAFORM_MIN_VERSION
 from trainkit.stack.terraform import terraform_path, terraform_version
+from trainkit.util.dist import pip_install
 
 TERRAFORM_INSTALL = "https://developer.hashicorp.com/terraform/install"
 
@@ -97,5 +98,5 @@ def run_checks(rooms: list[Cloud], env: Mapping[str, str] | None = None, home: P
                              "fix": f"install Terraform >= {TERRAFORM_MIN_VERSION} ({TERRAFORM_INSTALL})"})
     if not tools["ansible"]["ok"]:
         problems.append({"kind": "tool", "what": "ansible-playbook or ansible-runner is not installed",
-                         "fix": "pip install 'trainkit[control]'"})
+                         "fix": pip_install("control")})
     return {"ok": not problems, "clouds": cloud_rows, "tools": tools, "problems": problems}

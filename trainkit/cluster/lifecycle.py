@@ -18,10 +18,11 @@ from typing import Any
 
 from trainkit import clouds, errors
 from trainkit.cluster import failover
-from trainkit.errors import InputError, TrainkitError
+from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import wait_for_ssh
+from trainkit.spec import placeholders
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.stack import adopt
@@ -29,7 +30,7 @@ from trainkit.stack.checkov import scan_plan
 from trainkit.stack.plan_rules import disruptions, refused_in_place, release_times, storage_losses
 from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
-from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init
+from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init, state_resources
 from trainkit.util import progress
 from trainkit.util.gitinfo import commit_of
 from trainkit.workspace import Workspace
@@ -123,8 +124,65 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
     `confirm(review) -> bool` is asked unless the new plan makes only reviewed changes. A plan that
     destroys disks or shared file systems (plan_rules.storage_losses) is applied only with
     `storage_loss` (the user confirms each plan, or named --allow-storage-loss); otherwise
-    TrainkitError(PLAN_BLOCKED) naming them, before anything changes.
+    TrainkitError(PLAN_BLOCKED) naming them, before anything changes. A failure after terraform may
+    have changed the cloud (apply, provision) gets a note naming what the state holds now, what it
+    costs per hour and the command that removes it (`err.note`).
     """
+    refuse_placeholders(cluster)
+    try:
+        return _apply(cluster, ws, confirm, provision, upgrade_image, storage_loss)
+    except TrainkitError as err:
+        if is_cloud(cluster) and not isinstance(err, (InputError, Declined)) and err.exit_code not in _NOTHING_CHANGED:
+            _say_what_bills(cluster, ws, err)
+        raise
+
+
+def refuse_placeholders(cluster: Cluster) -> None:
+    """SpecError (exit 2) naming each field that still holds an example's placeholder (a
+    documentation address range, an example bucket: trainkit.spec.placeholders) on a target that
+    bills; nothing is planned or created."""
+    found = placeholders.problems(cluster.spec)
+    if found:
+        raise SpecError(cluster.source, found)
+
+
+# Failures that stop an apply before terraform changed anything (or Ctrl-C: the user is there).
+_NOTHING_CHANGED = (errors.PLAN_BLOCKED, errors.MISSING_TOOL, errors.LOCKED, 130)
+
+
+class Declined(TrainkitError):
+    """The user answered no to a plan: nothing was changed."""
+
+    exit_code = errors.APPLY
+
+
+def _say_what_bills(cluster: Cluster, ws: Workspace, err: TrainkitError) -> None:
+    """Add to a failed apply's error what its state holds now (resources that bill, and their price
+    per hour) and the command that removes them; changes nothing. When the state cannot be read,
+    the note says so and names `status` and `destroy`."""
+    src = shlex.quote(cluster.source)
+    if ws.root != Workspace.for_cluster(cluster.name).root:
+        src += f" --workdir {shlex.quote(str(ws.root))}"
+    remove = f"remove it with `trainkit destroy {src} --yes` (or finish it: `trainkit apply {src}`)"
+    try:
+        runner, _ = render_and_init(cluster, ws, phase=err.exit_code)
+        held = state_resources(runner.state_json().get("values") or {})
+    except TrainkitError:
+        err.append_note(f"what the failed apply left could not be read: `trainkit status {src}` shows what "
+                     f"exists; {remove}")
+        return
+    if not held:
+        err.append_note("nothing was left in the cloud: the state holds no resources")
+        return
+    cost = state_cost(cluster, held)
+    nodes = sum(1 for r in held if _NODE_ADDRESS.match(r["address"]))
+    price = f" at about {cost['per_hour']:,.2f} {cost['currency']}/h" if cost["per_hour"] else ""
+    err.append_note(f"the cluster exists and bills{price}: {nodes} node(s), {len(held)} resource(s) in "
+                 f"{backend_description(cluster, ws)}; {remove}")
+
+
+def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_image: bool,
+           storage_loss: bool = False) -> ApplyResult:
     rev = None
     outputs: dict[str, Any] = {}
     if is_cloud(cluster):
@@ -232,7 +290,7 @@ def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | N
         progress.info("the cloud or the state changed since `trainkit plan`: planned again"
                       + (f"; gone from the cloud: {', '.join(rev['drift'])}" if rev.get("drift") else ""))
     if rev["changes"]["has_changes"] and not confirm(rev):
-        raise TrainkitError("apply cancelled; nothing was changed", exit_code=errors.APPLY)
+        raise Declined("apply cancelled; nothing was changed")
 
 
 def refuse_blocking(rev: dict[str, Any]) -> None:
@@ -279,7 +337,8 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     Cloud targets: a refresh-only plan against the state backend; `drift` lists resources the
     state had and the cloud no longer has. `live=False` (the workspace is busy with another
     command) reads the outputs.json cache instead and says so in `cached`. The cost since apply
-    needs this workspace's apply time.
+    needs this workspace's apply time. A cluster never applied (or destroyed) is `exists: False`
+    with no nodes on every target: `status` answers "not created" and exits 0 for it.
     """
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
@@ -303,8 +362,9 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     else:
         out["exists"] = ws.inventory_yml.exists()
         hosts = cluster.spec.hosts or ()
-        out["nodes"] = [{"name": h.name, "private_ip": h.private_ip or h.address, "public_ip": h.address}
-                        for h in hosts] or [{"name": "localhost", "private_ip": "127.0.0.1", "public_ip": None}]
+        out["nodes"] = ([{"name": h.name, "private_ip": h.private_ip or h.address, "public_ip": h.address}
+                         for h in hosts] or [{"name": "localhost", "private_ip": "127.0.0.1", "public_ip": None}]
+                        ) if out["exists"] else []
     runs = sorted(p.name for p in ws.runs_dir.iterdir()) if ws.runs_dir.exists() else []
     out["runs"] = runs
     return out

@@ -24,6 +24,7 @@ from trainkit.clouds.capacity import CapacityError
 from trainkit.errors import APPLY
 from trainkit.money.cost import node_price
 from trainkit.util import progress
+from trainkit.util.dist import pip_install
 
 Placement = tuple["str | None", str, bool]  # (zone, instance type, spot), as cluster/failover.py
 NOT_OFFERED, NOT_ASKED = "not offered", "not asked"
@@ -42,7 +43,7 @@ def ask(cluster, order: list[Placement]) -> dict[bool, dict[tuple[str, str], str
         adapter = importlib.import_module(room.offers_adapter)
     except ImportError as err:
         _not_asked(room.title, types, f"the {room.title} SDK is not installed ({err.name}): "
-                                      "pip install 'trainkit[prices]'")
+                                      + pip_install(cluster.spec.cloud))
         return None
     endpoint = (cluster.spec.endpoints or {}).get(getattr(adapter, "ENDPOINT_KEY", ""))
     answers = {}

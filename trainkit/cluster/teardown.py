@@ -23,6 +23,7 @@ from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
 from trainkit.stack.state import backend_description, render_and_init
 from trainkit.util import progress
+from trainkit.util.dist import pip_install
 from trainkit.workspace import Workspace
 
 
@@ -245,8 +246,8 @@ def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
         # so that `destroy` can be run again once the check can run.
         raise TrainkitError(f"the state is empty, but trainkit could not ask the cloud for resources tagged "
                             f"{tag} ({err}); the workspace was kept",
-                            fix=f"fix that (install the cloud's SDK, e.g. pip install 'trainkit[aws]' or "
-                                f"'trainkit[prices]', and check its credentials), then run `trainkit destroy "
+                            fix=f"fix that (install the cloud's SDK: {pip_install('control', cluster.spec.cloud)}, "
+                                f"and check its credentials), then run `trainkit destroy "
                                 f"{cluster.source}` again; or look for tag {tag} in the console",
                             exit_code=errors.DESTROY) from None
     swept: list[dict] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
+from trainkit.commands import complete
 from trainkit.commands.options import (
     check_region,
     dump_json,
@@ -28,7 +29,7 @@ from trainkit.util.resources import train_config
 
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False), required=False)
-@click.option("--config", "config", type=click.Path(dir_okay=False),
+@click.option("--config", "config", type=click.Path(dir_okay=False), shell_complete=complete.train_configs,
               help="Also (or only) check this training config (a YAML file or a built-in name), "
                    "as `trainkit train` will.")
 @click.argument("overrides", nargs=-1)
@@ -183,7 +184,8 @@ def _n(value) -> str:
 @click.command()
 @spec_argument
 @workdir_option
-def render(spec: str, workdir: str | None) -> None:
+@format_option()
+def render(spec: str, workdir: str | None, fmt: str) -> None:
     """Write the Terraform root stack for a cloud spec into its workspace (no cloud calls).
 
     The folder holds the root stack (versions.tf with the state backend, providers.tf, main.tf
@@ -203,6 +205,10 @@ def render(spec: str, workdir: str | None) -> None:
         key = public_key_text(cluster.spec.ssh, ws, comment=f"trainkit-{cluster.name}")
         written = write_stack(cluster, key, ws.terraform_dir)
     folder = ws.terraform_dir
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "cloud": cluster.spec.cloud, "terraform_dir": str(folder),
+                              "files": sorted(str(p) for p in written)}))
+        return
     click.echo(f"rendered {len(written)} files for {cluster.name} ({cluster.spec.cloud}) into {folder}/")
     click.echo(f"  review: {folder}/main.tf (module inputs), versions.tf (state backend), "
                f"providers.tf; the module is under {folder}/modules/{cluster.spec.cloud}/")

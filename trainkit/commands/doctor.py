@@ -57,13 +57,15 @@ def doctor(spec, workdir, fmt, size_mb, iters, slow_fraction, min_free_gb):
                        thresholds=Thresholds(slow_fraction=slow_fraction, min_free_gb=min_free_gb))
     as_json = fmt == "json"
     report = doc.diagnose(cluster, ws, opts, echo=lambda m: click.echo(m, err=True))
-    if as_json:
-        click.echo(dump_json(report))
-    else:
+    if not as_json:
         Console().print(render(report))
-    if report["failed"]:
-        raise TrainkitError(f"doctor: failed node(s): {', '.join(report['failed'])}",
+    elif not report["failed"]:
+        click.echo(dump_json(report))
+    if report["failed"]:  # with --json the report is the error's `result`: one document on stdout
+        err = TrainkitError(f"doctor: failed node(s): {', '.join(report['failed'])}",
                             fix="see the checks above and docs/doctor.md", exit_code=DOCTOR)
+        err.data = report
+        raise err
 
 
 def render(report: dict) -> Table:

@@ -6,6 +6,9 @@ trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs,
 
 from __future__ import annotations
 
+import json
+import shlex
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -13,9 +16,22 @@ import click
 from trainkit import clouds
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
-from trainkit.commands.options import Finite, dump_json, format_option, require_applied, spec_argument, workdir_option
+from trainkit.commands import complete
+from trainkit.commands.down import torn_down
+from trainkit.commands.ops import apply_cluster
+from trainkit.commands.options import (
+    Finite,
+    dump_json,
+    format_option,
+    next_steps,
+    require_applied,
+    spec_args,
+    spec_argument,
+    workdir_option,
+    yes_option,
+)
 from trainkit.commands.options import load as _load
-from trainkit.errors import InputError, TrainkitError
+from trainkit.errors import FORMAT_VERSION, InputError, TrainkitError
 from trainkit.runs import closing, launch, recover
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
@@ -26,13 +42,15 @@ from trainkit.util import resources
 @click.command()
 @spec_argument
 @workdir_option
-@click.option("--config", "config", default=None,
+@click.option("--config", "config", default=None, shell_complete=complete.train_configs,
               help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
                    "Default: digits.")
 @click.argument("overrides", nargs=-1)
 @click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
-@click.option("--attach", "attach", metavar="RUN", help="Re-attach to a running RUN (stream, wait, fetch).")
-@click.option("--resume", "resume", metavar="RUN", help="Continue RUN from its newest checkpoint.")
+@click.option("--attach", "attach", metavar="RUN", shell_complete=complete.run_ids,
+              help="Re-attach to a running RUN (stream, wait, fetch).")
+@click.option("--resume", "resume", metavar="RUN", shell_complete=complete.run_ids,
+              help="Continue RUN from its newest checkpoint.")
 @click.option("--force", is_flag=True, help="With --resume: accept a changed config.")
 @click.option("--recover", "recover_", is_flag=True, help="Keep the job going through reclaims until it completes.")
 @click.option("--max-recoveries", type=click.IntRange(0), default=3, show_default=True)
@@ -47,40 +65,70 @@ from trainkit.util import resources
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 @click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "
               "on a failed node; with --recover they also run after every replacement; docs/doctor.md).")
-def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, **tuning):
+@click.option("--up", is_flag=True, help="Apply the cluster first (as `trainkit apply`), after the config is checked.")
+@click.option("--down", is_flag=True, help="Destroy the cluster when the run ends, whatever happens (failure, "
+              "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing.")
+@yes_option("With --up: apply without asking.")
+@format_option(help_text="json prints the run's result (its id with --detach) as one object.")
+def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, up, down, yes, fmt,
+          **tuning):
     """Start a training run on every node as a detached, supervised job; stream rank 0's log
     and fetch the results into runs/<run-id>/ (unless --detach).
 
     Each call starts a NEW run (id <name>-<timestamp>, its own checkpoint folder); --resume RUN
-    continues one. Exit 0 completed, 75 preempted (checkpoint saved), 6 failed.
+    continues one. Exit 0 completed, 75 preempted (checkpoint saved), 6 failed. `--up --down`
+    applies, trains and destroys in one command (`make cluster train destroy` runs it): the
+    destroy happens whatever the run does, and a failure keeps its own exit code.
 
     \b
     Example:
       trainkit train examples/clusters/local.yaml --config examples/train/digits.yaml epochs=5
       trainkit train cluster.yaml --config examples/custom/train.yaml --recover --detach
       trainkit train cluster.yaml --attach digits-20260101-120000
+      trainkit train examples/clusters/local.yaml --up --down --yes   # apply, train, destroy
     """
     if attach and (resume or detach or config or overrides):
         raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
                                "--config/overrides (to continue a stopped run: --resume RUN)")
     if force and not resume:
         raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
-    cluster, ws = _load(spec, workdir)
+    if down and detach:
+        raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down)")
+    cluster, ws = _load(spec, workdir, warn=up)  # --up: the sizing warnings, as `trainkit apply` prints them
     if resume and config is None and not overrides:  # the run's own config, as it was started
         config, overrides = _resumed_config(ws, resume)
     config_path = None if attach else resources.train_config(config)
     job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
     if job is not None and job.command is None:
-
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
-    require_applied(cluster, ws)
-    cluster = effective_cluster(cluster, ws)
     opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
     if detach and recover_:
         raise InputError("--recover needs a controller that stays: drop --detach",
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
+    if up:  # before anything exists: an example's placeholders are refused, nothing to tear down
+        lifecycle.refuse_placeholders(cluster)
+    with torn_down(lambda: _load(spec, workdir), spec, workdir) if down else nullcontext():
+        if up:
+            apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
+            cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up
+        result = _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts)
+    if fmt == "json":
+        click.echo(dump_json(result))
+    elif detach:
+        click.echo(result["run_id"])  # stdout: the id alone, for scripts
+    else:
+        _done(result)
+    if not detach:
+        _next(spec_args(cluster, ws), result, down, fmt)
+
+
+def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts) -> dict:
+    """The run itself, on an applied cluster: attach to RUN, or start (or resume) one and follow
+    it. Returns the run's result ({run_id, run_dir, status: running} when detached)."""
+    require_applied(cluster, ws)
+    cluster = effective_cluster(cluster, ws)
     if attach:
         run_dir = runs.resolve_run(ws.runs_dir, attach)
         record = runs.read_record(run_dir)
@@ -93,30 +141,30 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
             lifecycle.sync(cluster, ws, need_ssh=True)
         recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
-        if resume and recover_:
+        if resume and opts.recover:
             # Before doctor touches the nodes: stop what is left of a run that lost a node, and finish
             # provisioning a replacement its last controller died setting up.
             recover.stop_if_crippled(cluster, ws, resume)
             recover.provision_unfinished(cluster, ws, resume)
         replaced: list[dict] = []
-        if not no_doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
+        if opts.doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
             cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
-                                            tuning["max_recoveries"] if recover_ else 0, f"trainkit train {spec}")
+                                            opts.max_recoveries if opts.recover else 0, f"trainkit train {spec}")
         job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
-                                     recover=recover_)
+                                     recover=opts.recover)
         recover.record_events(run_dir, replaced)
         attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
-    if detach:
-        click.echo(run_dir.name)
+    if opts.detach:
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
                    err=True)
-        return
+        return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running"}
     click.echo(f"run {run_dir.name} starting", err=True)
-    _drive(spec, cluster, ws, job, run_dir, opts, attempt)
+    return _drive(spec, cluster, ws, job, run_dir, opts, attempt)
 
 
-def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
-    """Follow the run to its end; Ctrl-C leaves it running on the nodes and says how to get back."""
+def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> dict:
+    """Follow the run to its end and return its result; Ctrl-C leaves it running on the nodes and
+    says how to get back."""
     try:
         result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo, attach_attempt=attempt)
     except (KeyboardInterrupt, click.exceptions.Abort):
@@ -124,7 +172,7 @@ def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
                             "its results are fetched when you attach again", exit_code=130,
                             fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
                                 f"trainkit cancel {spec} {run_dir.name}") from None
-    _done(result)
+    return result
 
 
 def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:
@@ -139,6 +187,17 @@ def _echo(line: str) -> None:
     click.echo(f"  rank 0 | {line}", err=True)
 
 
+def _next(spec: str, result: dict, down: bool, fmt: str) -> None:
+    """The next-step block after a run: its curves (TensorBoard, when the run wrote them), the runs,
+    and the destroy unless --down did it."""
+    tb = Path(result["run_dir"]) / "tb"
+    steps = [(f"tensorboard --logdir {shlex.quote(str(tb))}", "the run's curves")] if tb.is_dir() else []
+    steps.append((f"trainkit runs {spec}", "every run: status, step, best metric"))
+    if not down:
+        steps.append((f"trainkit destroy {spec} --yes", "stop the billing; run results are kept"))
+    next_steps(fmt, steps)
+
+
 def _done(result: dict) -> None:
     click.echo(f"run {result['run_id']} finished: results in {result['run_dir']}")
     for key in ("val_acc", "test_acc", "resumed_from_step", "recoveries", "onnx"):
@@ -148,12 +207,13 @@ def _done(result: dict) -> None:
 
 @click.command()
 @spec_argument
-@click.argument("run", required=False)
+@click.argument("run", required=False, shell_complete=complete.run_ids)
 @workdir_option
 @click.option("--rank", type=click.IntRange(0), help="A rank's log (engine runs: logs/rank-N.log).")
 @click.option("--node", "node_index", type=click.IntRange(0), help="A node's log (logs/node-I.log).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the run ends.")
-def logs(spec, run, workdir, rank, node_index, follow):
+@format_option(help_text="json prints JSON Lines: one {format_version, run_id, text} object per piece read.")
+def logs(spec, run, workdir, rank, node_index, follow, fmt):
     """Print a run's log from the nodes (default: the newest run, rank 0; for a `command:` run,
     node 0's log).
 
@@ -169,7 +229,11 @@ def logs(spec, run, workdir, rank, node_index, follow):
         click.echo(none.message, err=True)
         return
     for data in run_status.read_log(ws, run_dir, rank, node_index, follow, on_wait=_waiting):
-        click.echo(data.decode(errors="replace"), nl=False)
+        text = data.decode(errors="replace")
+        if fmt == "json":  # one line per object (JSON Lines), so --follow can be read as it comes
+            click.echo(json.dumps({"format_version": FORMAT_VERSION, "run_id": run_dir.name, "text": text}))
+        else:
+            click.echo(text, nl=False)
 
 
 def _waiting(text: str) -> None:
@@ -208,11 +272,12 @@ def runs_(spec, workdir, fmt):
 
 @click.command()
 @spec_argument
-@click.argument("run")
+@click.argument("run", shell_complete=complete.run_ids)
 @workdir_option
 @click.option("--wait", "wait_s", type=Finite(0, 86400), default=120.0, show_default=True,
               help="Seconds to wait for the checkpoint and stop.")
-def cancel(spec, run, workdir, wait_s):
+@format_option()
+def cancel(spec, run, workdir, wait_s, fmt):
     """Stop RUN cleanly: SIGTERM to the job on every node (it writes a checkpoint), then stop.
     Resume it later with `trainkit train --resume RUN`.
 
@@ -223,6 +288,10 @@ def cancel(spec, run, workdir, wait_s):
     cluster, ws = _load(spec, workdir)
     run_dir = runs.resolve_run(ws.runs_dir, run)
     status, ended, where = closing.cancel(cluster, ws, run_dir, wait_s)
+    if fmt == "json":
+        click.echo(dump_json({"run_id": run_dir.name, "cancelled": not ended,
+                              "status": status if ended else "cancelled", "results": str(where)}))
+        return
     if ended:
         click.echo(f"run {run_dir.name} already {status}: nothing to cancel; results in {where}")
         return

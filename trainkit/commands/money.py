@@ -123,7 +123,8 @@ def prices() -> None:
 @click.option("--types", help="Comma-separated instance types (default: every catalog type).")
 @click.option("--zone", help="Zone, for clouds that quote per zone (Tencent).")
 @click.option("--endpoint", help="Custom API endpoint (emulators, private endpoints).")
-def refresh(cloud, region, types, zone, endpoint):
+@format_option()
+def refresh(cloud, region, types, zone, endpoint, fmt):
     """Ask the cloud's price API and write a dated price file that catalog/plan/cost then use.
 
     \b
@@ -136,4 +137,7 @@ def refresh(cloud, region, types, zone, endpoint):
     check_region(cloud, region)
     wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
     path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)
+    if fmt == "json":
+        click.echo(dump_json({"cloud": cloud, "region": region, "price_file": str(path)}))
+        return
     click.echo(f"prices written to {path}")

@@ -20,8 +20,11 @@ from trainkit.commands.options import (
     dump_json,
     format_option,
     load,
+    next_steps,
     prices_option,
     require_applied,
+    say,
+    spec_args,
     spec_argument,
     workdir_option,
     yes_option,
@@ -50,14 +53,16 @@ def _load(spec: str, workdir: str | None, price_file: str | None = None):
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), callback=out_file_check,
               help="Also write the review here.")
 @click.option("--detailed-exitcode", is_flag=True,
-              help="Exit 10 when the plan has changes (0 when none), like terraform's flag.")
+              help="Exit as terraform's -detailed-exitcode: 0 no changes, 2 changes pending, 1 any failure "
+                   "(a blocking finding included; the message names its own code).")
 @click.option("--upgrade-image", is_flag=True,
               help="Replace every node onto the current image (a node's image is otherwise fixed when it is created).")
 def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_image):
     """Render, terraform plan, and review: changes by role, cost per hour/day, findings.
 
-    Exit codes: 0 ok, 10 changes pending (with --detailed-exitcode), 11 a blocking finding
-    (e.g. budget exceeded, SSH open to the internet), 3 terraform failed, 2 bad spec.
+    Exit codes: 0 ok, 11 a blocking finding (e.g. budget exceeded, SSH open to the internet),
+    3 terraform failed, 2 bad spec. With --detailed-exitcode, terraform's: 0 no changes,
+    2 changes pending, 1 any failure.
 
     \b
     Example:
@@ -76,9 +81,12 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_im
     if out_file:
         write_atomic(Path(out_file), text if text.endswith("\n") else text + "\n")
     if rev["blocking"]:
-        sys.exit(errors.PLAN_BLOCKED)
+        if detailed_exitcode:
+            click.echo(f"blocking finding: exit {errors.PLAN_BLOCKED} without --detailed-exitcode; with it "
+                       f"{errors.UNEXPECTED}, as terraform's for any failure", err=True)
+        sys.exit(errors.UNEXPECTED if detailed_exitcode else errors.PLAN_BLOCKED)
     if detailed_exitcode and rev["changes"]["has_changes"]:
-        sys.exit(errors.PLAN_CHANGES)
+        sys.exit(errors.DETAILED_CHANGES)
 
 
 @click.command()
@@ -92,7 +100,8 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_im
 @click.option("--allow-storage-loss", is_flag=True,
               help="With --yes: apply a plan that destroys or replaces data disks or the shared file "
                    "system (their data is lost). Without --yes the question after the review decides.")
-def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_storage_loss):
+@format_option()
+def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_storage_loss, fmt):
     """Create or update the cluster, then provision it.
 
     Plans again first, refreshed against the cloud: the plan saved by `trainkit plan` is applied
@@ -105,6 +114,17 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_sto
     """
 
     cluster, ws = load(spec, workdir, price_file, warn=True)
+    apply_cluster(cluster, ws, yes, provision=not no_provision, upgrade_image=upgrade_image, fmt=fmt,
+                  allow_storage_loss=allow_storage_loss)
+
+
+def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image: bool = False,
+                  fmt: str = "text", allow_storage_loss: bool = False) -> None:
+    """`trainkit apply`'s work and output: the plan shown and confirmed (or `yes`), applied under
+    the workspace lock, the nodes printed (fmt "json": the JSON on stdout, the lines on stderr;
+    "stderr": only the lines, on stderr, as `train --up` wants them: its stdout is the run's). A
+    plan that destroys storage is applied after the question, or with `yes` only when
+    `allow_storage_loss` (lifecycle.apply's storage_loss)."""
 
     def confirm(rev) -> bool:
         click.echo(to_text(rev), err=True)
@@ -114,13 +134,20 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_sto
         return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
-        result = lifecycle.apply(cluster, ws, confirm, provision=not no_provision, upgrade_image=upgrade_image,
+        result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image,
                                  storage_loss=allow_storage_loss or not yes)
     nodes = result.outputs.get("nodes") or []
-    click.echo(f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); "
-               f"workspace {ws.root}")
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "cloud": cluster.spec.cloud, "workspace": str(ws.root),
+                              "nodes": nodes, "provisioned": result.provisioned}))
+    say(fmt, f"cluster {cluster.name} is up: {len(nodes) or cluster.nodes} node(s); workspace {ws.root}")
     for node in nodes:
-        click.echo(f"  {node['name']}: private {node['private_ip']}, public {node.get('public_ip') or '-'}")
+        say(fmt, f"  {node['name']}: private {node['private_ip']}, public {node.get('public_ip') or '-'}")
+    if fmt != "stderr":  # `train --up` goes on to train
+        spec = spec_args(cluster, ws)
+        next_steps(fmt, [(f"trainkit train {spec} --config digits", "start a run (a YAML file or a built-in name)"),
+                         (f"trainkit status {spec}", "the nodes, and what they cost so far"),
+                         (f"trainkit destroy {spec} --yes", "stop the billing; run results are kept")])
 
 
 @click.command()
@@ -129,7 +156,8 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_sto
 @yes_option("Do not ask for the cluster name (nor before sweeping).")
 @click.option("--sweep", is_flag=True,
               help="Also delete resources still tagged trainkit-cluster=<name> after terraform destroy.")
-def destroy(spec, workdir, yes, sweep):
+@format_option()
+def destroy(spec, workdir, yes, sweep, fmt):
     """Destroy the cluster its state backend holds, then ask the cloud what is left; keep run artifacts.
 
     Works from any workspace: the state backend, not this folder, says what exists. A backend that
@@ -152,6 +180,13 @@ def destroy(spec, workdir, yes, sweep):
                     "destroy")
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
+    destroy_cluster(cluster, ws, yes, sweep, fmt)
+
+
+def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "text") -> None:
+    """`trainkit destroy`'s work and output once confirmed (also `train --down`): open runs
+    stopped and fetched, the cluster destroyed, leftovers reported (swept with `sweep`). `fmt`
+    as apply_cluster's."""
 
     def confirm_sweep(found) -> bool:
         click.echo(f"still in the cloud, tagged trainkit-cluster={cluster.name}:", err=True)
@@ -164,14 +199,19 @@ def destroy(spec, workdir, yes, sweep):
     for run_id, closed_as in closed:
         if closed_as != "unreachable":  # that one was warned about
             click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}", err=True)
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "destroyed": not result.get("note"), "note": result.get("note"),
+                              "swept": result.get("swept", []), "leftover_check": result.get("leftover_check"),
+                              "runs_closed": [{"run_id": r, "status": s} for r, s in closed],
+                              "runs_dir": str(ws.runs_dir)}))
     if result.get("note"):
-        click.echo(f"cluster {cluster.name}: {result['note']}")
+        say(fmt, f"cluster {cluster.name}: {result['note']}")
     else:
-        click.echo(f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
+        say(fmt, f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
     for res in result.get("swept", []):
-        click.echo(f"  swept {res['type']} {res['id']}")
+        say(fmt, f"  swept {res['type']} {res['id']}")
     if result.get("leftover_check"):
-        click.echo(f"  {result['leftover_check']}")
+        say(fmt, f"  {result['leftover_check']}")
 
 
 @click.command()
@@ -183,6 +223,7 @@ def status(spec, workdir, fmt):
 
     Cloud targets read the state backend and refresh it against the cloud (nothing is changed),
     so any workspace sees the same cluster, and a node reclaimed or deleted outside trainkit shows.
+    A cluster never applied (or destroyed) is "not created", exit 0, on every target.
 
     \b
     Example:
@@ -190,7 +231,6 @@ def status(spec, workdir, fmt):
     """
 
     cluster, ws = _load(spec, workdir)
-    require_applied(cluster, ws)
     try:
         with ws.lock("status"):
             out = lifecycle.status(cluster, ws)
@@ -230,12 +270,14 @@ def status(spec, workdir, fmt):
 @spec_argument
 @workdir_option
 @click.argument("node", required=False)
-def ssh(spec, workdir, node):
+@format_option(help_text="json prints the node and the ssh command line instead of running it.")
+def ssh(spec, workdir, node, fmt):
     """Open a shell on a node (default: the head node), through the head node if needed.
 
     \b
     Example:
       trainkit ssh examples/clusters/aws.yaml node-1
+      trainkit ssh examples/clusters/aws.yaml --json   # {"node": ..., "argv": [...]}
     """
 
     cluster, ws = _load(spec, workdir)
@@ -250,6 +292,9 @@ def ssh(spec, workdir, node):
     name = node or next(iter(hosts))
     if name not in hosts:
         raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(hosts)}")
+    if fmt == "json":
+        click.echo(dump_json({"cluster": cluster.name, "node": name, "argv": ssh_argv(hosts[name])}))
+        return
     os.execvp("ssh", ssh_argv(hosts[name]))
 
 

@@ -13,6 +13,7 @@ import difflib
 import json
 import math
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +22,7 @@ import click
 
 from trainkit import clouds
 from trainkit.cluster import failover, lifecycle
-from trainkit.errors import InputError
+from trainkit.errors import FORMAT_VERSION, InputError
 from trainkit.spec.resolve import load_cluster
 from trainkit.spec.schema import check_key_files
 from trainkit.util import progress
@@ -113,10 +114,35 @@ def format_option(formats: tuple[str, ...] = ("text", "json"), help_text: str = 
     return decorate
 
 
+def say(fmt: str, text: str) -> None:
+    """A line for people: stdout in text format, else stderr (with --json, stdout is the JSON)."""
+    click.echo(text, err=fmt != "text")
+
+
+def next_steps(fmt: str, steps: list[tuple[str, str]]) -> None:
+    """The block after `apply` and `train`: what to run next, (command, what it does) per line;
+    on stderr with --json (and never between a command's own lines and its JSON)."""
+    width = max(len(cmd) for cmd, _ in steps)
+    say(fmt, "next:")
+    for cmd, what in steps:
+        say(fmt, f"  {cmd:<{width}}  # {what}")
+
+
+def spec_args(cluster, ws) -> str:
+    """SPEC as a command line takes it, with --workdir when the workspace is not the default one."""
+    text = shlex.quote(cluster.source)
+    if ws.root != Workspace.for_cluster(cluster.name).root:
+        text += f" --workdir {shlex.quote(str(ws.root))}"
+    return text
+
+
 def dump_json(value: Any) -> str:
-    """The one JSON rendering of every command's --format json (indented, keys sorted). Strict
-    JSON: a non-finite number (NaN, Infinity: no JSON literal, and most parsers refuse them) is
-    written as null, meaning unknown; a date as its ISO text."""
+    """The one JSON rendering of every command's --format json (indented, keys sorted). An object
+    carries `format_version` (trainkit.errors.FORMAT_VERSION; a list, as `runs` prints, is the
+    rows alone). Strict JSON: a non-finite number (NaN, Infinity: no JSON literal, and most parsers
+    refuse them) is written as null, meaning unknown; a date as its ISO text."""
+    if isinstance(value, dict) and "format_version" not in value:
+        value = {"format_version": FORMAT_VERSION, **value}
     return json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False,
                       default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v))
 

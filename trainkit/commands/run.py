@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from trainkit.commands.options import out_file
+from trainkit.commands.options import dump_json, format_option, out_file, say
 from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.spec.train_config import builder_problems
 from trainkit.train.config import config_from_dict, load_config
@@ -39,7 +39,7 @@ def run(config: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     from trainkit.train.engine import train  # the engine imports torch: kept off the CLI's start-up path
 
     result = train(cfg)
-    if as_json and result.summary and _is_rank0():
+    if as_json and result.summary and _is_rank0() and result.exit_code != TRAIN:  # a failure: the error JSON
         from trainkit.train.monitor import finite  # the engine imports torch: kept off the CLI's start-up path
 
         click.echo(json.dumps(finite(result.summary), indent=2))
@@ -88,8 +88,9 @@ def _check_builders(cfg) -> None:
 @click.option("--opset", type=int, default=None, help="ONNX opset (default: the run's export.opset).")
 @click.option("--verify/--no-verify", default=False, help="Check onnxruntime against PyTorch "
               "(rtol 1e-3, atol 1e-5, two batch sizes).")
+@format_option()
 def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset: int | None,
-           verify: bool) -> None:
+           verify: bool, fmt: str) -> None:
     """Export CHECKPOINT (a step-N folder, a checkpoint root: the newest complete one, or a run
     folder: its checkpoints/) to ONNX with a dynamic batch axis and/or to plain weights. Sharded
     checkpoints (any world size, ddp or fsdp) are consolidated into one state dict first, in this
@@ -122,16 +123,21 @@ def export(checkpoint: str, onnx_out: str | None, weights_out: str | None, opset
     cfg = config_from_dict(state["config"], source=f"{path} (stored config)")
     model = build_model(cfg)
     model.load_state_dict(state["model"])
+    done = {"checkpoint": str(path), "step": state["step"], "weights": None, "onnx": None, "verify": None}
     if weights_out:
         torch.save(model.state_dict(), weights_out)
-        click.echo(f"wrote {weights_out} from {path} (step {state['step']}, "
-                   f"{sum(p.numel() for p in model.parameters())} parameters)")
+        done["weights"] = weights_out
+        say(fmt, f"wrote {weights_out} from {path} (step {state['step']}, "
+                 f"{sum(p.numel() for p in model.parameters())} parameters)")
     if onnx_out:
-        out = _export_onnx(model, cfg, tuple(state["input_shape"]), Path(onnx_out), opset, verify)
-        click.echo(f"wrote {out} from {path} (step {state['step']})")
+        out, done["verify"] = _export_onnx(model, cfg, tuple(state["input_shape"]), Path(onnx_out), opset, verify, fmt)
+        done["onnx"] = str(out)
+        say(fmt, f"wrote {out} from {path} (step {state['step']})")
+    if fmt == "json":
+        click.echo(dump_json(done))
 
 
-def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
+def _export_onnx(model, cfg, shape, out, opset, verify: bool, fmt: str) -> tuple[Path, dict | None]:
     from trainkit.train.export import (  # the engine imports torch: kept off the CLI's start-up path
         export_onnx,
         verify_onnx,
@@ -139,12 +145,13 @@ def _export_onnx(model, cfg, shape, out, opset, verify: bool) -> Path:
 
     out = export_onnx(model, shape, out, opset or cfg.export.opset,
                       {"run_id": Path(cfg.run_dir).name, "model": cfg.model})
+    check = None
     if verify:
         check = verify_onnx(model, out, shape, cfg.export.rtol, cfg.export.atol)
-        click.echo(f"onnxruntime matches PyTorch on batches {check['batches']} "
-                   f"(max abs diff {check['max_abs_diff']:.2e}, rtol {cfg.export.rtol}, "
-                   f"atol {cfg.export.atol})")
-    return out
+        say(fmt, f"onnxruntime matches PyTorch on batches {check['batches']} "
+                 f"(max abs diff {check['max_abs_diff']:.2e}, rtol {cfg.export.rtol}, "
+                 f"atol {cfg.export.atol})")
+    return out, check
 
 
 def _is_rank0() -> bool:

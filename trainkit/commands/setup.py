@@ -10,6 +10,7 @@ import click
 
 from trainkit import clouds, errors
 from trainkit.cluster.check import run_checks
+from trainkit.commands import complete
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.schema import load_spec
@@ -50,14 +51,16 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
         need_backend = is_cloud and s.backend.type != "local"
     result = run_checks([clouds.get(n) for n in names], need_backend=need_backend,
                         need_terraform=need_terraform, strict_clouds=strict)
-    if fmt == "json":
-        click.echo(dump_json(result))
-    else:
+    if fmt != "json":
         click.echo(_text(result))
-    if not result["ok"]:
+    elif result["ok"]:
+        click.echo(dump_json(result))
+    if not result["ok"]:  # with --json the report is the error's `result`: one document on stdout
         creds = any(p["kind"] == "credentials" for p in result["problems"])
-        raise TrainkitError(f"{len(result['problems'])} thing(s) missing (see above)",
+        err = TrainkitError(f"{len(result['problems'])} thing(s) missing (see above)",
                             exit_code=errors.CREDENTIALS if creds else errors.MISSING_TOOL)
+        err.data = result
+        raise err
 
 
 def _mark(ok: bool) -> str:
@@ -91,7 +94,8 @@ def _text(result: dict) -> str:
 @click.command()
 @click.option("--copy", "copy_to", type=click.Path(file_okay=False),
               help="Copy every example into this folder (clusters/ and train/), keeping existing files.")
-def examples(copy_to: str | None) -> None:
+@format_option()
+def examples(copy_to: str | None, fmt: str) -> None:
     """List the example cluster specs and training configs shipped with trainkit.
 
     A training config's name works as `train --config NAME`; copy the specs to edit them.
@@ -103,12 +107,16 @@ def examples(copy_to: str | None) -> None:
     """
 
     found = shipped()
-    for kind, files in found.items():
-        click.echo(f"{kind}:")
-        for name, path in files.items():
-            click.echo(f"  {name:<14} {path}")
     others = sorted({rel.split("/")[0] for rel in example_files()} - set(found))
-    if others:
+    if fmt == "json":
+        click.echo(dump_json({"examples": {k: {n: str(p) for n, p in files.items()} for k, files in found.items()},
+                              "also": others, "copied_to": copy_to}))
+    else:
+        for kind, files in found.items():
+            click.echo(f"{kind}:")
+            for name, path in files.items():
+                click.echo(f"  {name:<14} {path}")
+    if others and fmt != "json":
         click.echo("also: " + ", ".join(f"{name}/" for name in others) + " (a custom training script, CI pipelines)")
     if copy_to:
         try:
@@ -120,12 +128,13 @@ def examples(copy_to: str | None) -> None:
         except OSError as err:
             raise InputError(f"--copy {copy_to}: cannot copy there ({err.strerror}: {err.filename})",
                              fix="choose a folder you can write, whose parents are folders, not files") from None
-        click.echo(f"copied to {copy_to}/ (existing files kept)")
+        click.echo(f"copied to {copy_to}/ (existing files kept)", err=fmt == "json")
 
 
 @click.command("docs")
-@click.argument("name", required=False)
-def docs(name: str | None) -> None:
+@click.argument("name", required=False, shell_complete=complete.doc_names)
+@format_option()
+def docs(name: str | None, fmt: str) -> None:
     """Print one of the guides shipped with trainkit (the ones error messages name), or list them.
 
     \b
@@ -135,11 +144,18 @@ def docs(name: str | None) -> None:
     """
     found = shipped_docs()
     if name is None:
-        for doc, path in found.items():
-            first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.strip()), "")
-            click.echo(f"  {doc:<12} {first}")
+        titles = {doc: next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.strip()), "")
+                  for doc, path in found.items()}
+        if fmt == "json":
+            click.echo(dump_json({"docs": {doc: {"title": titles[doc], "path": str(found[doc])} for doc in found}}))
+            return
+        for doc in found:
+            click.echo(f"  {doc:<12} {titles[doc]}")
         return
     key = name.removesuffix(".md").removeprefix("docs/")
     if key not in found:
         raise InputError(f"no guide named {name!r}", fix="one of: " + ", ".join(found) + " (`trainkit docs` lists them)")
+    if fmt == "json":
+        click.echo(dump_json({"name": key, "path": str(found[key]), "text": found[key].read_text()}))
+        return
     click.echo(found[key].read_text(), nl=False)

@@ -19,6 +19,7 @@ import yaml
 from trainkit import clouds
 from trainkit.catalog import load_catalog, prices_dir
 from trainkit.errors import InputError
+from trainkit.util.dist import pip_install
 from trainkit.workspace import write_atomic
 
 
@@ -31,7 +32,7 @@ def adapter(cloud: str):
         return importlib.import_module(room.price_adapter)
     except ImportError as err:
         raise InputError(f"the {room.title} price SDK is not installed ({err.name})",
-                         fix="pip install 'trainkit[prices]'") from None
+                         fix=pip_install(cloud)) from None
 
 
 def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: str | None = None,

@@ -30,6 +30,7 @@ from trainkit.provision.inventory import inventory_for
 from trainkit.provision.wheel import node_wheel
 from trainkit.spec.resolve import Cluster
 from trainkit.util import resources
+from trainkit.util.dist import pip_install
 from trainkit.util.progress import ProgressDisplay  # the playbook display; re-exported for callers
 from trainkit.workspace import Workspace
 
@@ -66,7 +67,7 @@ def find_ansible_playbook() -> str:
     if not found:
         raise MissingToolError("ansible-playbook is not installed (not on PATH, nor next to "
                                f"{sys.executable})",
-                               fix="pip install 'trainkit[control]' (ansible-core, ansible-runner "
+                               fix=f"{pip_install('control')} (ansible-core, ansible-runner "
                                    "and the community.general / ansible.posix collections)")
     return found
 
@@ -92,7 +93,7 @@ def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravar
         import ansible_runner  # ansible-runner: imported only when a playbook runs
     except ImportError:
         raise MissingToolError("ansible-runner is not installed",
-                               fix="pip install 'trainkit[control]'") from None
+                               fix=pip_install("control")) from None
     inventory = prepare_inventory(cluster, workspace)
     private = workspace.ansible_dir
     private.mkdir(parents=True, exist_ok=True)

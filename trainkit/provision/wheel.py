@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from trainkit.errors import PROVISION, TrainkitError
 from trainkit.util import resources
+from trainkit.util.dist import DISTRIBUTION
 
 # Written by the installer, not part of the wheel (PEP 376 / PEP 610 / PEP 627).
 INSTALLER_FILES = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
@@ -45,7 +47,7 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
-def repack_installed(out_root: Path, name: str = "trainkit") -> Path:
+def repack_installed(out_root: Path, name: str = DISTRIBUTION) -> Path:
     """The installed distribution `name` as a wheel under out_root/<digest>/; reused when present."""
     dist = metadata.distribution(name)
     files = _wheel_files(dist)
@@ -53,7 +55,7 @@ def repack_installed(out_root: Path, name: str = "trainkit") -> Path:
     for arc, path in files:
         h.update(arc.encode() + b"\0" + path.read_bytes() + b"\0")
     out = out_root / h.hexdigest()[:16]
-    wheel = out / f"{name}-{dist.version}-py3-none-any.whl"
+    wheel = out / f"{_wheel_name(name)}-{dist.version}-py3-none-any.whl"
     if wheel.is_file():
         return wheel
     dist_info = next(arc.split("/", 1)[0] for arc, _ in files if ".dist-info/" in arc)
@@ -80,7 +82,7 @@ def node_wheel(out_root: Path, source: Path | None = None) -> Path:
         return repack_installed(out_root)
     digest = _source_digest(source)
     out = out_root / digest
-    found = sorted(out.glob("trainkit-*.whl")) if out.is_dir() else []
+    found = sorted(out.glob(f"{_wheel_name(DISTRIBUTION)}-*.whl")) if out.is_dir() else []
     if found:
         return found[0]
     with tempfile.TemporaryDirectory(prefix="trainkit-wheel-") as tmp:
@@ -93,12 +95,17 @@ def node_wheel(out_root: Path, source: Path | None = None) -> Path:
         proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                                "--no-index", "-q", "-w", str(Path(tmp) / "dist"), str(src)],
                               capture_output=True, text=True)
-        wheels = sorted((Path(tmp) / "dist").glob("trainkit-*.whl"))
+        wheels = sorted((Path(tmp) / "dist").glob(f"{_wheel_name(DISTRIBUTION)}-*.whl"))
         if proc.returncode != 0 or not wheels:
             raise TrainkitError(f"building the trainkit wheel failed: {proc.stderr.strip()[-800:]}",
                                 fix="pip install setuptools wheel into this Python", exit_code=PROVISION)
         out.mkdir(parents=True, exist_ok=True)
         return Path(shutil.copy2(wheels[0], out / wheels[0].name))
+
+
+def _wheel_name(distribution: str) -> str:
+    """A distribution's name as its wheel file spells it (PEP 427: runs of -_. become _)."""
+    return re.sub(r"[-_.]+", "_", distribution)
 
 
 def _source_digest(source: Path) -> str:

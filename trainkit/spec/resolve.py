@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import getpass
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from trainkit import clouds
 from trainkit.catalog import Catalog, InstanceType, load_catalog, matching, refreshed_price_file, select, with_prices
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
+from trainkit.spec import placeholders
 from trainkit.spec.safety import check_ttl, parse_minutes
 from trainkit.spec.schema import RESERVED_TAG, ClusterSpec, load_spec, node_count
 
@@ -60,7 +61,8 @@ class Cluster:
 
 
 def load_cluster(path: str | Path, price_file: str | Path | None = None) -> Cluster:
-    """Load, validate and resolve a spec file. SpecError names the file and the field."""
+    """Load, validate and resolve a spec file. SpecError names the file and the field. Placeholder
+    values (trainkit.spec.placeholders) are warnings here; `apply` refuses them."""
     spec = load_spec(path)
     try:
         cluster = resolve(spec, str(path), price_file)
@@ -72,7 +74,7 @@ def load_cluster(path: str | Path, price_file: str | Path | None = None) -> Clus
     found = check(cluster)
     if found:
         raise SpecError(str(path), found)
-    return cluster
+    return replace(cluster, warnings=cluster.warnings + tuple(placeholders.warnings(spec)))
 
 
 def check(cluster: Cluster) -> list[tuple[str, str, str | None]]:

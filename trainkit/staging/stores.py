@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from trainkit import clouds
 from trainkit.errors import CredentialsError, InputError, TrainkitError
+from trainkit.util.dist import pip_install
 
 HTTP_TIMEOUT_S = 60
 
@@ -71,7 +72,7 @@ class S3Store:
             import boto3  # boto3 (an SDK): imported only when an S3-compatible store is used
             from botocore.config import Config
         except ImportError:
-            raise TrainkitError("boto3 is not installed", fix="pip install 'trainkit[train]'") from None
+            raise TrainkitError("boto3 is not installed", fix=pip_install("train")) from None
         parts = urllib.parse.urlsplit(url)
         self.url, self.bucket, self.prefix, self.room = url, parts.netloc, parts.path.lstrip("/"), room
         region = region or _env(room.region_variables)

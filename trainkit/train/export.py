@@ -19,6 +19,7 @@ from torch import nn
 
 import trainkit
 from trainkit.errors import TRAIN, InputError, TrainkitError
+from trainkit.util.dist import pip_install
 
 log = logging.getLogger("trainkit.train")
 
@@ -122,7 +123,7 @@ def verify_onnx(model: nn.Module, onnx_path: Path, input_shape: tuple[int, ...],
     try:
         import onnxruntime as ort
     except ImportError:
-        raise TrainkitError("onnxruntime is not installed", fix="pip install 'trainkit[train]'") from None
+        raise TrainkitError("onnxruntime is not installed", fix=pip_install("train")) from None
     model = copy.deepcopy(model).to("cpu", torch.float32).eval()
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     gen = torch.Generator().manual_seed(seed)

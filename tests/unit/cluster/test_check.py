@@ -84,8 +84,9 @@ def test_check_json_reports_names_only(cloud, tmp_path):
     first = next(iter(env))
     res = run_check(["--cloud", cloud, "--json"], {first: env[first]}, tmp_path)
     assert SECRET not in res.output
-    data = json.loads(res.output[:res.output.rindex("}") + 1])
-    row = data["clouds"][0]
+    failure = json.loads(res.output[:res.output.rindex("}") + 1])  # stdout: one document, the error's
+    assert failure["exit_code"] == errors.CREDENTIALS and "missing" in failure["error"]
+    row = failure["result"]["clouds"][0]
     assert row["cloud"] == cloud and row["provider"]["ok"] is False
     assert row["provider"]["sets"][0]["variables"][first] is True
     assert res.exit_code == errors.CREDENTIALS

@@ -1,5 +1,5 @@
 """destroy's leftover check must run before the workspace goes: when it cannot (the cloud SDK
-cannot be imported, a real condition on a control machine without `trainkit[aws]`), destroy
+cannot be imported, a real condition on a control machine without `trainkit-clusters[aws]`), destroy
 exits 7 and keeps the workspace."""
 
 from __future__ import annotations

@@ -1,0 +1,56 @@
+"""Shell completion beyond fixed words: run ids, `docs` names, `--config` names and files.
+
+Each function is a click `shell_complete` callback: (context, parameter, what was typed so far)
+-> the candidates. They read only local files (the spec's `name:`, the workspace's runs/, the
+shipped docs and configs), never the cloud, and answer [] rather than fail: a completion that
+raises prints a traceback into the user's shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import click
+from click.shell_completion import CompletionItem
+
+from trainkit.util import resources, yamlload
+from trainkit.workspace import Workspace
+
+
+def run_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The runs in the workspace of the SPEC already typed (its `name:`, or --workdir), newest first."""
+    try:
+        path, workdir = _typed(ctx)
+        spec = yamlload.load_file(path, "cluster spec")
+        ws = Workspace.for_cluster(str(spec["name"]), workdir)
+        runs = sorted((p for p in ws.runs_dir.iterdir() if (p / "run.json").is_file()),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+    except Exception:  # no spec typed yet, a bad one, no workspace: nothing to offer
+        return []
+    return [CompletionItem(p.name) for p in runs if p.name.startswith(incomplete)]
+
+
+def doc_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The guides `trainkit docs NAME` prints."""
+    return [CompletionItem(name) for name in resources.docs() if name.startswith(incomplete)]
+
+
+def train_configs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The built-in training configs by name, and files (the shell completes paths)."""
+    names = [CompletionItem(n) for n in resources.examples()["train"] if n.startswith(incomplete)]
+    return names + [CompletionItem(incomplete, type="file")]
+
+
+def _typed(ctx: click.Context) -> tuple[str, str | None]:
+    """(SPEC, --workdir) as typed. click has them in ctx.params, except while an option's value is
+    completed (`train SPEC --resume <TAB>`): its parser stops at that option before it assigns the
+    positional SPEC, so they are read from the words the shell passes (COMP_WORDS, set by click's
+    bash, zsh and fish scripts)."""
+    if ctx.params.get("spec"):
+        return ctx.params["spec"], ctx.params.get("workdir")
+    words = shlex.split(os.environ.get("COMP_WORDS", ""))
+    spec = next(w for w in words[2:] if w.endswith((".yaml", ".yml")))
+    flags = next((p.opts for p in ctx.command.params if p.name == "workdir"), [])
+    workdir = next((b for a, b in zip(words, words[1:]) if a in flags), None)
+    return spec, workdir
