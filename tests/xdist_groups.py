@@ -35,7 +35,7 @@ MEASURED_S = {
     "infra/test_budget_and_checkov.py": 43, "e2e/test_wheel.py": 42, "dist/test_train_torchrun.py": 41,
     "e2e/test_main_job.py": 38, "infra/test_aws_state_lock.py": 27, "infra/test_guard.py": 21,
     # the seed clouds through the provider stand-ins, measured alone on a busy machine (2026-12-04)
-    "infra/test_seed_changes.py": 60, "infra/test_seed_lifecycle.py": 40,
+    "infra/test_seed_changes.py": 150, "infra/test_seed_sweep.py": 80, "infra/test_seed_lifecycle.py": 70,
 }
 DEFAULT_S = 20
 
