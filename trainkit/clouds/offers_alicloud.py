@@ -9,7 +9,8 @@
   WithoutStock / ClosedWithoutStock, is sold out. A zone the answer leaves out does not offer it.
 
 Credentials: the provider's variables (ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET, or ALICLOUD_*),
-through the price adapter's client.
+through the price adapter's client. Endpoint: the spec's `endpoints: {ecs:}` (ENDPOINT_KEY; an
+emulator's URL, http://host:port), else the SDK's ecs.<region>.aliyuncs.com.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
 from trainkit.clouds.prices_alicloud import _client
 from trainkit.errors import InputError
 
+ENDPOINT_KEY = "ecs"   # the spec's `endpoints:` entry this API is reached through (cluster/preflight.py)
 IN_STOCK, NO_STOCK = ("WithStock", "ClosedWithStock"), ("WithoutStock", "ClosedWithoutStock")
 
 

@@ -9,7 +9,8 @@ flavors are dropped. Pages hold at most `limit` rows (default 1000); the next pa
 InputError (the preflight then says "not asked"), never "sold nowhere".
 
 Credentials: HW_ACCESS_KEY / HW_SECRET_KEY (the provider's variables) and HW_PROJECT_ID, the
-project of the region.
+project of the region. Endpoint: the spec's `endpoints: {ecs:}` (ENDPOINT_KEY; an emulator's
+URL, http://host:port), else https://ecs.<region>.myhuaweicloud.com.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
 from trainkit.clouds.prices_huaweicloud import required_env
 from trainkit.errors import InputError
 
+ENDPOINT_KEY = "ecs"   # the spec's `endpoints:` entry this API is reached through (cluster/preflight.py)
 PAGE = 1000  # the API's default and documented page size
 _STATUS = {"available": OFFER_AVAILABLE, "sellout": OFFER_SOLD_OUT, "sold_out": OFFER_SOLD_OUT}
 

@@ -5,7 +5,8 @@ bought) or SOLD_OUT (sold out) (Tencent CVM API doc "DescribeZoneInstanceConfigI
 InstanceTypeQuotaItem). A zone with no row for a type does not offer it.
 
 Credentials: TENCENTCLOUD_SECRET_ID / TENCENTCLOUD_SECRET_KEY (the provider's variables), through
-the price adapter's client.
+the price adapter's client. Endpoint: the spec's `endpoints: {cvm:}` (ENDPOINT_KEY; an emulator's
+URL, http://host:port), else the SDK's cvm.tencentcloudapi.com.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
 from trainkit.clouds.prices_tencentcloud import _client
 from trainkit.errors import InputError
 
+ENDPOINT_KEY = "cvm"   # the spec's `endpoints:` entry this API is reached through (cluster/preflight.py)
 _STATUS = {"SELL": OFFER_AVAILABLE, "SOLD_OUT": OFFER_SOLD_OUT}
 
 
