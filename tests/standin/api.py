@@ -23,6 +23,9 @@ api_huaweicloud.py: SDK-HMAC-SHA256); each module answers in its cloud's shapes 
 
 Every call is logged in the store's `calls` as ["api", "<Action or METHOD path>", "<cloud>"], a
 throttled one as ["throttled", "api", "<Action>"].
+
+The placement preflight's questions (which zones offer a type, in stock or sold out) are answered
+from the store's `offers` and `capacity` faults (api_offers.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ please check your url and method.", InvalidVersion 400, MissingParameter 400, Th
 APIs (each handler cites its reference page; response shapes are the pages' JSON samples):
 Tag 2018-08-28 ListTagResources; ECS 2014-05-26 DescribeInstances, DescribeSecurityGroups,
 DeleteInstances, DeleteDisk, DeleteSecurityGroup, DeleteKeyPairs; VPC 2016-04-28 DescribeVSwitches,
-DeleteVSwitch, DeleteVpc; NAS 2017-06-26 DescribeMountTargets, DeleteMountTarget, DeleteFileSystem.
+DeleteVSwitch, DeleteVpc; NAS 2017-06-26 DescribeMountTargets, DeleteMountTarget, DeleteFileSystem;
+the placement preflight's ECS DescribeAvailableResource (api_offers.py).
 Every call names its RegionId and sees only that region's objects.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 
-from . import rules_alicloud
+from . import api_offers, rules_alicloud
 from .api import ApiError, Objects, Request, request_id
 from .cloud import CloudError
 
@@ -359,4 +360,5 @@ HANDLERS = {
     ("2017-06-26", "DescribeMountTargets"): describe_mount_targets,
     ("2017-06-26", "DeleteMountTarget"): delete_mount_target,
     ("2017-06-26", "DeleteFileSystem"): delete_file_system,
+    ("2014-05-26", "DescribeAvailableResource"): api_offers.describe_available_resource,
 }

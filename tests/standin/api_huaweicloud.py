@@ -15,7 +15,8 @@ APIs: TMS v2.0 "ListResource" (POST /v2.0/resources/filter); ECS "Querying Detai
 "Deleting a Subnet", "Deleting a VPC", "Deleting a Security Group", "Releasing an EIP"; EVS
 "Deleting an EVS Disk"; SFS Turbo "Querying Details About a File System", "Deleting a File System";
 NAT "Querying Details About a Specified NAT Gateway", "Deleting a NAT Gateway"; KPS "Deleting an SSH
-Key Pair". Error codes the reference pages do not name are the stand-in's, marked "(stand-in code)".
+Key Pair"; the placement preflight's ECS "Querying the Sales Policies of Flavors" (api_offers.py).
+Error codes the reference pages do not name are the stand-in's, marked "(stand-in code)".
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 import re
 import uuid
 
-from . import rules_huaweicloud
+from . import api_offers, rules_huaweicloud
 from .api import ApiError, Objects, Request, request_id
 from .cloud import CloudError
 
@@ -277,6 +278,7 @@ def _p(version: str, rest: str) -> str:
 
 ROUTES = [
     ("POST", r"/v2\.0/resources/filter", list_resources),
+    ("GET", _p("1", r"cloudservers/flavor-sell-policies"), api_offers.list_flavor_sell_policies),  # before {server_id}
     ("GET", _p("1", r"cloudservers/([^/]+)"), show_server),
     ("POST", _p("1", r"cloudservers/delete"), delete_servers),
     ("GET", _p("1", r"jobs/([^/]+)"), show_job),

@@ -13,14 +13,15 @@ RequestLimitExceeded ("The number of requests exceeds the frequency limit").
 APIs (each handler cites its reference page): Tag 2018-08-13 GetResources; CVM 2017-03-12
 DescribeInstances, TerminateInstances, DeleteKeyPairs; CBS 2017-03-12 TerminateDisks; CFS 2019-07-19
 DescribeMountTargets, DeleteCfsFileSystem; VPC 2017-03-12 DescribeSubnets, DeleteSubnet, DeleteVpc,
-DeleteSecurityGroup. The Tag API is global (every region's resources); the others see X-TC-Region's.
+DeleteSecurityGroup; the placement preflight's CVM DescribeZoneInstanceConfigInfos (api_offers.py).
+The Tag API is global (every region's resources); the others see X-TC-Region's.
 """
 
 from __future__ import annotations
 
 import re
 
-from . import rules_tencentcloud
+from . import api_offers, rules_tencentcloud
 from .api import ApiError, Objects, Request, request_id
 from .cloud import CloudError
 
@@ -306,4 +307,6 @@ HANDLERS = {
     ("vpc", "2017-03-12", "DeleteSubnet"): (delete_subnet, {"SubnetId"}),
     ("vpc", "2017-03-12", "DeleteVpc"): (delete_vpc, {"VpcId"}),
     ("vpc", "2017-03-12", "DeleteSecurityGroup"): (delete_security_group, {"SecurityGroupId"}),
+    ("cvm", "2017-03-12", "DescribeZoneInstanceConfigInfos"): (api_offers.describe_zone_instance_config_infos,
+                                                             {"Filters"}),
 }
