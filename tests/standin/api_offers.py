@@ -6,9 +6,12 @@ a test sets (Store.set_faults) beside cloud.py's:
     capacity: [{"zone", "type"}]          cloud.py's sold-out entries: listed in that zone as sold
                                           out (a create there is refused, rules_<cloud>.py)
 
-Nothing else is offered anywhere: without either fault every type is offered nowhere. A zone is in
-a region when its id is the region's and a zone suffix (cn-hangzhou-i, ap-guangzhou-4,
-cn-north-4a). Both billings are offered alike (the facts name none).
+With `offers` set, nothing else is offered anywhere. Without it the stand-in holds no catalog and
+answers these calls with its cloud's "no such API" error (Alibaba 404 InvalidAction.NotFound,
+Tencent InvalidAction, Huawei 404 APIGW.0101, cited in each module): the preflight then says "not
+asked" and apply's failover decides, as a test that sets only `capacity` expects. A zone is in a
+region when its id is the region's and a zone suffix (cn-hangzhou-i, ap-guangzhou-4, cn-north-4a).
+Both billings are offered alike (the facts name none).
 
 One handler per cloud, registered in its module (api_alicloud.HANDLERS, api_tencentcloud.HANDLERS,
 api_huaweicloud.ROUTES), so authentication, throttling and the call log are its module's; each
@@ -27,10 +30,20 @@ TC_FILTERS = ("zone", "instance-family", "instance-type", "instance-charge-type"
 HW_PAGE_MAX = 1000                                               # ListFlavorSellPolicies limit (default 1000)
 
 
-def offered(data: dict, region: str) -> dict[tuple[str, str], bool]:
+NO_CATALOG = {"alicloud": ApiError(404, "InvalidAction.NotFound", "Specified api is not found, please check your "
+                                                                 "url and method."),
+              "tencentcloud": ApiError(200, "InvalidAction", "The API does not exist."),
+              "huaweicloud": ApiError(404, "APIGW.0101", "The API does not exist or has not been published in the "
+                                                         "environment")}
+
+
+def offered(data: dict, region: str, cloud: str) -> dict[tuple[str, str], bool]:
     """{(zone, type): sold out} for every zone of `region` the faults list, in zone then type order;
-    a pair both offered and sold out is sold out."""
+    a pair both offered and sold out is sold out. Raises `cloud`'s NO_CATALOG error without the
+    `offers` fault."""
     faults = data["faults"]
+    if "offers" not in faults:
+        raise NO_CATALOG[cloud]
     rows = {(z, t): False for z, types in (faults.get("offers") or {}).items() for t in types}
     rows.update({(c["zone"], c["type"]): True for c in faults.get("capacity") or []})
     return {pair: rows[pair] for pair in sorted(rows)
@@ -62,7 +75,7 @@ def describe_available_resource(params: dict, objects: Objects) -> dict:
     _ali_param(params, "InstanceChargeType", ("PrePaid", "PostPaid"), "PostPaid")
     _ali_param(params, "SpotStrategy", ALI_SPOT, "NoSpot")
     zones: dict[str, list[dict]] = {}
-    for (zone, kind), sold_out in offered(objects.data, objects.region).items():
+    for (zone, kind), sold_out in offered(objects.data, objects.region, "alicloud").items():
         if params.get("InstanceType") in (None, kind) and params.get("ZoneId") in (None, zone):
             zones.setdefault(zone, []).append({"Value": kind, "Status": "SoldOut" if sold_out else "Available",
                                                "StatusCategory": "WithoutStock" if sold_out else "WithStock"})
@@ -100,7 +113,7 @@ def describe_zone_instance_config_infos(body: dict, objects: Objects) -> dict:
     fields are left out: the stand-in holds no catalog."""
     wanted = _tc_filters(body)
     rows = []
-    for (zone, kind), sold_out in offered(objects.data, objects.region).items():
+    for (zone, kind), sold_out in offered(objects.data, objects.region, "tencentcloud").items():
         for charge in TC_CHARGES:
             family = kind.split(".", 1)[0]
             facts = {"zone": zone, "instance-type": kind, "instance-charge-type": charge, "instance-family": family}
@@ -130,7 +143,7 @@ def list_flavor_sell_policies(req: Request, objects: Objects) -> tuple[int, dict
     if not 1 <= limit <= HW_PAGE_MAX or marker < 0:
         return 400, {"error": {"code": "Ecs.0005", "message": "Invalid parameter: limit or marker"}}
     rows = []
-    for n, ((zone, kind), sold_out) in enumerate(offered(objects.data, objects.region).items(), 1):
+    for n, ((zone, kind), sold_out) in enumerate(offered(objects.data, objects.region, "huaweicloud").items(), 1):
         row = {"id": n, "flavor_id": kind, "sell_status": "sellout" if sold_out else "available",
                "availability_zone_id": zone, "sell_mode": "spot",
                "spot_options": {"longest_spot_duration_hours": 6, "largest_spot_duration_count": 1,
