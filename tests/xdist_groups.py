@@ -36,6 +36,7 @@ MEASURED_S = {
     "e2e/test_main_job.py": 38, "infra/test_aws_state_lock.py": 27, "infra/test_guard.py": 21,
     # the seed clouds through the provider stand-ins, measured alone on a busy machine (2026-12-04)
     "infra/test_seed_changes.py": 150, "infra/test_seed_sweep.py": 80, "infra/test_seed_lifecycle.py": 70,
+    "infra/test_seed_preflight.py": 55,
 }
 DEFAULT_S = 20
 

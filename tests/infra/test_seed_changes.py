@@ -168,6 +168,8 @@ def test_failover_of_an_existing_cluster_moves_the_new_node_only(repo, tmp_path,
     grown = write_spec(repo, tmp_path, cloud, zone=zones, nodes=3)
     applied = trainkit("apply", grown, "--workdir", ws, "--yes", "--no-provision")
     assert "the cluster stays" in applied.stderr
+    refused = [c for c in seed_cloud.read()["calls"] if c[0] == "refused"]
+    assert len(refused) == 1 and refused[0][1] == NODE[cloud], refused   # the cloud said no once
     nodes = json.loads((ws / "outputs.json").read_text())["nodes"]
     assert [n["id"] for n in nodes[:2]] == [n["id"] for n in first] and len(nodes) == 3
     held = seed_cloud.objects()

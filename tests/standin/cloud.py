@@ -142,7 +142,11 @@ class Cloud:
     def _create(self, type_name: str, planned: dict) -> dict:
         with self.store.edit() as data:
             self._throttled(data, "create", type_name)
-            self.rules.create_check(type_name, planned, View(data, self.region))
+            try:
+                self.rules.create_check(type_name, planned, View(data, self.region))
+            except CloudError as refusal:  # the call happened: the log (kept by edit) says so
+                data["calls"].append(["refused", type_name, str(refusal).split("ErrorCode: ")[-1][:60]])
+                raise
             quota = data["faults"].get("quota", {}).get(type_name)
             if quota is not None and sum(o["type"] == type_name for o in data["objects"].values()) >= quota:
                 raise CloudError(self.rules.quota_error(type_name))
