@@ -250,3 +250,32 @@ def test_a_ttl_edit_is_said_to_apply_to_new_nodes_and_status_reads_the_deadline_
     first = min(a["auto_release_time"] for a in store.objects(NODE["alicloud"]).values())
     status = json.loads(trainkit("status", write_spec(repo, tmp_path, "alicloud"), "--workdir", ws, "--json").stdout)
     assert status["ttl_deadline"] == first and status["ttl_source"] == "state"
+
+
+# (cloud, spec edit, what each node's instance does in the plan: "-" nothing, "update", "replace")
+NODE_EDITS = [
+    ("alicloud", {"network.public_ip": "all"}, ("-", "update")),          # internet_max_bandwidth_out
+    ("alicloud", {"spot.enabled": False}, ("replace", "replace")),        # spot_strategy is ForceNew
+    ("alicloud", {"network.nat_gateway": False}, ("-", "-")),
+    ("tencentcloud", {"network.public_ip": "all"}, ("-", "replace")),     # allocate_public_ip is ForceNew
+    ("tencentcloud", {"spot.max_price": 30.0}, ("-", "-")),               # on-demand: no price to change
+    ("tencentcloud", {"network.nat_gateway": False}, ("-", "-")),
+    ("huaweicloud", {"spot.enabled": False}, ("replace", "replace")),     # its billing record and price
+    ("huaweicloud", {"network.public_ip": "all"}, ("-", "replace")),      # eip_type/bandwidth are ForceNew
+    ("huaweicloud", {"network.nat_gateway": False}, ("-", "-")),
+]
+
+
+@pytest.mark.parametrize("cloud, edit, nodes", NODE_EDITS,
+                         ids=[f"{c}-{next(iter(e))}" for c, e, _ in NODE_EDITS])
+def test_each_edit_plans_what_the_cloud_allows_for_the_nodes(repo, tmp_path, applied, cloud, edit, nodes):
+    _, by_address, actions = _plan(repo, tmp_path, applied, cloud, **edit)
+    seen = tuple({("create", "delete"): "replace", ("update",): "update"}.get(
+        tuple(sorted(actions.get(f"{NODE[cloud]}.node[{i}]", []))), "-") for i in range(2))
+    assert seen == nodes, actions
+    assert _of(actions, DISK[cloud]) == {} and _of(actions, NAS[cloud]) == {}   # storage stays
+    if edit.get("network.nat_gateway") is False:
+        assert any("nat_gateway" in a and x == ["delete"] for a, x in actions.items()), actions
+    for i, what in enumerate(nodes):
+        if what == "replace":
+            assert by_address[f"{NODE[cloud]}.node[{i}]"]["reason"]      # the review says why
