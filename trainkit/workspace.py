@@ -26,6 +26,7 @@ from typing import Any, Iterator
 import yaml
 
 from trainkit.errors import InputError, LockedError, MissingToolError
+from trainkit.util.links import link_below, links_under, refuse_link
 from trainkit.util.paths import local_path
 
 DEFAULT_BASE = Path(".trainkit")
@@ -140,6 +141,7 @@ class Workspace:
                              f"using it would replace {owner}'s Terraform stack, state and keys",
                              fix=f"give {self.cluster} its own --workdir (or drop --workdir for "
                                  f".trainkit/{self.cluster})")
+        self.check_links()
         foreign = self.foreign_files()
         if foreign:
             shown = ", ".join(foreign[:12]) + (f" and {len(foreign) - 12} more" if len(foreign) > 12 else "")
@@ -153,6 +155,15 @@ class Workspace:
             raise InputError(f"workspace {self.root}: {shown} here were not written by trainkit; "
                              "trainkit does not run in, or delete from, a folder holding your files",
                              fix=f"move them out of {self.root}, then run the command again")
+
+    def check_links(self) -> None:
+        """InputError (exit 2) naming the first symbolic link in the workspace: trainkit makes none,
+        and writing or deleting there would reach what it points to (terraform's own `.terraform/`,
+        where a plugin cache links providers, is not looked in)."""
+        found = links_under(self.root, skip=(".terraform",))
+        if found:
+            rel = found[0].relative_to(self.root)
+            refuse_link(self.root, rel, f"trainkit writes and deletes files in its workspace {self.root}")
 
     def ensure(self) -> "Workspace":
         """Create the folder (and its marker); InputError when it is not trainkit's or cannot be made."""
@@ -207,7 +218,7 @@ class Workspace:
         rendered = self._rendered()
         for name in self.CLUSTER_FILES:
             path = self.root / name
-            if name == "terraform" and path.is_dir():
+            if name == "terraform" and path.is_dir() and not path.is_symlink():
                 self._remove_stack(rendered)
             elif path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -220,8 +231,8 @@ class Workspace:
         root = self.terraform_dir
         for rel in sorted(rendered | set(self.SUBTREES["terraform"])):
             path = root / rel
-            if rel.startswith("/") or ".." in Path(rel).parts:
-                continue
+            if rel.startswith("/") or ".." in Path(rel).parts or link_below(root, Path(rel).parent):
+                continue  # never through a link (check_ours refuses one before this runs)
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
             elif path.exists() or path.is_symlink():
@@ -369,6 +380,7 @@ def write_atomic(path: Path, text: str) -> None:
     disk) leaves the old file or the new one under the final name, never half of one."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
+        tmp.unlink(missing_ok=True)  # a leftover of that name (a link, say) is replaced, never written through
         tmp.write_text(text)
         os.replace(tmp, path)
     except OSError as err:  # ENOSPC from a write names no file: name it
