@@ -27,6 +27,7 @@ from trainkit.cluster import doctor_verdict as v
 from trainkit.errors import TrainkitError
 from trainkit.provision.reach import Node, nodes_from_inventory
 from trainkit.spec.resolve import Cluster
+from trainkit.util.nodeargs import option
 from trainkit.workspace import Workspace, write_atomic
 
 NODE_DIR = Path(__file__).parents[1] / "node"
@@ -87,7 +88,8 @@ def _last_json(proc) -> dict[str, Any]:
 def probe_node(node: Node, tag: str) -> dict[str, Any]:
     """The probe's JSON, with "sent"/"received" (controller clock); {"error"} when unreachable."""
     data, shared = node_paths(node)
-    args = ["--data", data, "--tag", tag, "--mark", f"node-{node.rank}"] + (["--shared", shared] if shared else [])
+    args = [option("data", data), option("tag", tag), option("mark", f"node-{node.rank}")] + \
+        ([option("shared", shared)] if shared else [])
     if not node.vars.get("disks_enabled"):
         args.append("--data-on-demand")  # launch.root: made by the first run, not a mount point
     sent = time.time()
@@ -114,7 +116,7 @@ def run_bench(nodes: list[Node], backend: str, size: int, iters: int) -> dict[st
     port = int(head.vars.get("trainkit_rdzv_port", 29400)) + 1  # beside the job's rendezvous port
     # with 2 nodes the world test is the one pair: not run twice
     pairs = ",".join(f"{a}-{b}" for a, b in v.pairs_for(len(nodes))) if len(nodes) > 2 else ""
-    args = ["--backend", backend, "--bytes", str(size), "--iters", str(iters), "--pairs", pairs]
+    args = [option("backend", backend), option("bytes", size), option("iters", iters), option("pairs", pairs)]
 
     def one(i: int):
         env = {"RANK": str(i), "WORLD_SIZE": str(len(nodes)), "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1",

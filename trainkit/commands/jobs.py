@@ -21,6 +21,7 @@ from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.train_config import check_train_config, world_size
 from trainkit.util import resources
+from trainkit.util.nodeargs import http_url
 
 
 @click.command()
@@ -42,7 +43,8 @@ from trainkit.util import resources
               help="Seconds before the first relaunch; doubles each time (max 900).")
 @click.option("--poll", "poll_s", type=Finite(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between looks at the nodes.")
-@click.option("--notice-url", help="Spot-termination metadata URL the nodes poll (default: the "
+@click.option("--notice-url", callback=lambda ctx, param, url: url if url is None else http_url(url, "--notice-url"),
+              help="Spot-termination metadata URL the nodes poll, http:// or https:// (default: the "
               "cloud's, when spot is on).")
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 @click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "

@@ -33,6 +33,7 @@ from trainkit.workspace import write_atomic
 # Grammars are whole-string: always fullmatch (re.match(...$) also accepts a final newline).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX.1-2017 8.1, portable names
+OVERRIDE_RE = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*=.*", re.DOTALL)  # train overrides: KEY=VALUE, KEY dotted names
 # What one argv/environment string may hold: no NUL (execve ends the string there), and Linux's
 # MAX_ARG_STRLEN (32 pages = 128 KiB) per string.
 ARG_STRLEN_MAX = 128 * 1024
@@ -76,9 +77,10 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     data = yamlload.load_file(path, "train config") or {}  # bounded aliases, duplicate keys refused
     if not isinstance(data, dict):
         raise InputError(f"{path}: a train config is a mapping of keys to values")
-    for item in overrides:
-        if "=" not in item:
-            raise InputError(f"override {item!r} is not key=value", fix="write it like epochs=3")
+    for item in overrides:  # a key is dotted names: never an option (`--help=x`) on the node's argv
+        if not OVERRIDE_RE.fullmatch(item):
+            raise InputError(f"override {item!r} is not key=value (the key: names joined by '.')",
+                             fix="write it like epochs=3 or checkpoint.keep=2")
     launch = {k: data.pop(k) for k in LAUNCH_KEYS if k in data}
     name = launch.get("name", path.stem)
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
