@@ -557,8 +557,7 @@ def test_json_output_is_strict_json_whatever_the_numbers(value):
 
     from trainkit.commands.options import dump_json
 
-    text = dump_json(value)
-    assert "NaN" not in text and "Infinity" not in text
+    text = dump_json(value)  # a key may be the text "NaN": only a bare constant is non-standard
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit import errors
+from trainkit import errors, records
 from trainkit.cluster import doctor_verdict as v
 from trainkit.errors import TrainkitError
 from trainkit.provision.reach import Node, nodes_from_inventory
@@ -158,7 +158,7 @@ def diagnose(cluster: Cluster, ws: Workspace, opts: Options = Options(), echo=la
     out = {"cluster": cluster.name, "time": time.time(), "wall_s": round(time.monotonic() - t0, 2),
            "thresholds": th.__dict__, "nodes": [reports[n.name].as_dict() for n in nodes], "network": network}
     out["failed"] = [r["node"] for r in out["nodes"] if r["verdict"] == v.FAILED]
-    write_atomic(ws.doctor_json, json.dumps(out, indent=2))
+    write_atomic(ws.doctor_json, records.dump(out, indent=2))
     return out
 
 
@@ -292,8 +292,8 @@ def node_busbw(report: dict[str, Any] | None) -> dict[str, float]:
 
 
 def last_report(ws: Workspace) -> dict[str, Any] | None:
-    """The last doctor report of this workspace, or None (none yet, or unreadable)."""
-    try:
-        return json.loads(ws.doctor_json.read_text())
-    except (OSError, ValueError):
-        return None
+    """The last doctor report of this workspace, or None (none yet); InputError naming doctor.json
+    when it is damaged (records.Doctor)."""
+    fix = "run `trainkit doctor SPEC` again: it rewrites the report whole"
+    report = records.load(ws.doctor_json, records.Doctor, fix)
+    return report.model_dump(mode="json") if report else None

@@ -20,6 +20,7 @@ from trainkit.commands.options import (
     spec_argument,
     workdir_option,
 )
+from trainkit.errors import InputError
 from trainkit.provision.inventory import load_inventory
 
 
@@ -50,7 +51,11 @@ def top(spec, workdir, once, fmt, interval, wide):
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
     nodes = nodes_from_inventory(load_inventory(ws.inventory_yml))
-    report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
+    try:
+        report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
+    except InputError as err:  # only shown here: say so, and watch the nodes all the same
+        click.echo(f"warning: {err.message} (ignored)\n  fix: {err.fix}", err=True)
+        report = None
     doctor = busbw_line(report)
     busbw = node_busbw(report)
     if once:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainkit import records
 from trainkit.errors import InputError
 from trainkit.staging.section import load_section
 from trainkit.train.config import LAUNCH_KEYS
@@ -204,29 +205,35 @@ def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
 
 
 def read_record(run_dir: Path) -> dict[str, Any]:
-    """run.json as a dict; {} when it is missing or unreadable (listings show such a run as unknown)."""
+    """run.json as written (checked against records.RunRecord); {} when it is missing or damaged
+    (listings show such a run as unreadable; check_record says what is wrong)."""
     try:
-        record = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+        return records.load_dict(run_dir / "run.json", records.RunRecord, "") or {}
+    except InputError:
         return {}
-    return record if isinstance(record, dict) else {}
 
 
 def check_record(run_dir: Path) -> None:
-    """InputError naming run.json when a run that is about to be attached, resumed, read or
-    cancelled has a record trainkit cannot use (truncated or edited): acting on it would start
-    the attempts over and overwrite the record."""
-    record = read_record(run_dir)
-    if not isinstance(record.get("config"), str) or not isinstance(record.get("attempts", []), list):
-        raise InputError(f"{run_dir / 'run.json'}: the run's record is unreadable or incomplete "
-                         "(truncated or edited by hand)",
-                         fix=f"restore run.json from a backup, or start a new run with `trainkit train`; "
-                             f"this run's logs and results stay in {run_dir}")
+    """InputError naming run.json and what is wrong with it when a run that is about to be
+    attached, resumed, read or cancelled has a record trainkit cannot use (truncated, edited, a
+    field of the wrong type, a newer trainkit's): acting on it would start the attempts over and
+    overwrite the record."""
+    fix = (f"restore run.json from a backup, or start a new run with `trainkit train`; "
+           f"this run's logs and results stay in {run_dir}")
+    path = run_dir / "run.json"
+    try:
+        record = records.load(path, records.RunRecord, fix, required=True)
+    except InputError as err:
+        raise InputError(f"{path}: the run's record is unreadable or incomplete: "
+                         f"{err.message.removeprefix(f'{path}: ')}", fix=err.fix) from None
+    if record.config is None:
+        raise InputError(f"{path}: the run's record is unreadable or incomplete (no config in it: "
+                         "truncated or edited by hand)", fix=fix)
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "run.json", json.dumps(record, indent=2, sort_keys=True))
+    write_atomic(run_dir / "run.json", records.dump(record, indent=2, sort_keys=True))
 
 
 def event(run_dir: Path, kind: str, **data: Any) -> dict[str, Any]:
@@ -248,8 +255,11 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and "event" in entry:
-            out.append(entry)
+        try:  # a line of another shape (edited, a newer trainkit's) is skipped the same way
+            records.check(entry, path, records.Event, "")
+        except InputError:
+            continue
+        out.append(entry)
     return out
 
 
@@ -322,17 +332,20 @@ def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
                          fix="start a new run (drop --resume), or pass --force to resume anyway")
 
 
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """The run's summary.json as written (checked against records.Summary); {} when it is absent
+    or damaged (the job killed mid-write): a run is listed and closed without it."""
+    try:
+        return records.load_dict(run_dir / "summary.json", records.Summary, "") or {}
+    except InputError:
+        return {}
+
+
 def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, Any]:
     """One row of `trainkit runs`: id, status, step, best metric, wall time (from the record,
     the fetched summary.json and, while running, the `live` node states)."""
     record = read_record(run_dir)
-    summary = {}
-    if (run_dir / "summary.json").is_file():
-        try:
-            summary = json.loads((run_dir / "summary.json").read_text())
-        except ValueError:
-            pass
-    summary = summary if isinstance(summary, dict) else {}
+    summary = read_summary(run_dir)
     live = live or {}
     status = live.get("status") or record.get("status") or (
         "unknown" if record or not (run_dir / "run.json").exists() else "unreadable")

@@ -483,7 +483,7 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     if reachable and reachable[0].rank == 0:
         remote.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
     summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    summary = runs.read_summary(run_dir)
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or time.time()
     summary = runs.kept_summary(summary, lay.run_dir, run_dir, status)  # paths and status as runs/<id>/ has them
