@@ -142,9 +142,7 @@ class Workspace:
                              fix=f"give {self.cluster} its own --workdir (or drop --workdir for "
                                  f".trainkit/{self.cluster})")
         self.check_links()
-        if self.runs_dir.exists() and not self.runs_dir.is_dir():
-            raise InputError(f"{self.runs_dir} is a file, where trainkit keeps its runs (a folder)",
-                             fix=f"move it out of {self.root}, then run the command again")
+        self.check_runs_dir()
         foreign = self.foreign_files()
         if foreign and all(f.startswith("terraform/") for f in foreign) and not self._rendered():
             raise InputError(f"workspace {self.root}: terraform/.trainkit-rendered, render's list of the files "
@@ -171,6 +169,12 @@ class Workspace:
         if found:
             rel = found[0].relative_to(self.root)
             refuse_link(self.root, rel, f"trainkit writes and deletes files in its workspace {self.root}")
+
+    def check_runs_dir(self) -> None:
+        """InputError when runs/ is there but not a folder (every run command lists or writes it)."""
+        if self.runs_dir.exists() and not self.runs_dir.is_dir():
+            raise InputError(f"{self.runs_dir} is a file, where trainkit keeps its runs (a folder)",
+                             fix=f"move it out of {self.root}, then run the command again")
 
     def ensure(self) -> "Workspace":
         """Create the folder (and its marker); InputError when it is not trainkit's or cannot be made."""
