@@ -32,8 +32,10 @@ from trainkit.util.nodeargs import http_url
                    "Default: digits.")
 @click.argument("overrides", nargs=-1)
 @click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
-@click.option("--attach", "attach", metavar="RUN", help="Re-attach to a running RUN (stream, wait, fetch).")
-@click.option("--resume", "resume", metavar="RUN", help="Continue RUN from its newest checkpoint.")
+@click.option("--attach", "attach", metavar="RUN", callback=lambda ctx, p, v: _run_id(v, "--attach"),
+              help="Re-attach to a running RUN (stream, wait, fetch).")
+@click.option("--resume", "resume", metavar="RUN", callback=lambda ctx, p, v: _run_id(v, "--resume"),
+              help="Continue RUN from its newest checkpoint.")
 @click.option("--force", is_flag=True, help="With --resume: accept a changed config.")
 @click.option("--recover", "recover_", is_flag=True, help="Keep the job going through reclaims until it completes.")
 @click.option("--max-recoveries", type=click.IntRange(0), default=3, show_default=True)
@@ -127,6 +129,14 @@ def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> None:
                             fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
                                 f"trainkit cancel {spec} {run_dir.name}") from None
     _done(result)
+
+
+def _run_id(value: str | None, option: str) -> str | None:
+    """A RUN value as given; InputError for an empty one (`--resume ""` started a new run)."""
+    if value is not None and not value.strip():
+        raise InputError(f"{option} {value!r}: not a run id (empty)",
+                         fix=f"give a run id as `trainkit runs SPEC` lists it, e.g. {option} digits-20260101-120000")
+    return value
 
 
 def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:

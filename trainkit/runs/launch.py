@@ -213,8 +213,11 @@ def workdir_files(folder: Path, extra_excludes: tuple[str, ...] = ()) -> list[Pa
     for p in folder.rglob("*"):  # stops at the bound, before a whole disk is walked
         if skip(p.relative_to(folder)) or p.is_symlink() or not (p.is_file() or p.is_dir()):
             continue
+        try:
+            sizes[p] = p.stat().st_size if p.is_file() else 0
+        except OSError:  # gone since it was listed
+            continue
         files.append(p)
-        sizes[p] = p.stat().st_size if p.is_file() else 0
         if sum(sizes.values()) > MAX_WORKDIR_BYTES:
             _too_big(folder, sizes)
     return sorted(files)

@@ -34,6 +34,7 @@ from trainkit.workspace import write_atomic
 # Grammars are whole-string: always fullmatch (re.match(...$) also accepts a final newline).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX.1-2017 8.1, portable names
+ENV_REF_RE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}?|[A-Za-z_][A-Za-z0-9_]*)")  # $NAME, ${NAME}: a shell's expansion
 OVERRIDE_RE = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*=.*", re.DOTALL)  # train overrides: KEY=VALUE, KEY dotted names
 # What one argv/environment string may hold: no NUL (execve ends the string there), and Linux's
 # MAX_ARG_STRLEN (32 pages = 128 KiB) per string.
@@ -148,12 +149,25 @@ def _text(path: Path, launch: dict, key: str) -> str | None:
 
 
 def _workdir(path: Path, value: Any) -> Path | None:
+    """The folder `workdir:` names (relative to the config), resolved; InputError naming the field
+    for anything but a folder of the user's project: not a folder, a link loop, `/`, the home
+    folder or one above it (copied to every node, and `/` holds /proc, which changes as it is read)."""
     if value is None:
         return None
-    folder = (path.parent / str(value)).resolve()
-    if not isinstance(value, str) or not folder.is_dir():
-        raise InputError(f"{path}: workdir: {value!r} is not a folder",
-                         fix="a path relative to the config file, e.g. workdir: .")
+    fix = "a path relative to the config file, e.g. workdir: . (your project's folder)"
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{path}: workdir: {value!r} is not a folder", fix=fix)
+    try:
+        folder = (path.parent / value).resolve(strict=True)
+    except (OSError, RuntimeError) as err:  # RuntimeError: a symbolic link loop (pathlib, Python 3.11)
+        why = getattr(err, "strerror", None) or str(err)
+        raise InputError(f"{path}: workdir: {value!r} cannot be followed to a folder ({why})", fix=fix) from None
+    if not folder.is_dir():
+        raise InputError(f"{path}: workdir: {value!r} is not a folder", fix=fix)
+    home = Path.home().resolve()
+    if folder == Path("/") or folder == home or folder in home.parents:
+        raise InputError(f"{path}: workdir: {value!r} is {folder}, which trainkit would copy whole to every "
+                         "node", fix=fix)
     return folder
 
 
@@ -178,6 +192,12 @@ def _env(path: Path, value: Any) -> dict[str, str]:
         if isinstance(val, (dict, list)) or val is None:
             raise InputError(f"{path}: env.{key}: give a string or number")
         out[key] = check_env_value(path, key, str(val))
+        ref = ENV_REF_RE.search(out[key])
+        if ref:  # exported literally: `PATH: /opt/conda/bin:$PATH` left the job no PATH at all
+            raise InputError(f"{path}: env.{key}: {ref.group(0)} would be passed as those characters, not "
+                             "expanded (env values are literals)",
+                             fix=f"set it in the shell command instead, e.g. command: export {key}=\"{out[key]}\"; "
+                                 "python train.py (or in setup:)")
     return out
 
 

@@ -1,0 +1,77 @@
+"""Round three of odd inputs (issue 35's list, the causes rather than its cases): each is refused
+at validate or at the command with exit 2 naming the field or option and the fix, never a
+traceback, never a run started on it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from cli_run import run_cli as run
+
+from trainkit.errors import InputError
+
+LOCAL = "name: local-demo\ncloud: local\nstorage: {data_disk: {enabled: false}}\n"
+
+
+def spec_file(tmp_path, text: str):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_two_staged_sources_that_share_a_folder_are_refused_at_validate(capsys, tmp_path):
+    spec = spec_file(tmp_path, LOCAL + "data:\n  sources:\n"
+                     "    - {url: 'https://example.org/a/train.tar.gz', name: pets}\n"
+                     "    - {url: 'https://example.org/b/val.tar.gz', name: pets}\n")
+    code, err = run(capsys, "validate", spec)
+    assert code == 2, err  # unpacking one replaced the folders the other had unpacked
+    assert "data: sources 0 and 1 both go to the folder 'pets'" in err and "its own `name:`" in err
+    same_url_name = spec_file(tmp_path, LOCAL + "data:\n  sources:\n"
+                              "    - {url: 'https://example.org/a/pets.tar.gz'}\n"
+                              "    - {url: 'https://mirror.example.org/pets.tar.gz'}\n")
+    code, err = run(capsys, "validate", same_url_name)
+    assert code == 2 and "both go to the folder 'pets.tar.gz'" in err, err
+
+
+def _config(tmp_path, workdir: str):
+    path = tmp_path / "job.yaml"
+    path.write_text(f"command: python train.py\nworkdir: {workdir!r}\n")
+    return path
+
+
+def test_a_workdir_that_is_a_link_loop_or_the_root_is_refused(tmp_path):
+    from trainkit.runs.record import load_job
+
+    os.symlink(tmp_path / "loop-b", tmp_path / "loop-a")
+    os.symlink(tmp_path / "loop-a", tmp_path / "loop-b")
+    for value, said in (("loop-a", "cannot be followed to a folder"), ("/", "which trainkit would copy whole"),
+                        ("../" * 40, "which trainkit would copy whole"), ("~", "cannot be followed to a folder (No such file")):
+        with pytest.raises(InputError) as err:
+            load_job(_config(tmp_path, value))
+        assert f"workdir: {value!r}" in err.value.message and said in err.value.message, err.value.message
+    (tmp_path / "project").mkdir()
+    assert load_job(_config(tmp_path, "project")).workdir == (tmp_path / "project").resolve()
+
+
+@pytest.mark.parametrize("option", ["--resume", "--attach"])
+def test_an_empty_run_id_is_refused_not_a_new_run(capsys, repo, tmp_path, option):
+    code, err = run(capsys, "train", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"),
+                    option, "")
+    assert code == 2, err  # --resume "" started a new run
+    assert f"{option} '': not a run id (empty)" in err
+    assert not (tmp_path / "ws" / "runs").exists()
+
+
+@pytest.mark.parametrize("value", ["/opt/conda/bin:$PATH", "${HOME}/bin", "$HOME"])
+def test_an_env_value_that_expects_expansion_is_refused_with_the_shell_way(tmp_path, value):
+    from trainkit.runs.record import load_job
+
+    path = tmp_path / "job.yaml"
+    path.write_text(f"command: date\nenv:\n  PATH: {value!r}\n")
+    with pytest.raises(InputError) as err:
+        load_job(path)
+    assert "env.PATH" in err.value.message and "not expanded" in err.value.message
+    assert f'export PATH="{value}"' in err.value.fix
+    path.write_text("command: date\nenv:\n  PRICE: 'costs $5'\n")
+    assert load_job(path).env == {"PRICE": "costs $5"}  # a $ that a shell would not expand stays
