@@ -75,3 +75,30 @@ def test_an_env_value_that_expects_expansion_is_refused_with_the_shell_way(tmp_p
     assert f'export PATH="{value}"' in err.value.fix
     path.write_text("command: date\nenv:\n  PRICE: 'costs $5'\n")
     assert load_job(path).env == {"PRICE": "costs $5"}  # a $ that a shell would not expand stays
+
+
+@pytest.mark.parametrize("cloud,region", [("aws", "us-east-1"), ("alicloud", "cn-hangzhou"),
+                                          ("tencentcloud", "ap-guangzhou"), ("huaweicloud", "cn-north-4")])
+def test_prices_refresh_without_credentials_names_the_clouds_variables(capsys, monkeypatch, tmp_path, cloud, region):
+    from trainkit import clouds
+
+    room = clouds.get(cloud)
+    for cs in room.credentials:
+        for alternatives in cs.variables:
+            for name in alternatives:
+                monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRAINKIT_PRICES_DIR", str(tmp_path / "prices"))
+    code, err = run(capsys, "prices", "refresh", "--cloud", cloud, "--region", region)
+    assert code == 13, err  # Tencent, AWS and Alibaba crashed inside their SDKs
+    first = room.credentials[0].variables[0][0]
+    assert f"no {room.title} credentials" in err and first in err
+    assert not (tmp_path / "prices").exists()
+
+
+@pytest.mark.parametrize("value", ["9" * 400, "1e400", "-1", ".nan", "2e9"])
+def test_a_price_out_of_range_names_the_key_not_an_overflow(capsys, tmp_path, value):
+    prices = tmp_path / "p.yaml"
+    prices.write_text(f"prices:\n  g5.xlarge: {{on_demand: {value}}}\n")
+    code, err = run(capsys, "catalog", "--cloud", "aws", "--prices", str(prices))
+    assert code == 2, err  # 400 digits: internal error: OverflowError
+    assert "prices.g5.xlarge.on_demand: must be a number from 0 to 1e+09" in err and len(err) < 400
