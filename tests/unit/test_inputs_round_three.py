@@ -102,3 +102,12 @@ def test_a_price_out_of_range_names_the_key_not_an_overflow(capsys, tmp_path, va
     code, err = run(capsys, "catalog", "--cloud", "aws", "--prices", str(prices))
     assert code == 2, err  # 400 digits: internal error: OverflowError
     assert "prices.g5.xlarge.on_demand: must be a number from 0 to 1e+09" in err and len(err) < 400
+
+
+@pytest.mark.parametrize("override,field", [("workers=100000", "workers"), ("epochs=10000000", "epochs"),
+                                            ("batch=99999999999", "batch"), ("checkpoint.keep=5000", "keep"),
+                                            ("weight_decay=5", "weight_decay")])
+def test_a_numeric_knob_out_of_its_range_fails_validate(capsys, repo, override, field):
+    code, err = run(capsys, "validate", str(repo / "examples/clusters/local.yaml"), "--config", "digits", override)
+    assert code == 2, err  # workers=100000 passed validate
+    assert field in err and "less than or equal to" in err
