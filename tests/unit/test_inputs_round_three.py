@@ -111,3 +111,21 @@ def test_a_numeric_knob_out_of_its_range_fails_validate(capsys, repo, override, 
     code, err = run(capsys, "validate", str(repo / "examples/clusters/local.yaml"), "--config", "digits", override)
     assert code == 2, err  # workers=100000 passed validate
     assert field in err and "less than or equal to" in err
+
+
+@pytest.mark.parametrize("line,field", [("zone: [a, b]\n", "zone"), ("zone: z-1\n", "zone"),
+                                        ("region: us-east-1\n", "region"),
+                                        ("spot: {fallback: on_demand}\n", "spot.fallback"),
+                                        ("spot: {max_price: 1.5}\n", "spot.max_price")])
+def test_a_cloud_only_field_on_local_is_refused_naming_the_targets_it_serves(capsys, tmp_path, line, field):
+    code, err = run(capsys, "validate", spec_file(tmp_path, LOCAL + line))
+    assert code == 2, err  # accepted and ignored
+    assert f"{field}: does nothing on local (it serves the cloud targets: alicloud" in err and "aws" in err
+
+
+def test_upgrade_image_on_local_is_refused_naming_the_targets_it_serves(capsys, repo, tmp_path):
+    code, err = run(capsys, "apply", str(repo / "examples/clusters/local.yaml"), "--workdir", str(tmp_path / "ws"),
+                    "--yes", "--upgrade-image")
+    assert code == 2, err
+    assert "--upgrade-image does nothing on local" in err and "aws" in err and "fix: drop --upgrade-image" in err
+    assert not (tmp_path / "ws").exists()

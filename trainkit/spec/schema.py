@@ -373,6 +373,11 @@ def _target_problems(s: ClusterSpec) -> list[str]:
     else:
         if s.spot.enabled:
             out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")
+        served = ", ".join(clouds.terraform_targets())
+        for field, given in (("region", s.region), ("zone", s.zone or s.zone_candidates or s.zone_auto),
+                             ("spot.fallback", s.spot.fallback != "none"), ("spot.max_price", s.spot.max_price)):
+            if given:  # accepted and ignored before: say it does nothing here
+                out.append(f"{field}: does nothing on {s.cloud} (it serves the cloud targets: {served}); remove it")
         if s.backend.type != "local":
             out.append(f"backend.type: {s.cloud} has no terraform state; remove `backend`")
         if s.endpoints:
