@@ -129,3 +129,29 @@ def test_upgrade_image_on_local_is_refused_naming_the_targets_it_serves(capsys, 
     assert code == 2, err
     assert "--upgrade-image does nothing on local" in err and "aws" in err and "fix: drop --upgrade-image" in err
     assert not (tmp_path / "ws").exists()
+
+
+INVENTORY = ("all:\n  vars: {}\n  children:\n    head:\n      hosts:\n        localhost: {ansible_connection: local}\n"
+             "    workers:\n      hosts: {}\n")
+
+
+@pytest.mark.parametrize("columns,wide", [("0", False), ("12", False), ("40", True), ("200", False)])
+def test_top_is_readable_at_any_width_and_wide_never_empties_a_cell(capsys, monkeypatch, repo, tmp_path, columns,
+                                                                    wide):
+    from trainkit.cli import main
+    from trainkit.cluster.top import COLUMNS
+    from trainkit.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws", "local-demo").ensure()
+    ws.inventory_yml.write_text(INVENTORY)
+    monkeypatch.setenv("COLUMNS", columns)
+    with pytest.raises(SystemExit) as done:
+        main(["top", str(repo / "examples/clusters/local.yaml"), "--workdir", str(ws.root), "--once",
+              *(["--wide"] if wide else [])])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "localhost" in out, out  # COLUMNS=0 printed nothing
+    assert "…" not in out, out  # --wide on a narrow terminal cut every cell to an ellipsis
+    if wide or columns == "200":
+        assert all(col in out for col in COLUMNS)
+    if columns == "12":  # narrower than NODE and VERDICT: one line per cell
+        assert "  VERDICT " in out and "  GPU% " in out
