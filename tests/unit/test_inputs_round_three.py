@@ -155,3 +155,11 @@ def test_top_is_readable_at_any_width_and_wide_never_empties_a_cell(capsys, monk
         assert all(col in out for col in COLUMNS)
     if columns == "12":  # narrower than NODE and VERDICT: one line per cell
         assert "  VERDICT " in out and "  GPU% " in out
+
+
+def test_top_on_a_cloud_cluster_never_applied_says_apply_not_edited_by_hand(capsys, repo, tmp_path):
+    code, err = run(capsys, "top", str(repo / "examples/clusters/aws.yaml"), "--workdir", str(tmp_path / "ws"),
+                    "--once")
+    assert code == 2, err
+    assert "has not been applied from this workspace" in err and "edited by hand" not in err
+    assert "trainkit apply" in err
