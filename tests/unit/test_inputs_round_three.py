@@ -163,3 +163,11 @@ def test_top_on_a_cloud_cluster_never_applied_says_apply_not_edited_by_hand(caps
     assert code == 2, err
     assert "has not been applied from this workspace" in err and "edited by hand" not in err
     assert "trainkit apply" in err
+
+
+@pytest.mark.parametrize("override", ["name=x", "stage.target=nas", "env.A=1", "recover.elastic=true"])
+def test_a_launch_key_as_an_override_is_named_as_such_not_unknown(capsys, repo, override):
+    code, err = run(capsys, "validate", str(repo / "examples/clusters/local.yaml"), "--config", "digits", override)
+    assert code == 2, err
+    assert "cannot be overridden on the command line" in err and "unknown key" not in err
+    assert f"fix: set it in {repo / 'examples/train/digits.yaml'}" in err
