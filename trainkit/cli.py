@@ -6,6 +6,7 @@ ansible imports. Each command module is glue: parse, call one library function, 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -137,11 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as err:
         if err.errno not in _DISK_ERRNOS:
             _internal(err)
-        where = redact(str(err.filename)) if err.filename else "the workspace"
-        click.echo(f"error: {os.strerror(err.errno)}: {where}\n  fix: free space on that disk (df -h) and run "
-                   "the command again; records and caches are replaced whole, so none was left half-written",
-                   err=True)
-        sys.exit(UNEXPECTED)
+        _disk_full(err)
     except Exception as err:  # a bug: say so briefly, keep the traceback for -v users
         _internal(err)
     sys.exit(code if isinstance(code, int) else 0)
@@ -149,6 +146,22 @@ def main(argv: list[str] | None = None) -> None:
 
 # The disk under the workspace is full or read-only: the machine's trouble, not a bug in trainkit.
 _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+def _disk_full(err: OSError) -> None:
+    """One message for a full or read-only disk, naming the file; a write that names none is
+    trainkit's own output (every file trainkit writes is named: workspace.write_atomic), so the
+    disk that is full is the one its output goes to. Exit 1."""
+    if err.filename:
+        where, fix = redact(str(err.filename)), ("free space on that disk (df -h) and run the command again; "
+                                                 "records and caches are replaced whole, so none was left half-written")
+    else:
+        where, fix = "the command's output (stdout)", ("free space where the output goes (df -h), or send it "
+                                                       "elsewhere; nothing in the workspace was left half-written")
+        with contextlib.suppress(OSError, ValueError):  # no second error when Python flushes stdout at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    click.echo(f"error: {os.strerror(err.errno)}: {where}\n  fix: {fix}", err=True)
+    sys.exit(UNEXPECTED)
 
 
 def _internal(err: Exception) -> None:

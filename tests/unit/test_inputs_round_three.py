@@ -171,3 +171,15 @@ def test_a_launch_key_as_an_override_is_named_as_such_not_unknown(capsys, repo, 
     assert code == 2, err
     assert "cannot be overridden on the command line" in err and "unknown key" not in err
     assert f"fix: set it in {repo / 'examples/train/digits.yaml'}" in err
+
+
+def test_a_full_disk_under_stdout_is_named_as_the_output_not_the_workspace(tmp_path):
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:  # every write: ENOSPC
+        proc = subprocess.run([sys.executable, "-m", "trainkit", "examples"], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("error: No space left on device: the command's output (stdout)"), proc.stderr
+    assert "workspace:" not in proc.stderr and "Exception ignored" not in proc.stderr
