@@ -183,3 +183,20 @@ def test_a_full_disk_under_stdout_is_named_as_the_output_not_the_workspace(tmp_p
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.startswith("error: No space left on device: the command's output (stdout)"), proc.stderr
     assert "workspace:" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+@pytest.mark.parametrize("cloud,region,zone", [("aws", "us-west-1", "us-west-1-x"), ("tencentcloud", "ap-shanghai", "z"),
+                                               ("alicloud", "cn-beijing", "cn-beijing1"),
+                                               ("huaweicloud", "cn-north-1", "north")])
+def test_a_zone_fix_line_names_a_zone_not_a_pattern(cloud, region, zone):
+    import re
+
+    from trainkit import clouds
+    from trainkit.clouds.checks import _one_zone
+
+    room = clouds.get(cloud)
+    [(field, what, fix)] = _one_zone(room, region, zone)
+    assert field == "zone" and not any(c in fix for c in "[]\\+*"), fix  # "us-west-1[a-z]" is no zone
+    suggested = fix.split("named like ")[1].split(";")[0]
+    assert re.fullmatch(room.zone_pattern.replace("{region}", re.escape(region)), suggested)
+    assert _one_zone(room, region, suggested) == []  # the name the fix line gives passes the check
