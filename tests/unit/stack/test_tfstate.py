@@ -137,3 +137,14 @@ def test_status_and_destroy_on_a_damaged_state_exit_3_and_delete_nothing(capsys,
     assert f"terraform state {state} is empty (0 bytes)" in err and "terraform.tfstate.backup" in err
     assert before <= {p for p in ws.rglob("*") if p.is_file()} and state.read_bytes() == b""
     assert os.environ.get("FAKE_TF_LOG") and fake_terraform.read_text() == ""
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["ssh"]])
+def test_a_cloud_cluster_never_applied_is_not_called_half_there(capsys, repo, tmp_path, fake_terraform, command):
+    """terraform colours "No state file was found!" by default: read without -no-color, its lines
+    were resource addresses, and a cluster never applied was "half there ... may still bill"."""
+    ws = tmp_path / "ws"
+    code, err = run(capsys, command[0], str(repo / "examples/clusters/aws.yaml"), "--workdir", str(ws))
+    assert code == 2, err
+    assert "does not exist" in err and "apply first" in err and "half there" not in err
+    assert any(call.startswith("state list -no-color") for call in fake_terraform.read_text().splitlines())
