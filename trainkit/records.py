@@ -8,7 +8,8 @@ read as 1). `load(path, model, fix)` returns the record, None when it is absent,
 InputError (exit 2) naming the file, what is wrong with it and `fix`: missing where required,
 unreadable, not UTF-8, not JSON (truncated), the wrong top-level shape, a field of the wrong type,
 a newer version. It never deletes or rewrites anything. Text records (the workspace marker, the
-render manifest, the plan fingerprint) go through `load_text`.
+render manifest, the plan fingerprint) have no version: they go through `load_text` (UTF-8 or
+named); the lock's text is only shown, decoded whatever its bytes.
 
     record                 model / loader     written by
     .trainkit-workspace    load_text          Workspace.ensure
@@ -22,7 +23,7 @@ render manifest, the plan fingerprint) go through `load_text`.
     doctor.json            Doctor             cluster.doctor
     runs/<id>/run.json     RunRecord          runs.record.write_record
     runs/<id>/events.jsonl Event (per line)   runs.record.event
-    runs/<id>/summary.json Summary            the engine on the nodes (fetched)
+    runs/<id>/summary.json Summary            the engine on the nodes (fetched; kept by runs.recover)
     lock                   (read for its holder's name only, never trusted)
 """
 
@@ -65,9 +66,9 @@ class OutputNode(_Part):
     public_ip: Optional[str] = None
 
 
-class Outputs(_Part):
-    """outputs.json: terraform's outputs `{name: value}` (or `{name: {value, ...}}`); no version of
-    its own (its keys are the module's outputs); `nodes` is a list of {name, private_ip, public_ip}."""
+class Outputs(Record):
+    """outputs.json: terraform's outputs `{name: value}` (or `{name: {value, ...}}`) and the record's
+    `version` (no module output has that name); `nodes` is a list of {name, private_ip, public_ip}."""
 
     nodes: Optional[list[OutputNode]] = None
     ssh_user: Optional[str] = None
@@ -156,8 +157,9 @@ class RunRecord(Record):
     checkpoint_dir: Optional[str] = None
 
 
-class Summary(_Part):
-    """summary.json: the engine's (docs/training.md), versioned by the trainkit that wrote it."""
+class Summary(Record):
+    """summary.json: the engine's (docs/training.md; it writes no version: 1), as the controller
+    keeps it in runs/<id>/ (with the version)."""
 
     status: Optional[str] = None
     steps: Optional[int] = None
@@ -169,7 +171,9 @@ class Summary(_Part):
     on_nodes: dict[str, str] = {}
 
 
-class Event(_Part):
+class Event(Record):
+    """One line of events.jsonl (a line of a newer version is skipped like a line cut short)."""
+
     time: float
     event: str
 

@@ -283,7 +283,7 @@ class Workspace:
 
     def write_outputs(self, outputs: dict[str, Any]) -> None:
         """Cache the state backend's outputs (`{name: value}`) in outputs.json."""
-        write_atomic(self.outputs_json, json.dumps(outputs, indent=2, sort_keys=True))
+        write_atomic(self.outputs_json, records.dump(outputs, indent=2, sort_keys=True))
 
     def mark_applied(self, when: float) -> None:
         """Record the time of the last successful apply (the TTL and cost-so-far start there)."""
@@ -330,6 +330,7 @@ class Workspace:
             raise InputError(f"{self.outputs_json}: not the outputs mapping trainkit writes", fix=REAPPLY)
         outputs = {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
         records.check(outputs, self.outputs_json, records.Outputs, REAPPLY)
+        outputs.pop("version", None)  # the record's, not a module output
         return outputs
 
     @contextlib.contextmanager

@@ -143,7 +143,7 @@ def write_record(run_dir: Path, record: dict[str, Any]) -> None:
 
 def event(run_dir: Path, kind: str, **data: Any) -> dict[str, Any]:
     """Append one event to run_dir/events.jsonl; returns it."""
-    entry = {"time": round(time.time(), 3), "event": kind, **data}
+    entry = {"time": round(time.time(), 3), "event": kind, **data, "version": records.VERSION}
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "events.jsonl", "a") as f:
         f.write(json.dumps(entry, sort_keys=True) + "\n")
