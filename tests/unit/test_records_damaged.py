@@ -218,3 +218,14 @@ def test_a_workspace_whose_runs_is_a_file_is_named(capsys, repo, tmp_path):
     ws.runs_dir.write_text("not a folder\n")
     code, err = run(capsys, "runs", str(repo / "examples/clusters/local.yaml"), "--workdir", str(ws.root))
     assert code == 2 and f"{ws.runs_dir} is a file" in err, err
+
+
+def test_an_emptied_render_manifest_is_named_not_trainkits_files_called_the_users(capsys, repo, tmp_path):
+    ws, spec = tmp_path / "ws", str(repo / "examples/clusters/aws.yaml")
+    assert run(capsys, "render", spec, "--workdir", str(ws))[0] == 0
+    (ws / "terraform" / ".trainkit-rendered").write_text("")
+    before = files(ws)
+    code, err = run(capsys, "render", spec, "--workdir", str(ws))
+    assert code == 2 and "terraform/.trainkit-rendered, render's list of the files it wrote, is missing or empty" in err
+    assert "were not written by trainkit" not in err and "never terraform.tfstate" in err
+    assert files(ws) == before
