@@ -200,3 +200,16 @@ def test_a_zone_fix_line_names_a_zone_not_a_pattern(cloud, region, zone):
     suggested = fix.split("named like ")[1].split(";")[0]
     assert re.fullmatch(room.zone_pattern.replace("{region}", re.escape(region)), suggested)
     assert _one_zone(room, region, suggested) == []  # the name the fix line gives passes the check
+
+
+AWS = ("name: lab\ncloud: aws\nregion: us-east-1\nzone: us-east-1a\ninstance: {type: g5.xlarge}\n"
+       "network: {admin_cidrs: [203.0.113.0/24]}\n")
+
+
+@pytest.mark.parametrize("line,field", [("spot: {enabled: true, max_price: 1e9}\n", "spot.max_price"),
+                                        ("budget: {max_per_hour: 1e12}\n", "budget.max_per_hour"),
+                                        ("storage: {nas: {enabled: true, size_gb: 99999999}}\n", "storage.nas.size_gb"),
+                                        ("data: {chunk_mb: 1e6}\n", "data.chunk_mb")])
+def test_a_spec_number_out_of_its_range_fails_validate(capsys, tmp_path, line, field):
+    code, err = run(capsys, "validate", spec_file(tmp_path, AWS + line))
+    assert code == 2 and field in err and "less than or equal to" in err, err

@@ -68,7 +68,7 @@ class DataSection(BaseModel):
     target: Literal["disk", "nas"] = "disk"
     connections: int = Field(10, ge=1, le=64)
     # 8-16 MB byte ranges: Amazon S3 "Best practices design patterns: optimizing performance".
-    chunk_mb: float = Field(8, gt=0)
+    chunk_mb: float = Field(8, gt=0, le=1024)
     sources: list[Source] = Field(default_factory=list)
 
     @model_validator(mode="after")
