@@ -200,3 +200,16 @@ def test_the_top_sampler_reads_back_its_paths(monkeypatch, work, data):
     top.sample_node(node, 1.0)
     argv = words(seen[-1][-1])
     assert argv[:2] == ["/opt/py", "-"] and argv[2:5] == [work, data, "1.0"]  # positional, after `-`
+
+
+@FAST
+@given(work=PATH, attempt=st.integers(1, 10**6))
+def test_the_hard_stop_reads_back_the_state_file(work, attempt):
+    from trainkit.node import supervise
+
+    node, lay = Recorder("n0", 1, {"scripts": []}), remote.Layout(work=work, root="/r", run_id="r1")
+    remote.signal_nodes([node], lay, attempt, "KILL")
+    argv = words(node.vars["scripts"][0])
+    start = argv.index(f"{lay.node_dir(1)}/supervise.py") + 1
+    args, _ = supervise.parse(argv[start:argv.index("2>/dev/null", start)])
+    assert args.hard_stop and args.state_file == lay.state_file(1, attempt)
