@@ -49,6 +49,35 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank(str(item.fspath)))  # stable: a module keeps its order
 
 
+# Every test, whatever its tier, leaves the machine as it found it outside its temp folders: the
+# folders a wrong path would hit first (/, /opt, the real home, the repository) gain and lose no
+# entry. Watched as they are when the tests start (the unit tier then moves HOME to a temp folder).
+WATCHED = ("/", "/opt", os.path.expanduser("~"), str(REPO))
+# pytest, hypothesis and coverage write their caches into the repository on purpose
+TOOL_CACHES = (".pytest", ".coverage", ".hypothesis")
+# What the tools the process tiers run (with the real HOME) keep in it, made once, by them:
+# Ansible's ~/.ansible/tmp, ssh's ~/.ssh, pip's and others' ~/.cache, Terraform's ~/.terraform.d.
+HOME_TOOL_STATE = (".ansible", ".ssh", ".cache", ".terraform.d")
+
+
+def _listing() -> dict[str, set[str]]:
+    return {f: set(os.listdir(f)) if os.path.isdir(f) else set() for f in WATCHED}
+
+
+@pytest.fixture(autouse=True)
+def nothing_outside_tmp_is_touched(request):
+    """Fails a test that created or deleted an entry of a WATCHED folder (a tool's own cache aside)."""
+    before = _listing()
+    yield
+    after = _listing()
+    real_home = request.node.get_closest_marker("unit") is None  # the unit tier's HOME is a temp folder
+    for folder in WATCHED:
+        tools = TOOL_CACHES + (HOME_TOOL_STATE if real_home and folder == WATCHED[2] else ())
+        created = {n for n in after[folder] - before[folder] if not n.startswith(tools)}
+        deleted = before[folder] - after[folder]
+        assert not created and not deleted, f"{folder}: created {sorted(created)}, deleted {sorted(deleted)}"
+
+
 def _cpu_s() -> float:
     """CPU seconds of this process, of the children it has waited for, and of its live
     descendants (a session's moto server, sshd hosts) with what they waited for: proc(5)'s

@@ -6,6 +6,7 @@ ansible imports. Each command module is glue: parse, call one library function, 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import json
@@ -158,16 +159,28 @@ def _as_error(exc: BaseException) -> tuple[TrainkitError, Callable[[], None]]:
     if isinstance(exc, KeyboardInterrupt):
         return TrainkitError("interrupted", exit_code=INTERRUPTED), lambda: click.echo("interrupted", err=True)
     if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
-        where = redact(str(exc.filename)) if exc.filename else "the workspace"
-        err = TrainkitError(f"{os.strerror(exc.errno)}: {where}", exit_code=UNEXPECTED,
-                            fix="free space on that disk (df -h) and run the command again; records and caches "
-                                "are replaced whole, so none was left half-written")
-        return err, lambda: click.echo(err.render(), err=True)
+        return _disk_full(exc)
     if os.environ.get("TRAINKIT_DEBUG", "").strip().lower() in ("1", "true", "yes"):  # not "0" or "no"
         raise exc
     text = (f"internal error: {type(exc).__name__}: {redact(str(exc))} "
             "(set TRAINKIT_DEBUG=1 for a traceback and report it)")
     return TrainkitError(text, exit_code=UNEXPECTED), lambda: click.echo(text, err=True)
+
+
+def _disk_full(exc: OSError) -> tuple[TrainkitError, Callable[[], None]]:
+    """A full or read-only disk, naming the file; a write that names none is trainkit's own output
+    (every file trainkit writes is named: workspace.write_atomic), so the disk that is full is the
+    one its output goes to, which then is pointed at /dev/null (no second error at exit)."""
+    if exc.filename:
+        where, fix = redact(str(exc.filename)), ("free space on that disk (df -h) and run the command again; "
+                                                 "records and caches are replaced whole, so none was left half-written")
+    else:
+        where, fix = "the command's output (stdout)", ("free space where the output goes (df -h), or send it "
+                                                       "elsewhere; nothing in the workspace was left half-written")
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    err = TrainkitError(f"{os.strerror(exc.errno)}: {where}", exit_code=UNEXPECTED, fix=fix)
+    return err, lambda: click.echo(err.render(), err=True)
 
 
 def _fail(err: TrainkitError, show: Callable[[], None], args: list[str]) -> None:

@@ -25,8 +25,11 @@ from typing import Any, Iterator
 
 import yaml
 
+from trainkit import records
 from trainkit.errors import InputError, LockedError, MissingToolError
-from trainkit.util.paths import local_path
+from trainkit.records import REAPPLY, REPLAN, load_text, read_json  # noqa: F401 - read_json: callers import it here
+from trainkit.util.links import link_below, links_under, refuse_link
+from trainkit.util.paths import check_workdir, local_path
 
 DEFAULT_BASE = Path(".trainkit")
 LOGS_KEPT = 3  # terraform.log of this command plus the two before it
@@ -92,12 +95,9 @@ class Workspace:
                 or re.fullmatch(r"\..+\.tmp[0-9]+", name) is not None)  # write_atomic's temporary files
 
     def _rendered(self) -> set[str]:
-        """The files under terraform/ that render wrote (its manifest)."""
-        manifest = self.terraform_dir / ".trainkit-rendered"
-        try:
-            return set(manifest.read_text().split())
-        except OSError:
-            return set()
+        """The files under terraform/ that render wrote (its manifest; InputError when damaged)."""
+        text = load_text(self.terraform_dir / ".trainkit-rendered", REMANIFEST, required=False)
+        return set((text or "").split())
 
     def foreign_files(self) -> list[str]:
         """Files and folders here that trainkit did not write (relative names, sorted). In a
@@ -125,11 +125,12 @@ class Workspace:
         return foreign
 
     def owner(self) -> str:
-        """The cluster named in the marker ("" when unmarked or marked by an older trainkit)."""
-        try:
-            return self.marker.read_text().strip()
-        except OSError:
+        """The cluster named in the marker ("" when unmarked or marked by an older trainkit);
+        InputError naming the marker when it is not UTF-8 text."""
+        if not self.marker.is_file():
             return ""
+        fix = f"write the cluster's name (one line) into {self.marker}"
+        return (load_text(self.marker, fix, required=False) or "").strip()
 
     def check_ours(self) -> None:
         """InputError naming the folder and the files trainkit would overwrite or delete there, or
@@ -140,7 +141,13 @@ class Workspace:
                              f"using it would replace {owner}'s Terraform stack, state and keys",
                              fix=f"give {self.cluster} its own --workdir (or drop --workdir for "
                                  f".trainkit/{self.cluster})")
+        self.check_links()
+        self.check_runs_dir()
         foreign = self.foreign_files()
+        if foreign and all(f.startswith("terraform/") for f in foreign) and not self._rendered():
+            raise InputError(f"workspace {self.root}: terraform/.trainkit-rendered, render's list of the files "
+                             f"it wrote, is missing or empty, so {', '.join(foreign[:6])} cannot be told "
+                             "from files of yours", fix=REMANIFEST)
         if foreign:
             shown = ", ".join(foreign[:12]) + (f" and {len(foreign) - 12} more" if len(foreign) > 12 else "")
             if not self.marker.is_file():
@@ -153,6 +160,21 @@ class Workspace:
             raise InputError(f"workspace {self.root}: {shown} here were not written by trainkit; "
                              "trainkit does not run in, or delete from, a folder holding your files",
                              fix=f"move them out of {self.root}, then run the command again")
+
+    def check_links(self) -> None:
+        """InputError (exit 2) naming the first symbolic link in the workspace: trainkit makes none,
+        and writing or deleting there would reach what it points to (terraform's own `.terraform/`,
+        where a plugin cache links providers, is not looked in)."""
+        found = links_under(self.root, skip=(".terraform",))
+        if found:
+            rel = found[0].relative_to(self.root)
+            refuse_link(self.root, rel, f"trainkit writes and deletes files in its workspace {self.root}")
+
+    def check_runs_dir(self) -> None:
+        """InputError when runs/ is there but not a folder (every run command lists or writes it)."""
+        if self.runs_dir.exists() and not self.runs_dir.is_dir():
+            raise InputError(f"{self.runs_dir} is a file, where trainkit keeps its runs (a folder)",
+                             fix=f"move it out of {self.root}, then run the command again")
 
     def ensure(self) -> "Workspace":
         """Create the folder (and its marker); InputError when it is not trainkit's or cannot be made."""
@@ -207,7 +229,7 @@ class Workspace:
         rendered = self._rendered()
         for name in self.CLUSTER_FILES:
             path = self.root / name
-            if name == "terraform" and path.is_dir():
+            if name == "terraform" and path.is_dir() and not path.is_symlink():
                 self._remove_stack(rendered)
             elif path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
@@ -220,8 +242,8 @@ class Workspace:
         root = self.terraform_dir
         for rel in sorted(rendered | set(self.SUBTREES["terraform"])):
             path = root / rel
-            if rel.startswith("/") or ".." in Path(rel).parts:
-                continue
+            if rel.startswith("/") or ".." in Path(rel).parts or link_below(root, Path(rel).parent):
+                continue  # never through a link (check_ours refuses one before this runs)
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
             elif path.exists() or path.is_symlink():
@@ -252,7 +274,7 @@ class Workspace:
         """(fingerprint, plan.json data) of the plan `trainkit plan` saved, or None if incomplete."""
         if not (self.plan_bin.exists() and self.plan_json.exists() and self.plan_fingerprint.exists()):
             return None
-        return self.plan_fingerprint.read_text(), read_json(self.plan_json, REPLAN)
+        return load_text(self.plan_fingerprint, REPLAN).strip(), read_json(self.plan_json, REPLAN)
 
     def drop_saved_plan(self) -> None:
         """Forget plan.bin (a saved plan applies once) so the next apply plans again."""
@@ -261,34 +283,26 @@ class Workspace:
 
     def write_outputs(self, outputs: dict[str, Any]) -> None:
         """Cache the state backend's outputs (`{name: value}`) in outputs.json."""
-        write_atomic(self.outputs_json, json.dumps(outputs, indent=2, sort_keys=True))
+        write_atomic(self.outputs_json, records.dump(outputs, indent=2, sort_keys=True))
 
     def mark_applied(self, when: float) -> None:
         """Record the time of the last successful apply (the TTL and cost-so-far start there)."""
-        write_atomic(self.applied_json, json.dumps({"applied_at": when}))
+        write_atomic(self.applied_json, records.dump({"applied_at": when}))
 
     def applied_at(self) -> float | None:
         """When this workspace last applied the cluster, or None."""
-        if not self.applied_json.exists():
-            return None
-        when = read_json(self.applied_json, REAPPLY)
-        if not isinstance(when, dict) or not isinstance(when.get("applied_at"), (int, float)):
-            raise InputError(f"{self.applied_json}: no applied_at time in it (edited by hand?)", fix=REAPPLY)
-        return when["applied_at"]
+        record = records.load(self.applied_json, records.Applied, REAPPLY)
+        return record.applied_at if record else None
 
     def node_placement(self) -> dict[str, dict[str, Any]]:
         """Nodes placed apart from the cluster (placement.json's "nodes", written by a recovery
         whose replacement failed over): {"1": {zone, subnet_cidr, instance_type, spot}}; {} when
-        there are none or the file cannot be read (the nodes then render at the cluster's placement)."""
-        try:
-            nodes = json.loads((self.root / "placement.json").read_text()).get("nodes") or {}
-        except (OSError, ValueError, AttributeError):
-            return {}
-        if not isinstance(nodes, dict):
-            return {}
+        there are none; InputError naming placement.json when it is damaged (rendering the nodes
+        back at the cluster's placement would move them)."""
+        record = records.load(self.root / "placement.json", records.Placement, REPLACE_PLACEMENT)
         fields = ("zone", "subnet_cidr", "instance_type", "spot")
-        return {str(k): {f: v[f] for f in fields if f in v} for k, v in nodes.items()
-                if str(k).isdigit() and isinstance(v, dict)}
+        return {k: {f: v.model_dump()[f] for f in fields if f in v.model_fields_set}
+                for k, v in (record.nodes if record else {}).items() if k.isdigit()}
 
     def write_inventory(self, inventory: dict) -> Path:
         """Write an inventory built by `trainkit.provision.inventory.inventory_for` to inventory.yml."""
@@ -314,7 +328,10 @@ class Workspace:
         raw = read_json(self.outputs_json, REAPPLY)
         if not isinstance(raw, dict):
             raise InputError(f"{self.outputs_json}: not the outputs mapping trainkit writes", fix=REAPPLY)
-        return {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
+        outputs = {k: (v["value"] if isinstance(v, dict) and "value" in v else v) for k, v in raw.items()}
+        records.check(outputs, self.outputs_json, records.Outputs, REAPPLY)
+        outputs.pop("version", None)  # the record's, not a module output
+        return outputs
 
     @contextlib.contextmanager
     def lock(self, command: str) -> Iterator[None]:
@@ -330,8 +347,7 @@ class Workspace:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                fh.seek(0)
-                holder = fh.read().strip() or "another trainkit command"
+                holder = self.lock_path.read_bytes().decode(errors="replace").strip() or "another trainkit command"
                 raise LockedError(f"workspace {self.root} is in use by {holder}",
                                   fix="wait for it to finish; the lock is released when it exits") from None
             try:
@@ -349,26 +365,12 @@ class Workspace:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def check_workdir(root: Path, given: str | os.PathLike) -> None:
-    """InputError when `root` (a --workdir, resolved) is /, the home folder, or the current folder
-    or one above it: destroy removes what it wrote there, and those folders hold everything else."""
-    home, here = local_path("~"), local_path(".")
-    why = ("/" if root == Path("/") else "your home folder" if root == home
-           else "a folder above your home folder" if root in home.parents
-           else "the current folder" if root == here
-           else "a folder above the current folder" if root in here.parents else "")
-    if why:
-        shown = f"{given} (= {root})" if str(given) != str(root) else str(root)
-        raise InputError(f"--workdir {shown} is {why}; a workspace must be a folder of its own",
-                         fix="give --workdir a new folder, e.g. --workdir .trainkit/<cluster name> "
-                             "(or drop --workdir)")
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file renamed over it: an interrupt (Ctrl-C, a full
     disk) leaves the old file or the new one under the final name, never half of one."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
+        tmp.unlink(missing_ok=True)  # a leftover of that name (a link, say) is replaced, never written through
         tmp.write_text(text)
         os.replace(tmp, path)
     except OSError as err:  # ENOSPC from a write names no file: name it
@@ -377,17 +379,11 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-REAPPLY = ("trainkit writes this file from the cluster's state: delete it and run `trainkit apply SPEC` "
-           "again, which rewrites it without changing the cluster")
-REPLAN = "delete plan.bin, plan.json and plan.fingerprint and run `trainkit plan SPEC` again"
-
-
-def read_json(path: Path, fix: str) -> Any:
-    """A workspace JSON file parsed; InputError naming the file (truncated, edited, not UTF-8)."""
-    try:
-        return json.loads(path.read_text())
-    except (ValueError, OSError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise InputError(f"{path}: unreadable or truncated ({err})", fix=fix) from None
+REMANIFEST = ("terraform/.trainkit-rendered lists the files render wrote: move your own files out of terraform/, "
+              "delete the rendered ones (*.tf, terraform.tfvars.json, modules/, the list itself; never "
+              "terraform.tfstate*), then run `trainkit render SPEC` again")
+REPLACE_PLACEMENT = ("trainkit writes it when an apply or a recovery places nodes: restore it from a backup, "
+                     "or delete it to place every node as the spec says (the next plan shows any node it moves)")
 
 
 def read_public_key(path: str | Path, field: str = "ssh.public_key") -> str:

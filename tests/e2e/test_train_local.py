@@ -88,7 +88,7 @@ def test_train_runs_torchrun_on_the_local_node_and_fetches_the_run(tmp_path):
     assert "--standalone" in launcher and "--nproc-per-node $TRAINKIT_GPUS_PER_NODE" in launcher
     assert "export TRAINKIT_GPUS_PER_NODE=2" in launcher and "checkpoint.dir=" in launcher
     [torchrun] = [line for line in launcher.splitlines() if "torch.distributed.run" in line]
-    assert torchrun.endswith("resume=true epochs=1 || rc=$?")  # the override reaches the node
+    assert torchrun.endswith("resume=true -- epochs=1 || rc=$?")  # the override reaches the node, after --
     assert socket_ifname(launcher) == "lo"  # gloo talks over the interface holding 127.0.0.1
 
 

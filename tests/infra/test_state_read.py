@@ -75,3 +75,28 @@ def test_state_pull_shaped_as_show_json_equals_show_json(tmp_path):
 def test_an_empty_or_missing_state_is_empty():
     assert show_shape({}) == {}
     assert show_shape({"version": 4, "resources": [], "outputs": {}}) == {}
+
+
+def test_real_terraform_no_state_lists_nothing_and_a_damaged_state_is_refused_until_the_backup_is_back(tmp_path):
+    """The real binary colours "No state file was found!" unless -no-color: state_list read that
+    line and its explanation as addresses ("half there ... may still bill"). A 0-byte state, which
+    terraform itself reads as no state, is refused (exit 3) until the fix's `cp` of the backup."""
+    from trainkit.errors import TrainkitError
+
+    (tmp_path / "main.tf").write_text('variable "v" {}\nresource "terraform_data" "a" { input = var.v }\n')
+    runner = TerraformRunner(tmp_path, tmp_path / "terraform.log")
+    runner.init()
+    assert runner.state_list() == []
+    for value in ("one", "two"):  # the second apply leaves terraform.tfstate.backup beside the state
+        subprocess.run(["terraform", "apply", "-auto-approve", "-input=false", f"-var=v={value}"], cwd=tmp_path,
+                       check=True, capture_output=True)
+    assert runner.state_list() == ["terraform_data.a"]
+    state = tmp_path / "terraform.tfstate"
+    state.write_bytes(b"")
+    for call in (runner.state_list, runner.state_json, lambda: TerraformRunner(tmp_path, tmp_path / "log")):
+        with pytest.raises(TrainkitError) as err:
+            call()
+        assert err.value.exit_code == 3 and f"{state} is empty (0 bytes)" in err.value.message
+    restore = err.value.fix.split("`")[1]
+    subprocess.run(restore, shell=True, check=True, cwd=tmp_path)  # the fix's own command
+    assert runner.state_list() == ["terraform_data.a"] and (tmp_path / "terraform.tfstate.damaged").exists()

@@ -219,8 +219,8 @@ def test_destroy_in_ci_without_yes_says_to_pass_yes_not_aborted(repo, tmp_path):
     assert "destroyed" not in proc.stdout
 
 
-PRICE_FILES = [("inf", "prices:\n  g5.xlarge: {on_demand: .inf}\n", "prices.g5.xlarge.on_demand: must be a number >= 0"),
-               ("true", "prices:\n  g5.xlarge: {spot: true}\n", "prices.g5.xlarge.spot: must be a number >= 0"),
+PRICE_FILES = [("inf", "prices:\n  g5.xlarge: {on_demand: .inf}\n", "prices.g5.xlarge.on_demand: must be a number from 0 to 1e+09"),
+               ("true", "prices:\n  g5.xlarge: {spot: true}\n", "prices.g5.xlarge.spot: must be a number from 0 to 1e+09"),
                ("int-key", "prices:\n  1: {on_demand: 1}\n", "prices.1: not a aws type"),
                ("duplicate", "prices: {}\nprices: {}\n", "duplicate key 'prices'"),
                ("fifo", None, "price file is not a regular file (a FIFO")]

@@ -206,10 +206,10 @@ env_key = st.text(alphabet=st.sampled_from(list("AZaz09_\n\r \t=-$;")), min_size
 def test_an_env_key_that_passes_is_one_shell_name(key):
     import re as regex
 
-    from trainkit.runs import record
+    from trainkit.runs import launch_keys
 
     try:
-        out = record._env(Path("job.yaml"), {key: "1"})
+        out = launch_keys.env(Path("job.yaml"), {key: "1"})
     except InputError:
         return
     assert regex.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) and list(out) == [key] and "\n" not in key
@@ -557,8 +557,7 @@ def test_json_output_is_strict_json_whatever_the_numbers(value):
 
     from trainkit.commands.options import dump_json
 
-    text = dump_json(value)
-    assert "NaN" not in text and "Infinity" not in text
+    text = dump_json(value)  # a key may be the text "NaN": only a bare constant is non-standard
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -111,15 +112,24 @@ def test_workspace_caches_edited_into_junk_are_named_not_a_crash(tmp_path, text)
         assert str(path) in err.value.message and "trainkit" in err.value.fix and err.value.exit_code == 2
 
 
-def test_a_full_disk_is_named_not_an_internal_error_and_leaves_the_caches_whole(tmp_path, capsys):
+def test_a_full_disk_is_named_not_an_internal_error_and_leaves_the_caches_whole(tmp_path, capsys, monkeypatch):
+    import errno
+
     from trainkit.cli import main
+
+    write_text = Path.write_text
+
+    def full_disk(path, *args, **kwargs):  # a write to the inventory's temporary file: ENOSPC, no file named
+        if path.name.startswith(".inventory.yml.tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write_text(path, *args, **kwargs)
 
     spec = tmp_path / "c.yaml"
     spec.write_text("name: local-demo\ncloud: local\nstorage: {data_disk: {enabled: false}}\n")
     ws = Workspace(tmp_path / "ws").ensure()
     ws.write_inventory({"all": {"vars": {"before": 1}}})
     before = ws.inventory_yml.read_text()
-    (ws.root / f".inventory.yml.tmp{os.getpid()}").symlink_to("/dev/full")  # every write to it: ENOSPC
+    monkeypatch.setattr(Path, "write_text", full_disk)
     with pytest.raises(SystemExit) as done:
         main(["apply", str(spec), "--workdir", str(ws.root), "--yes", "--no-provision"])
     err = capsys.readouterr().err

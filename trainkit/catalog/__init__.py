@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -127,14 +126,21 @@ def with_prices(catalog: Catalog, price_file: str | Path) -> Catalog:
             raise InputError(f"{path}: prices.{type_name}: give {', '.join(PRICE_KEYS)} numbers")
         for key, value in row.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not math.isfinite(value) or value < 0):
-                raise InputError(f"{path}: prices.{type_name}.{key}: must be a number >= 0, got {value!r}")
+                                      or not 0 <= value <= MAX_PRICE):  # also refuses nan (no order)
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} digits)"
+                raise InputError(f"{path}: prices.{type_name}.{key}: must be a number from 0 to {MAX_PRICE:g}, "
+                                 f"got {shown}")
     for inst in catalog.instances:
         row = data["prices"].get(inst.type)
         updated.append(replace(inst, **row) if row else inst)
     return replace(catalog, instances=tuple(updated), currency=catalog.currency,
                    price_source=meta.get("source") or str(path), price_date=meta.get("date", catalog.price_date),
                    price_region=meta.get("region", catalog.price_region))
+
+
+# A price is per hour (subscription: per month); beyond this it is a typo, and a 400-digit integer
+# has no float to compute with (OverflowError).
+MAX_PRICE = 1e9
 
 
 # ISO 4217 alphabetic currency codes are three capital letters (USD, CNY, EUR).

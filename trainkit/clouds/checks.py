@@ -61,10 +61,18 @@ def _one_zone(cloud: Cloud, region: str | None, zone: str | None) -> list[Proble
     pattern = cloud.zone_pattern.replace("{region}", re.escape(region))
     known = cloud.regions.get(region, ())
     if not re.fullmatch(pattern, zone) or (known and zone not in known):
-        example = ", ".join(known) if known else cloud.zone_pattern.replace("{region}", region)
-        return [("zone", f"{zone!r} is not a zone of region {region}",
-                 f"zones of {region}: {example}")]
+        fix = f"zones of {region}: {', '.join(known)}" if known else _zone_shape(cloud, region)
+        return [("zone", f"{zone!r} is not a zone of region {region}", fix)]
     return []
+
+
+def _zone_shape(cloud: Cloud, region: str) -> str:
+    """How a zone of `region` is written, for a region whose zones trainkit does not list: a name
+    of that shape (never the pattern itself, which is no zone), and where the real list is."""
+    example = cloud.zone_pattern.replace("{region}", region).replace("[a-z]", "a").replace(r"\d+", "1")
+    if any(c in example for c in "[]\\+*?()"):
+        return f"use a zone name as {cloud.title} lists it for {region} (its console or API)"
+    return f"zones of {region} are named like {example}; use one {cloud.title} lists for {region}"
 
 
 def _tags(cloud: Cloud, tags: dict[str, str]) -> list[Problem]:

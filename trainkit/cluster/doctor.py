@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit import errors
+from trainkit import errors, records
 from trainkit.cluster import doctor_verdict as v
 from trainkit.errors import TrainkitError
 from trainkit.provision.reach import Node, nodes_from_inventory
 from trainkit.spec.resolve import Cluster
+from trainkit.util.nodeargs import option
 from trainkit.workspace import Workspace, write_atomic
 
 NODE_DIR = Path(__file__).parents[1] / "node"
@@ -87,7 +88,8 @@ def _last_json(proc) -> dict[str, Any]:
 def probe_node(node: Node, tag: str) -> dict[str, Any]:
     """The probe's JSON, with "sent"/"received" (controller clock); {"error"} when unreachable."""
     data, shared = node_paths(node)
-    args = ["--data", data, "--tag", tag, "--mark", f"node-{node.rank}"] + (["--shared", shared] if shared else [])
+    args = [option("data", data), option("tag", tag), option("mark", f"node-{node.rank}")] + \
+        ([option("shared", shared)] if shared else [])
     if not node.vars.get("disks_enabled"):
         args.append("--data-on-demand")  # launch.root: made by the first run, not a mount point
     sent = time.time()
@@ -114,7 +116,7 @@ def run_bench(nodes: list[Node], backend: str, size: int, iters: int) -> dict[st
     port = int(head.vars.get("trainkit_rdzv_port", 29400)) + 1  # beside the job's rendezvous port
     # with 2 nodes the world test is the one pair: not run twice
     pairs = ",".join(f"{a}-{b}" for a, b in v.pairs_for(len(nodes))) if len(nodes) > 2 else ""
-    args = ["--backend", backend, "--bytes", str(size), "--iters", str(iters), "--pairs", pairs]
+    args = [option("backend", backend), option("bytes", size), option("iters", iters), option("pairs", pairs)]
 
     def one(i: int):
         env = {"RANK": str(i), "WORLD_SIZE": str(len(nodes)), "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1",
@@ -156,7 +158,7 @@ def diagnose(cluster: Cluster, ws: Workspace, opts: Options = Options(), echo=la
     out = {"cluster": cluster.name, "time": time.time(), "wall_s": round(time.monotonic() - t0, 2),
            "thresholds": th.__dict__, "nodes": [reports[n.name].as_dict() for n in nodes], "network": network}
     out["failed"] = [r["node"] for r in out["nodes"] if r["verdict"] == v.FAILED]
-    write_atomic(ws.doctor_json, json.dumps(out, indent=2))
+    write_atomic(ws.doctor_json, records.dump(out, indent=2))
     return out
 
 
@@ -290,8 +292,8 @@ def node_busbw(report: dict[str, Any] | None) -> dict[str, float]:
 
 
 def last_report(ws: Workspace) -> dict[str, Any] | None:
-    """The last doctor report of this workspace, or None (none yet, or unreadable)."""
-    try:
-        return json.loads(ws.doctor_json.read_text())
-    except (OSError, ValueError):
-        return None
+    """The last doctor report of this workspace, or None (none yet); InputError naming doctor.json
+    when it is damaged (records.Doctor)."""
+    fix = "run `trainkit doctor SPEC` again: it rewrites the report whole"
+    report = records.load(ws.doctor_json, records.Doctor, fix)
+    return report.model_dump(mode="json") if report else None

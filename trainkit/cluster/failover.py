@@ -25,18 +25,18 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import ipaddress
-import json
 import time
 from typing import Any, Callable
 
-from trainkit import clouds, errors
+from trainkit import clouds, errors, records
 from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import preflight
+from trainkit.errors import InputError
 from trainkit.money.cost import billing_records, node_spot
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.state import render_and_init, state_resources, with_node_placement
 from trainkit.util import progress
-from trainkit.workspace import Workspace, write_atomic
+from trainkit.workspace import REPLACE_PLACEMENT, Workspace, write_atomic
 
 PLACEMENT_FILE = "placement.json"
 # Capacity refusals met by apply from this workspace: `zone: auto` tries a zone refused within
@@ -78,11 +78,10 @@ def _label(cluster: Cluster, zone: str | None, kind: str, spot: bool) -> str:
 def remembered(cluster: Cluster, ws: Workspace) -> Cluster:
     """The cluster at the placement the last apply from this workspace came up on, when that is
     still one of the spec's candidates; else as the spec has it (its first candidate)."""
-    try:
-        kept = json.loads((ws.root / PLACEMENT_FILE).read_text())
-        where = (kept["zone"], kept["type"], bool(kept.get("spot", cluster.spec.spot.enabled)))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    kept = records.load(ws.root / PLACEMENT_FILE, records.Placement, REPLACE_PLACEMENT)  # InputError if damaged
+    if kept is None or kept.zone is None or kept.type is None:
         return cluster
+    where = (kept.zone, kept.type, cluster.spec.spot.enabled if kept.spot is None else kept.spot)
     return placed(cluster, *where) if len(candidates(cluster)) > 1 and where in candidates(cluster) else cluster
 
 
@@ -169,16 +168,16 @@ def _keep(ws: Workspace, where: Placement, nodes: dict[str, dict] | None = None)
     node with it)."""
     zone, kind, spot = where
     if nodes is None:
-        try:
-            old = json.loads((ws.root / PLACEMENT_FILE).read_text())
-            same = (old.get("zone"), old.get("type"), old.get("spot")) == (zone, kind, spot)
-            nodes = old.get("nodes") if same else None
-        except (OSError, ValueError, AttributeError):
-            nodes = None
+        try:  # after an apply: a damaged old record (remembered() refused it first) keeps no nodes
+            old = records.load(ws.root / PLACEMENT_FILE, records.Placement, REPLACE_PLACEMENT)
+        except InputError:
+            old = None
+        same = old is not None and (old.zone, old.type, old.spot) == (zone, kind, spot)
+        nodes = {k: v.model_dump(exclude_unset=True) for k, v in old.nodes.items()} if same else None
     record: dict[str, Any] = {"zone": zone, "type": kind, "spot": spot}
     if nodes:
         record["nodes"] = nodes
-    write_atomic(ws.root / PLACEMENT_FILE, json.dumps(record, sort_keys=True) + "\n")
+    write_atomic(ws.root / PLACEMENT_FILE, records.dump(record, sort_keys=True) + "\n")
 
 
 def zone_subnet_cidr(vpc_cidr: str, subnet_cidr: str, taken: list[str]) -> str:
@@ -277,13 +276,15 @@ def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:
 
 def _refusals(ws: Workspace, now: float) -> list[dict]:
     """This workspace's capacity refusals of the last RECENT_S ({zone, type, spot, at}); an
-    unreadable history (edited, half a file) counts as none: it only orders zones."""
+    unreadable history (edited, half a file) counts as none, said once: it only orders zones, and
+    the next refusal rewrites it whole."""
     try:
-        rows = json.loads((ws.root / HISTORY_FILE).read_text())
-        return [{"zone": r["zone"], "type": r["type"], "spot": bool(r["spot"]), "at": float(r["at"])}
-                for r in rows if now - float(r["at"]) < RECENT_S]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        history = records.load(ws.root / HISTORY_FILE, records.Refusals, "", legacy_list="refusals")
+    except InputError as err:
+        progress.info(f"{err.message.splitlines()[0]}; ignoring it (it only orders zones)")
         return []
+    return [r.model_dump(include={"zone", "type", "spot", "at"}) for r in (history.refusals if history else [])
+            if now - r.at < RECENT_S]
 
 
 def recent_refusals(ws: Workspace, now: float) -> set[Placement]:
@@ -294,7 +295,7 @@ def recent_refusals(ws: Workspace, now: float) -> set[Placement]:
 def _note_refusal(ws: Workspace, where: Placement, now: float) -> None:
     zone, kind, spot = where
     rows = _refusals(ws, now) + [{"zone": zone, "type": kind, "spot": spot, "at": now}]
-    write_atomic(ws.root / HISTORY_FILE, json.dumps(rows, indent=1) + "\n")
+    write_atomic(ws.root / HISTORY_FILE, records.dump({"refusals": rows}, indent=1) + "\n")
 
 
 def auto_order(order: list[Placement], refused: set[Placement],

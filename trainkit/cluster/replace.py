@@ -25,13 +25,12 @@ refusal, and the survivors keep their ids.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from trainkit import clouds
+from trainkit import clouds, records
 from trainkit.cluster import failover
 from trainkit.errors import APPLY, PREEMPTED, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
@@ -39,7 +38,7 @@ from trainkit.provision.reach import reachable, wait_for_ssh
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.plan_rules import beyond_recovery
 from trainkit.stack.state import render_and_init
-from trainkit.workspace import Workspace, read_json, write_atomic
+from trainkit.workspace import Workspace, write_atomic
 
 Event = dict[str, Any]
 # The recovery's own saved plan, beside the user's plan.bin (never applied by `trainkit apply`).
@@ -109,8 +108,8 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     active = [h.name for h in hosts if not h.spare]
     spares = [h for h in hosts if h.spare and reachable(h.address, h.port)]
     path = ws.root / "hosts.json"
-    old = read_json(path, "trainkit writes it when a spare replaces a host") if path.is_file() else {}
-    replaced = dict(old.get("replaced") or {}) if isinstance(old, dict) else {}
+    old = records.load(path, records.Hosts, HOSTS_FIX)
+    replaced = dict(old.replaced) if old else {}
     new, events = [], []
     for name in lost:
         if not spares:
@@ -125,7 +124,7 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
         replaced[first] = spare.name
         events.append({"kind": "replaced", "node": name, "by": spare.name,
                        "took_s": round(time.time() - t0, 3)})
-    write_atomic(path, json.dumps({"active": active, "replaced": replaced}, indent=2))
+    write_atomic(path, records.dump({"active": active, "replaced": replaced}, indent=2))
     return effective_cluster(cluster, ws), new, events
 
 
@@ -206,14 +205,17 @@ def _resources(module: dict):
         yield from _resources(child)
 
 
+HOSTS_FIX = ("trainkit writes it when a spare replaces a host: restore it from a backup, or delete it to use "
+             "the hosts as the spec lists them (a host that was replaced comes back as a node)")
+
+
 def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
     """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
     path = ws.root / "hosts.json"
     if cluster.spec.cloud != "hosts" or not path.is_file():
         return cluster
-    record = read_json(path, "trainkit writes it when a spare replaces a host; delete it to use the "
-                             "hosts as the spec lists them")
-    active = (record.get("active") if isinstance(record, dict) else None) or []
+    record = records.load(path, records.Hosts, HOSTS_FIX)
+    active = record.active if record else []
     by_name = {h.name: h for h in cluster.spec.hosts}
     if not all(n in by_name for n in active):
         return cluster                   # the spec changed since: it wins

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from trainkit.provision.inventory import inventory_hosts
 from trainkit.provision.reach import ssh_argv
@@ -140,19 +141,42 @@ def _gpu_util(gpus: list[dict[str, Any]]) -> str:
     return text if len(gpus) == 1 else f"{text}x{len(gpus)}"
 
 
+def _need(texts: list[dict[str, str]], col: str, verdict_min: bool = True) -> int:
+    """Characters column `col` takes in rich's box (its widest cell + 3)."""
+    widest = max([len(col)] + [len(t[col]) for t in texts])
+    return (min(widest, VERDICT_MIN) if col == "VERDICT" and verdict_min else widest) + 3
+
+
 def fit_columns(texts: list[dict[str, str]], width: int) -> list[str]:
     """The columns that fit `width` characters (rich's box: 3 per column + 1), dropping by PRIORITY
     from the end; NODE and VERDICT always stay."""
-    def need(col: str) -> int:
-        widest = max([len(col)] + [len(t[col]) for t in texts])
-        return (min(widest, VERDICT_MIN) if col == "VERDICT" else widest) + 3
-
     keep = list(COLUMNS)
     for col in reversed(PRIORITY[2:]):
-        if sum(need(c) for c in keep) + 1 <= width:
+        if sum(_need(texts, c) for c in keep) + 1 <= width:
             break
         keep.remove(col)
     return keep
+
+
+def full_width(rows: list[dict[str, Any]]) -> int:
+    """Characters the table takes with every column at its widest cell (`top --wide`: printed at
+    that width whatever the terminal's, so no cell is cut to an ellipsis)."""
+    texts = [cells(r) for r in rows]
+    return sum(_need(texts, c, verdict_min=False) for c in COLUMNS) + 1
+
+
+def view(rows: list[dict[str, Any]], title: str, width: int | None):
+    """What top prints at `width` (None: every column): the table of the columns that fit, or, where
+    not even NODE and VERDICT fit (a very narrow terminal), one `COLUMN value` line per cell under
+    each node's name, readable at any width."""
+    texts = [cells(r) for r in rows]
+    if width is None or _need(texts, "NODE") + _need(texts, "VERDICT") + 1 <= width:
+        return table(rows, title, width)
+    lines = [title]
+    for text in texts:
+        lines.append(text["NODE"])
+        lines += [f"  {col} {text[col]}" for col in PRIORITY[1:]]
+    return Text("\n".join(lines))
 
 
 def table(rows: list[dict[str, Any]], title: str, width: int | None = None):

@@ -37,6 +37,7 @@ from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.train_config import check_train_config, world_size
 from trainkit.util import resources
+from trainkit.util.nodeargs import http_url
 
 
 @click.command()
@@ -48,8 +49,9 @@ from trainkit.util import resources
 @click.argument("overrides", nargs=-1)
 @click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
 @click.option("--attach", "attach", metavar="RUN", shell_complete=complete.run_ids,
-              help="Re-attach to a running RUN (stream, wait, fetch).")
+              callback=lambda ctx, p, v: _run_id(v, "--attach"), help="Re-attach to a running RUN (stream, wait, fetch).")
 @click.option("--resume", "resume", metavar="RUN", shell_complete=complete.run_ids,
+              callback=lambda ctx, p, v: _run_id(v, "--resume"),
               help="Continue RUN from its newest checkpoint.")
 @click.option("--force", is_flag=True, help="With --resume: accept a changed config.")
 @click.option("--recover", "recover_", is_flag=True, help="Keep the job going through reclaims until it completes.")
@@ -60,7 +62,8 @@ from trainkit.util import resources
               help="Seconds before the first relaunch; doubles each time (max 900).")
 @click.option("--poll", "poll_s", type=Finite(0.2, 3600), default=2.0, show_default=True,
               help="Seconds between looks at the nodes.")
-@click.option("--notice-url", help="Spot-termination metadata URL the nodes poll (default: the "
+@click.option("--notice-url", callback=lambda ctx, param, url: url if url is None else http_url(url, "--notice-url"),
+              help="Spot-termination metadata URL the nodes poll, http:// or https:// (default: the "
               "cloud's, when spot is on).")
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 @click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "
@@ -173,6 +176,14 @@ def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> dict:
                             fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
                                 f"trainkit cancel {spec} {run_dir.name}") from None
     return result
+
+
+def _run_id(value: str | None, option: str) -> str | None:
+    """A RUN value as given; InputError for an empty one (`--resume ""` started a new run)."""
+    if value is not None and not value.strip():
+        raise InputError(f"{option} {value!r}: not a run id (empty)",
+                         fix=f"give a run id as `trainkit runs SPEC` lists it, e.g. {option} digits-20260101-120000")
+    return value
 
 
 def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:

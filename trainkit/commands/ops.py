@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from trainkit import errors
+from trainkit import clouds, errors
 from trainkit.cluster import lifecycle
 from trainkit.commands.options import (
     FORMATS,
@@ -73,6 +73,7 @@ def plan(spec, workdir, price_file, fmt, out_file, detailed_exitcode, upgrade_im
         raise InputError(f"--out {out_file} is the spec or price file; the review would overwrite it",
                          fix="write the review to another file, e.g. --out review.md")
     cluster, ws = load(spec, workdir, price_file, warn=True)
+    refuse_upgrade_image(cluster, upgrade_image)
     with ws.lock("plan"):
         rev = lifecycle.plan(cluster, ws, upgrade_image=upgrade_image)
     text = {"text": to_text, "markdown": to_markdown,
@@ -114,6 +115,7 @@ def apply(spec, workdir, price_file, yes, no_provision, upgrade_image, allow_sto
     """
 
     cluster, ws = load(spec, workdir, price_file, warn=True)
+    refuse_upgrade_image(cluster, upgrade_image)
     apply_cluster(cluster, ws, yes, provision=not no_provision, upgrade_image=upgrade_image, fmt=fmt,
                   allow_storage_loss=allow_storage_loss)
 
@@ -298,3 +300,9 @@ def ssh(spec, workdir, node, fmt):
     os.execvp("ssh", ssh_argv(hosts[name]))
 
 
+def refuse_upgrade_image(cluster, upgrade_image: bool) -> None:
+    """InputError (exit 2) for --upgrade-image on a target without an image to upgrade."""
+    if upgrade_image and not clouds.is_cloud(cluster.spec.cloud):
+        raise InputError(f"--upgrade-image does nothing on {cluster.spec.cloud}: it replaces cloud nodes "
+                         f"onto a new image, and serves the cloud targets ({', '.join(clouds.terraform_targets())})",
+                         fix="drop --upgrade-image")

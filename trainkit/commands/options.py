@@ -167,6 +167,7 @@ def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bo
         for warning in cluster.warnings:
             progress.info(f"warning: {warning}")
     ws = Workspace.for_cluster(cluster.name, workdir)
+    ws.check_runs_dir()  # runs/ a file: named here, not "no runs yet" or a crash in a listing
     if clouds.is_cloud(cluster.spec.cloud):  # `zone:`/`type:` lists: where the last apply came up
         cluster = failover.remembered(cluster, ws)
     return cluster, ws

@@ -3,7 +3,6 @@ configs) and `docs` (the guides shipped with trainkit)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import click
@@ -14,8 +13,8 @@ from trainkit.commands import complete
 from trainkit.commands.options import dump_json, format_option
 from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.schema import load_spec
+from trainkit.util.resources import copy_examples, example_files
 from trainkit.util.resources import docs as shipped_docs
-from trainkit.util.resources import example_files
 from trainkit.util.resources import examples as shipped
 
 
@@ -120,11 +119,7 @@ def examples(copy_to: str | None, fmt: str) -> None:
         click.echo("also: " + ", ".join(f"{name}/" for name in others) + " (a custom training script, CI pipelines)")
     if copy_to:
         try:
-            for rel, path in example_files().items():
-                dest = Path(copy_to) / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if not dest.exists():
-                    shutil.copy2(path, dest)
+            copy_examples(Path(copy_to))
         except OSError as err:
             raise InputError(f"--copy {copy_to}: cannot copy there ({err.strerror}: {err.filename})",
                              fix="choose a folder you can write, whose parents are folders, not files") from None

@@ -8,9 +8,10 @@ import time
 import click
 from rich.console import Console
 from rich.live import Live
+from rich.text import Text
 
 from trainkit.cluster.doctor import busbw_line, last_report, node_busbw
-from trainkit.cluster.top import collect, nodes_from_inventory, table
+from trainkit.cluster.top import collect, full_width, nodes_from_inventory, view
 from trainkit.commands.options import (
     Finite,
     format_option,
@@ -20,6 +21,7 @@ from trainkit.commands.options import (
     spec_argument,
     workdir_option,
 )
+from trainkit.errors import InputError
 from trainkit.provision.inventory import load_inventory
 
 
@@ -50,7 +52,11 @@ def top(spec, workdir, once, fmt, interval, wide):
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
     nodes = nodes_from_inventory(load_inventory(ws.inventory_yml))
-    report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
+    try:
+        report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
+    except InputError as err:  # only shown here: say so, and watch the nodes all the same
+        click.echo(f"warning: {err.message} (ignored)\n  fix: {err.fix}", err=True)
+        report = None
     doctor = busbw_line(report)
     busbw = node_busbw(report)
     if once:
@@ -58,9 +64,9 @@ def top(spec, workdir, once, fmt, interval, wide):
         if as_json:
             click.echo(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         else:
-            console = Console()
-            console.print(table(rows, _title(f"{cluster.name}: {len(rows)} node(s)", doctor),
-                                None if wide else console.width))
+            console = _console(wide, rows)
+            console.print(view(rows, _title(f"{cluster.name}: {len(rows)} node(s)", doctor),
+                               None if wide else console.width))
         return
     _live(cluster.name, nodes, interval, as_json, wide, doctor, busbw)
 
@@ -68,6 +74,17 @@ def top(spec, workdir, once, fmt, interval, wide):
 def with_busbw(rows: list[dict], busbw: dict[str, float]) -> list[dict]:
     """Each row with `doctor_busbw_gbs`: its node's best-pair busbw in the last doctor run (or None)."""
     return [{**r, "doctor_busbw_gbs": busbw.get(r["node"])} for r in rows]
+
+
+def _console(wide: bool, rows: list[dict]) -> Console:
+    """The console top prints on: the terminal's width (80 where it says 0 or less: COLUMNS=0
+    printed nothing), and with --wide at least the table's full width."""
+    width = Console().width
+    width = width if width > 0 else DEFAULT_WIDTH
+    return Console(width=max(width, full_width(rows)) if wide else width)
+
+
+DEFAULT_WIDTH = 80  # rich's own default where no terminal width is known
 
 
 def _title(head: str, doctor: str | None) -> str:
@@ -81,12 +98,15 @@ def _live(name, nodes, interval, as_json, wide, doctor, busbw) -> None:
         while True:
             click.echo(json.dumps(json_safe(with_busbw(collect(nodes), busbw)), allow_nan=False))
             time.sleep(max(0.0, interval - 1))
-    with Live(table([], f"{name}: sampling..."), auto_refresh=False) as live:
-        width = None if wide else live.console.width
+    console = _console(wide, [])
+    with Live(Text(f"{name}: sampling..."), auto_refresh=False, console=console) as live:
+        width = None if wide else console.width
         try:
             while True:
                 rows = collect(nodes)
-                live.update(table(rows, _title(f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
+                if wide:  # as wide as the table, whatever the terminal: no cell cut to an ellipsis
+                    console.width = max(console.width, full_width(rows))
+                live.update(view(rows, _title(f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
                                                "(Ctrl-C to quit)", doctor), width), refresh=True)
                 time.sleep(max(0.0, interval - 1))
         except KeyboardInterrupt:

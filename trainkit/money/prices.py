@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ import yaml
 
 from trainkit import clouds
 from trainkit.catalog import load_catalog, prices_dir
-from trainkit.errors import InputError
+from trainkit.clouds.credentials import describe_sets, presence
+from trainkit.errors import CredentialsError, InputError
 from trainkit.util.dist import pip_install
 from trainkit.workspace import write_atomic
 
@@ -45,9 +47,19 @@ def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: s
     if unknown:
         raise InputError(f"--types: not {cloud} catalog types: {', '.join(unknown)}",
                          fix=f"see `trainkit catalog --cloud {cloud}`")
+    require_credentials(cloud)
     fetched = adapter(cloud).fetch(region, wanted, endpoint=endpoint, zone=zone,
                                    image=catalog.defaults.get("image"))
     return write(cloud, region, fetched, now or dt.datetime.now(dt.timezone.utc))
+
+
+def require_credentials(cloud: str) -> None:
+    """CredentialsError (exit 13) naming the cloud's variables when none of its credential sets is
+    present (the SDKs fail later, each its own way, some with a traceback); names only, no value."""
+    room = clouds.get(cloud)
+    if not presence(room, os.environ, Path.home())["provider"]["ok"]:
+        raise CredentialsError(f"prices refresh --cloud {cloud}: no {room.title} credentials in the environment",
+                               fix=f"set {describe_sets(room.credentials)}; `trainkit check SPEC` lists what is set")
 
 
 def write(cloud: str, region: str, fetched: dict[str, Any], when: dt.datetime) -> Path:

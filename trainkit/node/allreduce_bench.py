@@ -42,14 +42,19 @@ def time_group(dist, torch, group, buf, iters: int, warmup: int, sync) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The bench's options (trainkit passes each value as `--opt=value`, one word)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     ap.add_argument("--bytes", type=int, default=16 * 2**20)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--pairs", default="")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
 
     import torch
     import torch.distributed as dist

@@ -155,12 +155,17 @@ def probe(data: str, shared_path: str | None, tag: str, mark: str, data_on_deman
     return row
 
 
-if __name__ == "__main__":
+def parser() -> argparse.ArgumentParser:
+    """The probe's options (trainkit passes each value as `--opt=value`, one word)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="/")
     ap.add_argument("--shared", default=None)
     ap.add_argument("--tag", default="probe")
     ap.add_argument("--mark", default=socket.gethostname())
     ap.add_argument("--data-on-demand", action="store_true", help="--data is a folder the job creates")
-    args = ap.parse_args()
+    return ap
+
+
+if __name__ == "__main__":
+    args = parser().parse_args()
     print(json.dumps(probe(args.data, args.shared, args.tag, args.mark, args.data_on_demand)))

@@ -425,7 +425,10 @@ def hard_stop(state_file: str) -> int:
     return len(killed)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(options, the job's argv): options before the first `--`, the job after it. trainkit passes
+    every value as `--opt=value` (one word), so no value is read as an option or as the `--`; a
+    --notice-url that is not http(s):// exits 2 here too (the control side refuses it first)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("state_file")
     parser.add_argument("--hard-stop", action="store_true",
@@ -438,16 +441,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notice-ttl-header", help="Header carrying the token's TTL in the PUT.")
     parser.add_argument("--notice-token-header", help="Header carrying the token in each GET.")
     parser.add_argument("--notice-token-ttl", type=int, default=TOKEN_TTL_S, help="Token TTL, seconds.")
-    argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)
     args, job = parser.parse_args(argv[:cut]), argv[cut + 1:]
     if args.notice_token_url and not (args.notice_ttl_header and args.notice_token_header):
         parser.error("--notice-token-url needs --notice-ttl-header and --notice-token-header (the cloud room's)")
+    for url in (args.notice_url, args.notice_token_url):
+        if url is not None and not url.startswith(("http://", "https://")):
+            parser.error(f"{url!r} is not an http:// or https:// URL")
+    if not job and not args.hard_stop:
+        parser.error("give the job's command after --")
+    return args, job
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, job = parse(sys.argv[1:] if argv is None else argv)
     if args.hard_stop:
         print(f"killed {hard_stop(args.state_file)} processes")
         return 0
-    if not job:
-        parser.error("give the job's command after --")
     sup = Supervisor(args.state_file, job, args.status_file, args.exit_file)
     if args.notice_url:
         notices = Notices(args.notice_url, args.notice_token_url, args.notice_ttl_header,

@@ -349,7 +349,11 @@ def _training_vars(cluster: Cluster, ws: Workspace) -> dict:
 
 
 def load_inventory(path: Path) -> dict[str, Any]:
-    """inventory.yml parsed, in the shape trainkit.provision.inventory writes; InputError naming the file."""
+    """inventory.yml parsed, in the shape trainkit.provision.inventory writes; InputError naming the
+    file (a missing one: the cluster was not applied from this workspace, not a file edited by hand)."""
+    if not path.exists():
+        raise InputError(f"{path}: no inventory here: the cluster has not been applied from this workspace",
+                         fix="run `trainkit apply SPEC` first (it writes the inventory)")
     try:
         inventory = yaml.safe_load(path.read_text())
         inventory_hosts(inventory)

@@ -27,6 +27,7 @@ from trainkit.provision.playbook import run_playbook
 from trainkit.runs import launch, lock, remote
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import Cluster
+from trainkit.util.nodeargs import http_url
 from trainkit.workspace import Workspace
 
 PROBE_TIMEOUT_S = 15      # one `true` over ssh (ConnectTimeout 5 s, reach.Node) and a margin
@@ -56,8 +57,8 @@ def unreachable(nodes: list[reach.Node]) -> list[str]:
 
 def notice_url(cluster: Cluster, configured: str | None) -> str | None:
     """The spot-termination URL to poll: --notice-url, else the cloud room's when spot is on."""
-    if configured:
-        return configured
+    if configured is not None:
+        return http_url(configured, "--notice-url")  # InputError for anything but http(s)://host
     if cluster.spec.spot.enabled:
         return clouds.get(cluster.spec.cloud).spot_notice_url
     return None

@@ -33,6 +33,7 @@ from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.provision.reach import Node
 from trainkit.runs.record import Job
 from trainkit.runs.remote import Layout
+from trainkit.util.nodeargs import http_url, option
 
 SUPERVISOR = Path(__file__).parents[1] / "node" / "supervise.py"
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
@@ -160,9 +161,10 @@ def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int
         argv += ["--nnodes", str(len(nodes)), "--node-rank", str(node.rank), "--rdzv-backend", "c10d",
                  "--rdzv-endpoint", "$TRAINKIT_RDZV_ENDPOINT", "--rdzv-id", f"{lay.run_id}-a{attempt}",
                  "--local-addr", "$TRAINKIT_PRIVATE_IP"]
+    # the overrides after `--`: `trainkit run` (click) reads them as KEY=VALUE words, never options
     argv += ["--nproc-per-node", "$TRAINKIT_GPUS_PER_NODE", "-m", "trainkit", "run",
              f"{lay.node_dir(node.rank)}/config.yaml", f"run_dir={lay.run_dir}",
-             f"checkpoint.dir={lay.checkpoint_dir}", "resume=true", *job.overrides]
+             f"checkpoint.dir={lay.checkpoint_dir}", "resume=true", "--", *job.overrides]
     words = [a if a.startswith("$TRAINKIT_") else q(a) for a in argv]
     # SIGTERM reaches torchrun through the process group, and torchrun forwards it to the ranks,
     # giving them 30 s to checkpoint before SIGKILL (pytorch PR #61602); the engine writes
@@ -211,8 +213,11 @@ def workdir_files(folder: Path, extra_excludes: tuple[str, ...] = ()) -> list[Pa
     for p in folder.rglob("*"):  # stops at the bound, before a whole disk is walked
         if skip(p.relative_to(folder)) or p.is_symlink() or not (p.is_file() or p.is_dir()):
             continue
+        try:
+            sizes[p] = p.stat().st_size if p.is_file() else 0
+        except OSError:  # gone since it was listed
+            continue
         files.append(p)
-        sizes[p] = p.stat().st_size if p.is_file() else 0
         if sum(sizes.values()) > MAX_WORKDIR_BYTES:
             _too_big(folder, sizes)
     return sorted(files)
@@ -246,13 +251,14 @@ def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, 
     nd = lay.node_dir(node.rank)
     py = q(str(node.vars.get("trainkit_node_python", "python3")))
     status = f"{lay.run_dir}/summary.json" if engine else f"{nd}/status"
-    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), "--status-file", status,
-           "--exit-file", lay.exit_file(node.rank, attempt)]
+    sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), option("status-file", status),
+           option("exit-file", lay.exit_file(node.rank, attempt))]
     if notice_url:
-        sup += ["--notice-url", notice_url, "--notice-poll", str(notice_poll)]
+        sup += [option("notice-url", http_url(notice_url, "--notice-url")), option("notice-poll", notice_poll)]
         if notice_token:
-            sup += ["--notice-token-url", notice_token.url, "--notice-ttl-header", notice_token.ttl_header,
-                    "--notice-token-header", notice_token.token_header]
+            sup += [option("notice-token-url", http_url(notice_token.url, "notice token URL")),
+                    option("notice-ttl-header", notice_token.ttl_header),
+                    option("notice-token-header", notice_token.token_header)]
     sup_cmd = py + " " + " ".join(q(a) for a in sup) + " -- bash " + q(f"{nd}/launch.sh")
     unit = q(f"trainkit-{lay.run_id}-node-{node.rank}-a{attempt}")
     out = q(f"{lay.run_dir}/logs/supervisor-node-{node.rank}.log")

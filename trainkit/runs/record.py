@@ -24,18 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainkit import records
 from trainkit.errors import InputError
-from trainkit.staging.section import load_section
+from trainkit.runs import launch_keys as keys
 from trainkit.train.config import LAUNCH_KEYS
 from trainkit.util import yamlload
 from trainkit.workspace import write_atomic
 
 # Grammars are whole-string: always fullmatch (re.match(...$) also accepts a final newline).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # POSIX.1-2017 8.1, portable names
-# What one argv/environment string may hold: no NUL (execve ends the string there), and Linux's
-# MAX_ARG_STRLEN (32 pages = 128 KiB) per string.
-ARG_STRLEN_MAX = 128 * 1024
+OVERRIDE_RE = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*=.*", re.DOTALL)  # train overrides: KEY=VALUE, KEY dotted names
 # Keys of a train config that belong to the launcher, not to the engine (docs/runs.md).
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -76,119 +74,29 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     data = yamlload.load_file(path, "train config") or {}  # bounded aliases, duplicate keys refused
     if not isinstance(data, dict):
         raise InputError(f"{path}: a train config is a mapping of keys to values")
-    for item in overrides:
-        if "=" not in item:
-            raise InputError(f"override {item!r} is not key=value", fix="write it like epochs=3")
+    for item in overrides:  # a key is dotted names: never an option (`--help=x`) on the node's argv
+        if not OVERRIDE_RE.fullmatch(item):
+            raise InputError(f"override {item!r} is not key=value (the key: names joined by '.')",
+                             fix="write it like epochs=3 or checkpoint.keep=2")
+        if item.split("=", 1)[0].split(".")[0] in LAUNCH_KEYS:  # not "unknown key": a key read before launch
+            raise InputError(f"override {item!r}: {item.split('=', 1)[0]} is a key of the train config that "
+                             "trainkit reads to launch the run, so it cannot be overridden on the command line",
+                             fix=f"set it in {path}")
     launch = {k: data.pop(k) for k in LAUNCH_KEYS if k in data}
     name = launch.get("name", path.stem)
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InputError(f"{path}: name: {name!r} is not a run name",
                          fix="letters, digits, '.', '_' and '-', at most 63 characters")
-    command, setup = _text(path, launch, "command"), _text(path, launch, "setup")
+    command, setup = keys.text(path, launch, "command"), keys.text(path, launch, "setup")
     if command is None and any(k in launch for k in ("workdir", "setup", "excludes")):
         raise InputError(f"{path}: workdir/setup need a `command:` (the built-in engine ships with trainkit)")
     if command is not None and overrides:
         raise InputError(f"overrides {list(overrides)} apply to the built-in engine, not to `command:`",
                          fix=f"edit {path} (or pass arguments inside `command:`)")
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
-               workdir=_workdir(path, launch.get("workdir")), setup=setup, env=_env(path, launch.get("env")),
-               excludes=_string_list(path, "excludes", launch.get("excludes")),
-               stage=_stage(path, launch.get("stage")), elastic=_elastic(path, launch.get("recover"), command))
-
-
-def _elastic(path: Path, value: Any, command: str | None) -> bool:
-    """`recover: {elastic: true|false}` (default false); InputError naming the field otherwise.
-    Only the built-in engine resumes at another world size (it reshards its checkpoints and keeps
-    the global batch): a `command:` job cannot be elastic."""
-    if value is None:
-        return False
-    if not isinstance(value, dict) or set(value) - {"elastic"}:
-        raise InputError(f"{path}: recover: expected {{elastic: true}} or {{elastic: false}}, got {value!r}",
-                         fix="recover.elastic is the only key of recover:")
-    elastic = value.get("elastic", False)
-    if not isinstance(elastic, bool):
-        raise InputError(f"{path}: recover.elastic: expected true or false, got {elastic!r}")
-    if elastic and command is not None:
-        raise InputError(f"{path}: recover.elastic: only the built-in engine resumes at another world size",
-                         fix="remove recover.elastic, or run the job with the built-in engine (no `command:`)")
-    return elastic
-
-
-def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
-    """A list of strings; InputError for one string (it was read character by character)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
-        raise InputError(f"{path}: {key}: expected a list ([a, b], or one '- item' per line), got {value!r}",
-                         fix=f"write {key}: [{value!r}]" if isinstance(value, str) else None)
-    return tuple(str(v) for v in value)
-
-
-def _stage(path: Path, value: Any) -> Any:
-    """The job's `stage:` section (the fields of the spec's `data:`), or None when absent/empty."""
-    if value is None:
-        return None
-
-    section = load_section(value, f"{path}: stage")
-    return section if section.sources else None
-
-
-def _text(path: Path, launch: dict, key: str) -> str | None:
-    value = launch.get(key)
-    if value is None:
-        return None
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        value = "\n".join(value)
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{path}: {key}: give a shell command (a string or a list of lines)")
-    return value
-
-
-def _workdir(path: Path, value: Any) -> Path | None:
-    if value is None:
-        return None
-    folder = (path.parent / str(value)).resolve()
-    if not isinstance(value, str) or not folder.is_dir():
-        raise InputError(f"{path}: workdir: {value!r} is not a folder",
-                         fix="a path relative to the config file, e.g. workdir: .")
-    return folder
-
-
-FAULT_HOOK_PREFIX = "TRAINKIT_FAULT_"
-
-
-def _env(path: Path, value: Any) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: env: give a mapping NAME: value")
-    out = {}
-    for key, val in value.items():
-        if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
-            raise InputError(f"{path}: env: {key!r} is not an environment variable name")
-        # TRAINKIT_* are the launch environment trainkit sets (docs/runs.md); the engine's fault
-        # hooks (TRAINKIT_FAULT_*, README: test only) are read, never set, by trainkit
-        if key.startswith("TRAINKIT_") and not key.startswith(FAULT_HOOK_PREFIX):
-            raise InputError(f"{path}: env.{key}: TRAINKIT_* variables are set by trainkit",
-                             fix="rename the variable (TRAINKIT_RUN_ID, TRAINKIT_CHECKPOINT_DIR ... are in every "
-                                 "job's environment already: docs/runs.md)")
-        if isinstance(val, (dict, list)) or val is None:
-            raise InputError(f"{path}: env.{key}: give a string or number")
-        out[key] = check_env_value(path, key, str(val))
-    return out
-
-
-def check_env_value(path: Path, key: str, value: str) -> str:
-    """`value` when the OS can pass it as `KEY=value`; InputError naming env.KEY otherwise."""
-    if "\0" in value:
-        raise InputError(f"{path}: env.{key}: the value holds a NUL character, which no program "
-                         "can receive in its environment", fix="remove it from the value")
-    size = len(f"{key}={value}".encode())
-    if size > ARG_STRLEN_MAX:
-        raise InputError(f"{path}: env.{key}: the value is {size} bytes; the OS passes at most "
-                         f"{ARG_STRLEN_MAX} bytes per variable (Linux MAX_ARG_STRLEN)",
-                         fix="put large values in a file the job reads, and give its path in env")
-    return value
+               workdir=keys.workdir(path, launch.get("workdir")), setup=setup, env=keys.env(path, launch.get("env")),
+               excludes=keys.string_list(path, "excludes", launch.get("excludes")),
+               stage=keys.stage(path, launch.get("stage")), elastic=keys.elastic(path, launch.get("recover"), command))
 
 
 def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
@@ -202,34 +110,40 @@ def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
 
 
 def read_record(run_dir: Path) -> dict[str, Any]:
-    """run.json as a dict; {} when it is missing or unreadable (listings show such a run as unknown)."""
+    """run.json as written (checked against records.RunRecord); {} when it is missing or damaged
+    (listings show such a run as unreadable; check_record says what is wrong)."""
     try:
-        record = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+        return records.load_dict(run_dir / "run.json", records.RunRecord, "") or {}
+    except InputError:
         return {}
-    return record if isinstance(record, dict) else {}
 
 
 def check_record(run_dir: Path) -> None:
-    """InputError naming run.json when a run that is about to be attached, resumed, read or
-    cancelled has a record trainkit cannot use (truncated or edited): acting on it would start
-    the attempts over and overwrite the record."""
-    record = read_record(run_dir)
-    if not isinstance(record.get("config"), str) or not isinstance(record.get("attempts", []), list):
-        raise InputError(f"{run_dir / 'run.json'}: the run's record is unreadable or incomplete "
-                         "(truncated or edited by hand)",
-                         fix=f"restore run.json from a backup, or start a new run with `trainkit train`; "
-                             f"this run's logs and results stay in {run_dir}")
+    """InputError naming run.json and what is wrong with it when a run that is about to be
+    attached, resumed, read or cancelled has a record trainkit cannot use (truncated, edited, a
+    field of the wrong type, a newer trainkit's): acting on it would start the attempts over and
+    overwrite the record."""
+    fix = (f"restore run.json from a backup, or start a new run with `trainkit train`; "
+           f"this run's logs and results stay in {run_dir}")
+    path = run_dir / "run.json"
+    try:
+        record = records.load(path, records.RunRecord, fix, required=True)
+    except InputError as err:
+        raise InputError(f"{path}: the run's record is unreadable or incomplete: "
+                         f"{err.message.removeprefix(f'{path}: ')}", fix=err.fix) from None
+    if record.config is None:
+        raise InputError(f"{path}: the run's record is unreadable or incomplete (no config in it: "
+                         "truncated or edited by hand)", fix=fix)
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / "run.json", json.dumps(record, indent=2, sort_keys=True))
+    write_atomic(run_dir / "run.json", records.dump(record, indent=2, sort_keys=True))
 
 
 def event(run_dir: Path, kind: str, **data: Any) -> dict[str, Any]:
     """Append one event to run_dir/events.jsonl; returns it."""
-    entry = {"time": round(time.time(), 3), "event": kind, **data}
+    entry = {"time": round(time.time(), 3), "event": kind, **data, "version": records.VERSION}
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "events.jsonl", "a") as f:
         f.write(json.dumps(entry, sort_keys=True) + "\n")
@@ -246,8 +160,11 @@ def read_events(run_dir: Path) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and "event" in entry:
-            out.append(entry)
+        try:  # a line of another shape (edited, a newer trainkit's) is skipped the same way
+            records.check(entry, path, records.Event, "")
+        except InputError:
+            continue
+        out.append(entry)
     return out
 
 
@@ -320,17 +237,20 @@ def check_resume(record: dict[str, Any], job: Job, force: bool) -> None:
                          fix="start a new run (drop --resume), or pass --force to resume anyway")
 
 
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """The run's summary.json as written (checked against records.Summary); {} when it is absent
+    or damaged (the job killed mid-write): a run is listed and closed without it."""
+    try:
+        return records.load_dict(run_dir / "summary.json", records.Summary, "") or {}
+    except InputError:
+        return {}
+
+
 def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, Any]:
     """One row of `trainkit runs`: id, status, step, best metric, wall time (from the record,
     the fetched summary.json and, while running, the `live` node states)."""
     record = read_record(run_dir)
-    summary = {}
-    if (run_dir / "summary.json").is_file():
-        try:
-            summary = json.loads((run_dir / "summary.json").read_text())
-        except ValueError:
-            pass
-    summary = summary if isinstance(summary, dict) else {}
+    summary = read_summary(run_dir)
     live = live or {}
     status = live.get("status") or record.get("status") or (
         "unknown" if record or not (run_dir / "run.json").exists() else "unreadable")

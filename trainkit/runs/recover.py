@@ -15,12 +15,12 @@ Every step is an event in runs/<id>/events.jsonl; summary.json gains a cost ledg
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from trainkit import records
 from trainkit.cluster import doctor
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
@@ -483,13 +483,13 @@ def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise
     if reachable and reachable[0].rank == 0:
         remote.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
     summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    summary = runs.read_summary(run_dir)
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or time.time()
     summary = runs.kept_summary(summary, lay.run_dir, run_dir, status)  # paths and status as runs/<id>/ has them
     summary["cost"] = cost.run_ledger(cluster, record)
     summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
-    write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True))
+    write_atomic(summary_path, records.dump(summary, indent=2, sort_keys=True))
     now = time.time()
     for a in record.get("attempts") or []:
         a["ended_at"] = a.get("ended_at") or now

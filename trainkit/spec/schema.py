@@ -87,7 +87,7 @@ class InstanceSpec(_Model):
     type_candidates: tuple[str, ...] = Field((), description="Set from a list in `type:` (first = preferred)")
     gpu: str | None = Field(None, description="GPU model wanted, e.g. A100 (case-insensitive)")
     gpus_per_node: int | None = Field(None, ge=1, le=16)
-    min_gpu_memory_gb: int | None = Field(None, ge=1, description="Per GPU")
+    min_gpu_memory_gb: int | None = Field(None, ge=1, le=1024, description="Per GPU")
 
     @model_validator(mode="before")
     @classmethod
@@ -104,7 +104,7 @@ class InstanceSpec(_Model):
 
 class SpotSpec(_Model):
     enabled: bool = False
-    max_price: float | None = Field(None, gt=0, description="Per node-hour; empty = up to on-demand")
+    max_price: float | None = Field(None, gt=0, le=1e6, description="Per node-hour; empty = up to on-demand")
     fallback: Literal["none", "on_demand"] = Field(
         "none", description="on_demand: when the cloud refuses spot capacity for every zone/type "
                             "candidate at apply, try them again on-demand (each attempt is reviewed)")
@@ -134,7 +134,7 @@ class DataDiskSpec(_Model):
 class NasSpec(_Model):
     enabled: bool = False
     type: str | None = None
-    size_gb: int | None = Field(None, ge=1)
+    size_gb: int | None = Field(None, ge=1, le=1_048_576)
     mount_point: str = "/mnt/shared"
 
     @field_validator("mount_point")
@@ -282,7 +282,7 @@ class LaunchSpec(_Model):
 
 
 class BudgetSpec(_Model):
-    max_per_hour: float | None = Field(None, gt=0, description="Whole cluster, catalog currency")
+    max_per_hour: float | None = Field(None, gt=0, le=1e6, description="Whole cluster, catalog currency")
 
 
 class ClusterSpec(_Model):
@@ -398,6 +398,11 @@ def _target_problems(s: ClusterSpec) -> list[str]:
     else:
         if s.spot.enabled:
             out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")
+        served = ", ".join(clouds.terraform_targets())
+        for field, given in (("region", s.region), ("zone", s.zone or s.zone_candidates or s.zone_auto),
+                             ("spot.fallback", s.spot.fallback != "none"), ("spot.max_price", s.spot.max_price)):
+            if given:  # accepted and ignored before: say it does nothing here
+                out.append(f"{field}: does nothing on {s.cloud} (it serves the cloud targets: {served}); remove it")
         if s.backend.type != "local":
             out.append(f"backend.type: {s.cloud} has no terraform state; remove `backend`")
         if s.endpoints:

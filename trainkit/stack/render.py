@@ -32,6 +32,7 @@ from trainkit import clouds
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, module_variables
 from trainkit.util import resources
+from trainkit.util.links import link_below, refuse_link
 from trainkit.workspace import write_atomic
 
 # The root stack's minimum Terraform: the s3 backend's `use_lockfile` (S3-native state locking)
@@ -206,14 +207,19 @@ def write_files(files: dict[str, str], terraform_dir: str | Path) -> list[Path]:
     """Write `files` under `terraform_dir`; delete files only an earlier render wrote.
 
     Returns the written paths. Terraform state, `.terraform/` and other files are never touched;
-    unchanged files are not rewritten (their mtime stays).
+    unchanged files are not rewritten (their mtime stays). InputError (exit 2), writing nothing,
+    when a path it would write goes through a symbolic link (`modules/` linked to the user's own
+    module folder): a link is never written or deleted through.
     """
     root = Path(terraform_dir)
     root.mkdir(parents=True, exist_ok=True)
     manifest = root / MANIFEST
+    for rel in [MANIFEST, *files]:
+        refuse_link(root, rel, "render writes the Terraform stack's files there")
     previous = manifest.read_text().split() if manifest.exists() else []
     for rel in previous:
-        if rel not in files and not rel.startswith("/") and ".." not in Path(rel).parts:
+        if rel not in files and not rel.startswith("/") and ".." not in Path(rel).parts \
+                and link_below(root, rel) is None:
             stale = root / rel
             if stale.is_file():
                 stale.unlink()

@@ -8,6 +8,7 @@ Reads the cloud and the backend; never changes either.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from trainkit import errors
@@ -44,11 +45,7 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
         except TrainkitError as err:
             if err.exit_code == 130:  # Ctrl-C: keep terraform's own message
                 raise
-            raise TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be "
-                                f"read, so nothing was changed: {err.message}",
-                                fix=f"check `backend:` in {cluster.source} (the bucket must exist and your "
-                                    f"credentials must reach it), then run the command again; {err.fix}",
-                                exit_code=phase) from None
+            raise init_failure(cluster, ws, runner.failed_output, err, phase) from None
         outputs = {k: v["value"] for k, v in runner.outputs(phase=phase).items()}
     state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
     key = user_key or state_key or ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
@@ -90,6 +87,42 @@ def _key_in_state(state: dict) -> str | None:
 
 # Rendered only for `terraform init`, which reads the backend block and never the module inputs.
 _INIT_ONLY_KEY = "ssh-ed25519 AAAA-trainkit-init-only"
+
+
+def init_stage(output: str) -> str:
+    """What a failed `terraform init` could not do, from its output: "silent" (it printed nothing),
+    "cli-config" (its CLI configuration has an error), "providers" or "modules" (its first error is
+    about installing them), else "backend" (reaching the state backend, the last thing init does;
+    terraform announces the stages before it runs them, so the headers do not say which failed)."""
+    if not output.strip():
+        return "silent"
+    if "problems with the CLI configuration" in output and "│ Error:" in output.split("\n\n\n")[0]:
+        return "cli-config"
+    first = output.split("\nError: ", 1)[1].split("\n", 1)[0].lower() if "\nError: " in output else ""
+    return "providers" if "provider" in first else "modules" if "module" in first else "backend"
+
+
+def init_failure(cluster: Cluster, ws: Workspace, output: str, err: TrainkitError, phase: int) -> TrainkitError:
+    """The one message for a failed `terraform init`, blaming what failed: the state backend only
+    when terraform was reaching it (a silent terraform or a broken CLI configuration is not the
+    backend's fault)."""
+    stage, config = init_stage(output), os.environ.get("TF_CLI_CONFIG_FILE") or "~/.terraformrc"
+    if stage == "silent":
+        return TrainkitError(f"terraform init failed without printing anything ({err.message.splitlines()[0]})",
+                             fix="check the terraform binary (TRAINKIT_TERRAFORM, else terraform on PATH): "
+                                 "`terraform version` must answer", exit_code=phase)
+    if stage == "cli-config":
+        return TrainkitError(f"terraform's CLI configuration {config} has errors, and terraform init failed: "
+                             f"{err.message}", fix=f"fix {config} or unset TF_CLI_CONFIG_FILE; {err.fix}",
+                             exit_code=phase)
+    if stage == "backend":
+        return TrainkitError(f"the state backend ({backend_description(cluster, ws)}) could not be read, so "
+                             f"nothing was changed: {err.message}",
+                             fix=f"check `backend:` in {cluster.source} (the bucket must exist and your credentials "
+                                 f"must reach it), then run the command again; {err.fix}", exit_code=phase)
+    what = {"providers": "could not install the providers", "modules": "could not load the modules"}.get(stage, "failed")
+    return TrainkitError(f"terraform init {what}, so nothing was changed: {err.message}",
+                         fix=f"check the network or the provider mirror in {config}; {err.fix}", exit_code=phase)
 
 
 def backend_description(cluster: Cluster, ws: Workspace) -> str:

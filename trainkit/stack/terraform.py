@@ -33,6 +33,7 @@ from trainkit.clouds import capacity
 from trainkit.clouds.credentials import explain_failure
 from trainkit.errors import CredentialsError, LockedError, MissingToolError, TrainkitError
 from trainkit.stack.capacity_watch import CapacityWatch
+from trainkit.stack.tfstate import check_state
 
 INSTALL_HINT = ("install Terraform >= 1.10 (https://developer.hashicorp.com/terraform/install) "
                 "and make sure `terraform` is on PATH, or set TRAINKIT_TERRAFORM to its path")
@@ -72,7 +73,7 @@ def terraform_path() -> str:
 def terraform_version(path: str) -> str | None:
     """`terraform version -json`'s terraform_version ("1.11.4"); None when it cannot be read."""
     try:
-        proc = subprocess.run([path, "version", "-json"], capture_output=True, text=True, timeout=30,
+        proc = subprocess.run([path, "version", "-json", "-no-color"], capture_output=True, text=True, timeout=30,
                               env={**os.environ, "CHECKPOINT_DISABLE": "1"})
         return json.loads(proc.stdout).get("terraform_version")
     except (OSError, ValueError, subprocess.SubprocessError, AttributeError):
@@ -80,7 +81,8 @@ def terraform_version(path: str) -> str | None:
 
 
 class TerraformRunner:
-    """Runs terraform in one root-stack folder; every method raises TrainkitError on failure."""
+    """Runs terraform in one root-stack folder; every method raises TrainkitError on failure, and
+    construction too when the folder's local state file is damaged (exit 3, stack/tfstate.py)."""
 
     def __init__(self, workdir: Path, log_path: Path, on_line: Callable[[str], None] | None = None,
                  cloud: str | None = None, placement: tuple[str | None, str | None] = (None, None)):
@@ -89,6 +91,7 @@ class TerraformRunner:
         self.workdir = Path(workdir)
         self.log_path = Path(log_path)
         self.on_line = on_line
+        check_state(self.workdir)  # python-terraform's constructor parses the state file itself
         self.tf = Terraform(working_dir=str(self.workdir), terraform_bin_path=terraform_path())
         self.failed_output = ""  # the whole output of the last command that failed (stack/adopt.py reads it)
 
@@ -117,7 +120,7 @@ class TerraformRunner:
         root_module}}; {} when there is none), read with `terraform state pull`: that starts no
         provider, where `show -json` starts each one for its schema (about 2.4 s of CPU for
         hashicorp/aws on a 2-core machine), so destroy's and status's reads cost a fraction."""
-        res = self._run("state", "pull", phase=phase, quiet=True)
+        res = self._run("state pull", phase=phase, no_color=IsFlagged, quiet=True)
         return show_shape(_json_out(res.output))
 
     def apply_plan(self, plan: Path) -> None:
@@ -129,15 +132,19 @@ class TerraformRunner:
     def outputs(self, phase: int = errors.APPLY) -> dict:
         """`terraform output -json` from the backend's state: `{name: {value, type, sensitive}}`."""
         res = self._run("output", phase=phase, json=IsFlagged, no_color=IsFlagged, quiet=True)
-        return json.loads(res.output or "{}")
+        return _json_out(res.output)
 
     def state_list(self) -> list[str]:
-        """Resource addresses in the state; [] when there is no state yet."""
-        res = self._run("state list", phase=errors.DESTROY, ok=(0, 1), quiet=True)
-        if res.returncode == 1 and "No state file was found" not in res.output:
+        """Resource addresses in the state; [] when there is no state yet (terraform's "No state
+        file was found!", read uncoloured: with colour that line was taken for addresses)."""
+        res = self._run("state list", phase=errors.DESTROY, ok=(0, 1), no_color=IsFlagged, quiet=True)
+        if res.returncode == 1:
+            if "No state file was found!" in res.output:  # and an explanation below it: no addresses
+                return []
             raise TrainkitError(f"terraform state list failed:\n{_tail(res.output)}",
                                 exit_code=errors.DESTROY)
-        return [line for line in res.output.splitlines() if line and not line.startswith("No state")]
+        # stderr is merged in: a warning block (a CLI config it cannot open) is not addresses
+        return [line for line in res.output.splitlines() if _ADDRESS.fullmatch(line)]
 
     def refresh(self) -> None:
         """`terraform apply -refresh-only`: drop from the state what the cloud no longer has."""
@@ -155,7 +162,9 @@ class TerraformRunner:
 
     def _run(self, cmd: str, *args: str, phase: int, ok: tuple[int, ...] = (0,), quiet: bool = False,
              **options) -> Result:
-        """Run one terraform command, streaming stdout+stderr into the log; TrainkitError if rc not in ok."""
+        """Run one terraform command, streaming stdout+stderr into the log; TrainkitError if rc not in ok.
+        A damaged local state file stops it before terraform reads it (exit 3: stack/tfstate.py)."""
+        check_state(self.workdir)
         argv = self.tf.generate_cmd_string(cmd, *args, **options)
         env = command_env()
         lines: list[str] = []
@@ -231,6 +240,11 @@ class TerraformRunner:
                                f"terraform -chdir={self.workdir} force-unlock {lock_id} (log: {self.log_path})")
 
 
+_NAME, _KEY = r"[A-Za-z_][A-Za-z0-9_-]*", r'(\[(\d+|"(?:[^"\\]|\\.)*")\])?'
+# A resource instance address as `terraform state list` prints it (Terraform docs, "Resource Addressing").
+_ADDRESS = re.compile(rf"(module\.{_NAME}{_KEY}\.)*(data\.)?{_NAME}\.{_NAME}{_KEY}")
+
+
 def _json_out(output: str) -> dict:
     """The JSON document of a command's output ({} when there is none). stderr is merged into it,
     and terraform writes its warnings there (a CLI config it cannot open, a deprecated backend
@@ -238,7 +252,13 @@ def _json_out(output: str) -> dict:
     lines = output.splitlines(keepends=True)
     for i, line in enumerate(lines):
         if line.startswith("{"):
-            return json.JSONDecoder().raw_decode("".join(lines[i:]))[0]
+            try:
+                found = json.JSONDecoder().raw_decode("".join(lines[i:]))[0]
+            except ValueError as err:  # cut short, or not terraform's JSON
+                raise TrainkitError(f"terraform printed JSON that cannot be read ({err}): {line[:120].strip()}",
+                                    fix="run the same command with terraform yourself in the workspace's "
+                                        "terraform/ folder to see what it says") from None
+            return found if isinstance(found, dict) else {}
     return {}
 
 

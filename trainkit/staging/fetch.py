@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from trainkit.errors import InputError, TrainkitError
-from trainkit.staging.section import DataSection, Source
+from trainkit.staging.section import DataSection, Source, folder_name
 from trainkit.staging.stores import Remote, open_store
 
 MARKER = ".trainkit-staged.json"
@@ -50,10 +50,6 @@ class StageError(TrainkitError):
 def plan_ranges(size: int, chunk: int) -> list[tuple[int, int]]:
     """Inclusive byte ranges of at most `chunk` bytes covering [0, size)."""
     return [(s, min(s + chunk, size) - 1) for s in range(0, size, chunk)]
-
-
-def folder_name(src: Source) -> str:
-    return src.name or src.url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or "data"
 
 
 def destination(root: Path, src: Source, obj: Remote) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainkit.errors import InputError
 from trainkit.staging.stores import schemes
@@ -68,8 +68,26 @@ class DataSection(BaseModel):
     target: Literal["disk", "nas"] = "disk"
     connections: int = Field(10, ge=1, le=64)
     # 8-16 MB byte ranges: Amazon S3 "Best practices design patterns: optimizing performance".
-    chunk_mb: float = Field(8, gt=0)
+    chunk_mb: float = Field(8, gt=0, le=1024)
     sources: list[Source] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_folder_each(self) -> "DataSection":
+        """Each source unpacks into a folder of its own: two in one folder replace each other's
+        files (an archive's unpack replaces the folders it holds)."""
+        seen: dict[str, int] = {}
+        for i, src in enumerate(self.sources):
+            folder = folder_name(src)
+            if folder in seen:
+                raise ValueError(f"sources {seen[folder]} and {i} both go to the folder {folder!r} under the "
+                                 "data root, and would replace each other's files; give each its own `name:`")
+            seen[folder] = i
+        return self
+
+
+def folder_name(src: Source) -> str:
+    """The folder under the data root that `src` lands in: its `name:`, else the URL's last part."""
+    return src.name or src.url.rstrip("/").rsplit("/", 1)[-1].split("?")[0] or "data"
 
 
 def load_section(raw: Any, where: str = "data") -> DataSection:
@@ -77,5 +95,6 @@ def load_section(raw: Any, where: str = "data") -> DataSection:
     try:
         return DataSection.model_validate(raw or {})
     except ValidationError as err:
-        lines = [f"{where}.{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()]
+        lines = [f"{'.'.join([where, *map(str, e['loc'])])}: {e['msg'].removeprefix('Value error, ')}"
+                 for e in err.errors()]
         raise InputError("\n  ".join(lines), fix="see docs/data.md for the data: section") from None

@@ -35,11 +35,11 @@ class CheckpointConfig(_Section):
 
     dir: str | None = Field(None, min_length=1, description="Checkpoint root; default <run_dir>/checkpoints. "
                                               "Put it on shared storage (NAS) for multi-node resume.")
-    every_n_steps: int | None = Field(None, ge=1, description="Save every N optimizer steps.")
+    every_n_steps: int | None = Field(None, ge=1, le=10**12, description="Save every N optimizer steps.")
     interval: Annotated[float, Field(gt=0)] | Literal["auto"] | None = Field(
         "auto", description="Seconds between saves, or 'auto' (Young/Daly), or null (only end/SIGTERM).")
-    keep: int = Field(3, ge=2, description="Keep the newest N complete checkpoints (>= 2, torchtitan).")
-    mtbf_hours: float = Field(6.0, gt=0, description="Expected time between preemptions of ONE node, "
+    keep: int = Field(3, ge=2, le=1000, description="Keep the newest N complete checkpoints (>= 2, torchtitan).")
+    mtbf_hours: float = Field(6.0, gt=0, le=1e6, description="Expected time between preemptions of ONE node, "
                                                      "for interval 'auto' (divided by the node count).")
     overlap_steps: int | None = Field(1, ge=1, description="Steps a background save may overlap before "
                                       "the loop waits for its commit: a fault loses at most every_n_steps + "
@@ -66,7 +66,7 @@ class FsdpConfig(_Section):
     blocks: list[str] | Literal["auto"] = Field(
         "auto", description="Class names of the modules to shard one by one (e.g. [Block]), or "
                             "'auto': every module holding >= min_block_params parameters of its own.")
-    min_block_params: int = Field(100_000_000, ge=1, description="'auto' block size threshold "
+    min_block_params: int = Field(100_000_000, ge=1, le=10**13, description="'auto' block size threshold "
                                   "(100M: FSDP1 size_based_auto_wrap_policy's default).")
     reshard_after_forward: bool = Field(True, description="Free gathered block parameters after "
                                         "forward (ZeRO-3); false keeps them until backward (ZeRO-2).")
@@ -84,14 +84,14 @@ class TrainConfig(_Section):
     data_args: dict[str, Any] = Field(default_factory=dict, description="Keyword args for the data builder.")
     split: list[float] = Field([0.7, 0.2, 0.1], description="train/val/test fractions when the data "
                                                             "builder returns one Dataset (split_seed).")
-    epochs: int = Field(20, ge=1, description="Epochs to train for.")
-    max_steps: int | None = Field(None, ge=1, description="Stop after this many optimizer steps (tests).")
-    batch: int = Field(64, ge=1, description="GLOBAL batch: samples per optimizer step, all ranks.")
-    micro_batch: int | None = Field(None, ge=1, description="Largest per-rank forward batch (memory bound); "
+    epochs: int = Field(20, ge=1, le=100_000, description="Epochs to train for.")
+    max_steps: int | None = Field(None, ge=1, le=10**12, description="Stop after this many optimizer steps (tests).")
+    batch: int = Field(64, ge=1, le=2**24, description="GLOBAL batch: samples per optimizer step, all ranks.")
+    micro_batch: int | None = Field(None, ge=1, le=2**24, description="Largest per-rank forward batch (memory bound); "
                                                             "null = batch // world_size.")
-    grad_accum: Annotated[int, Field(ge=1)] | Literal["auto"] = Field("auto", description="Micro-steps per optimizer step; "
+    grad_accum: Annotated[int, Field(ge=1, le=65536)] | Literal["auto"] = Field("auto", description="Micro-steps per optimizer step; "
                                                                   "'auto' derives it from micro_batch.")
-    nbs: int = Field(64, ge=1, description="Nominal batch: lr0 is the LR at this global batch.")
+    nbs: int = Field(64, ge=1, le=2**24, description="Nominal batch: lr0 is the LR at this global batch.")
     lr_scaling: Literal["linear", "sqrt", "none"] = Field("linear", description="LR vs batch/nbs "
                                                           "(linear: Goyal et al. 2017).")
     optimizer: Literal["AdamW", "SGD"] = Field("AdamW", description="Optimizer.")
@@ -99,8 +99,8 @@ class TrainConfig(_Section):
     lrf: float = Field(0.01, gt=0, le=1, description="Final LR = lr * lrf.")
     cos_lr: bool = Field(False, description="Cosine decay after warmup (else linear, YOLOv8 default).")
     momentum: float = Field(0.937, ge=0, lt=1, description="SGD momentum / AdamW beta1 (YOLOv8).")
-    weight_decay: float = Field(5e-4, ge=0, description="Weight decay (YOLOv8 default 5e-4).")
-    warmup_epochs: float = Field(1.0, ge=0, description="Linear warmup length in epochs (see schedule.py).")
+    weight_decay: float = Field(5e-4, ge=0, le=1, description="Weight decay (YOLOv8 default 5e-4).")
+    warmup_epochs: float = Field(1.0, ge=0, le=100_000, description="Linear warmup length in epochs (see schedule.py).")
     grad_clip: float | None = Field(10.0, gt=0, description="Max grad norm (Ultralytics uses 10.0).")
     amp: bool = Field(True, description="Mixed precision (autocast, the same for 1 process, DDP and "
                                         "FSDP). The dtype comes from `amp_dtype`.")
@@ -109,7 +109,7 @@ class TrainConfig(_Section):
                             "has native bf16 (AVX512-BF16/AMX), else fp32 (logged). bf16: bf16 "
                             "autocast everywhere (on a CPU without native bf16 it is emulated, "
                             "slower, same numbers). fp16: GPU only, with GradScaler.")
-    workers: Annotated[int, Field(ge=0)] | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
+    workers: Annotated[int, Field(ge=0, le=64)] | Literal["auto"] = Field("auto", description="DataLoader workers per rank; 'auto' = "
                                            "0 for in-memory datasets, else the fastest count measured "
                                            "at start-up (trainkit/train/workers.py).")
     # le: torch seeds are 64-bit unsigned, and the sampler seeds seed + epoch (2**63 leaves room)
@@ -129,7 +129,7 @@ class TrainConfig(_Section):
                                                    "summary.json, plots and model.onnx go.")
     resume: bool | Annotated[str, Field(min_length=1)] = Field(True, description="true: newest complete checkpoint in checkpoint.dir "
                                                  "if any; false: start fresh; a path: that checkpoint.")
-    log_every: int = Field(10, ge=1, description="Steps per metrics.jsonl step record (window means).")
+    log_every: int = Field(10, ge=1, le=10**9, description="Steps per metrics.jsonl step record (window means).")
     tensorboard: bool = Field(True, description="Write TensorBoard events to <run_dir>/tb if installed.")
     plot: bool = Field(True, description="Write <run_dir>/curves.png at the end (matplotlib).")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)

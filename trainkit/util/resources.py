@@ -9,15 +9,19 @@ used. Nothing here depends on the current folder.
     source_tree()        -> Path|None the repository root when running from a checkout
     data_path(*parts)    -> Path      a path under it (MissingToolError when absent: a broken install)
     examples()           -> dict      {"clusters": {name: Path}, "train": {name: Path}}
+    copy_examples(dest)  -> list      copy them under dest (`examples --copy`), never through a link
     train_config(value)  -> Path      a file path, or the name of a built-in training config
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from importlib import resources
 from pathlib import Path
 
 from trainkit.errors import InputError, MissingToolError
+from trainkit.util.links import refuse_link
 
 DATA_FOLDERS = ("terraform", "templates", "ansible", "examples", "docs")
 DEFAULT_TRAIN_CONFIG = "digits"   # examples/train/digits.yaml, shipped with the package
@@ -60,6 +64,27 @@ def example_files() -> dict[str, Path]:
     root = data_root() / "examples"
     return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
             if p.is_file() and "__pycache__" not in p.parts}
+
+
+def copy_examples(dest: Path) -> list[str]:
+    """Copy every example file (example_files) under `dest`, keeping files already there; returns
+    the paths copied. InputError (exit 2), before writing that file, when a link lies on its path
+    below `dest` (a dangling `dest/clusters/local.yaml` would be written through to where it
+    points); the file is created with O_EXCL, which never follows a link either. OSError passes."""
+    copied = []
+    for rel, src in example_files().items():
+        refuse_link(dest, rel, "`examples --copy` would write an example there")
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue  # the user's copy is kept
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as data:
+            shutil.copyfileobj(data, out)
+        shutil.copystat(src, target)
+        copied.append(rel)
+    return copied
 
 
 def docs() -> dict[str, Path]:

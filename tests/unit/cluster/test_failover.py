@@ -67,7 +67,7 @@ def test_a_spot_quota_refusal_moves_on_to_on_demand_and_any_other_quota_stops(tm
     assert result == "up" and seen == [("us-east-1a", True), ("us-east-1a", False)]
     assert not placed.spec.spot.enabled
     assert json.loads((ws.root / failover.PLACEMENT_FILE).read_text()) == {
-        "zone": "us-east-1a", "type": "g5.12xlarge", "spot": False}
+        "zone": "us-east-1a", "type": "g5.12xlarge", "spot": False, "version": 1}
     assert failover.remembered(cluster, ws).spec.spot.enabled is False   # the next plan keeps on-demand
 
     def on_demand_quota(here):

@@ -47,4 +47,9 @@ def test_huawei_says_which_variables_are_missing(tmp_path, monkeypatch, capsys):
         monkeypatch.delenv(k, raising=False)
     with pytest.raises(SystemExit) as exc:
         main(["prices", "refresh", "--cloud", "huaweicloud", "--region", "cn-north-4"])
+    assert exc.value.code == 13 and "HW_ACCESS_KEY" in capsys.readouterr().err  # no credentials: exit 13
+    monkeypatch.setenv("HW_ACCESS_KEY", "ak")
+    monkeypatch.setenv("HW_SECRET_KEY", "sk")
+    with pytest.raises(SystemExit) as exc:
+        main(["prices", "refresh", "--cloud", "huaweicloud", "--region", "cn-north-4"])
     assert exc.value.code == 2 and "HW_PROJECT_ID" in capsys.readouterr().err

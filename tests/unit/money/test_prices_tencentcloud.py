@@ -44,6 +44,8 @@ def test_tencent_needs_a_zone(tmp_path, monkeypatch, capsys):
     from trainkit.cli import main
 
     monkeypatch.setenv("TRAINKIT_PRICES_DIR", str(tmp_path))
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_ID", "id")  # the credentials are checked first (exit 13)
+    monkeypatch.setenv("TENCENTCLOUD_SECRET_KEY", "key")
     with pytest.raises(SystemExit) as exc:
         main(["prices", "refresh", "--cloud", "tencentcloud", "--region", "ap-guangzhou"])
     assert exc.value.code == 2 and "--zone" in capsys.readouterr().err

@@ -113,8 +113,8 @@ def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
     last = shlex.split(line.replace("$TRAINKIT_", "TRAINKIT_"))
     assert last[:5] == ["rc=0;", "/usr/bin/python3", "-m", "torch.distributed.run", "--nnodes"]
     assert "--rdzv-id" in last and last[last.index("--rdzv-id") + 1] == "j-1-a3"
-    assert last[-6:] == ["run_dir=/w/runs/j-1", "checkpoint.dir=/w/checkpoints/j-1", "resume=true", "epochs=2",
-                         "||", "rc=$?"]
+    assert last[-7:] == ["run_dir=/w/runs/j-1", "checkpoint.dir=/w/checkpoints/j-1", "resume=true", "--",
+                         "epochs=2", "||", "rc=$?"]  # the user's overrides after `--`: never options
     assert "/w/runs/j-1/nodes/node-1/attempt-3.exit" in script and script.splitlines()[-1] == 'exit "$rc"'
 
 
