@@ -279,3 +279,22 @@ def test_each_edit_plans_what_the_cloud_allows_for_the_nodes(repo, tmp_path, app
     for i, what in enumerate(nodes):
         if what == "replace":
             assert by_address[f"{NODE[cloud]}.node[{i}]"]["reason"]      # the review says why
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_new_node_refused_its_type_comes_up_on_the_next_type_and_nothing_else_moves(repo, tmp_path, seed_cloud, cloud):
+    """`instance.type: [t1, t2]`: two nodes up on t1; a third, and t1 is sold out in the zone. The
+    new node alone comes up on t2 (node_placement), in the cluster's zone; nothing that existed moves."""
+    kind = yaml.safe_load((repo / f"examples/clusters/{cloud}.yaml").read_text())["instance"]["type"]
+    types = {"instance.type": [kind, OTHER[cloud][1]]}
+    spec, ws = write_spec(repo, tmp_path, cloud, **types), tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+    before = seed_cloud.objects()
+    seed_cloud.set_faults(capacity=[{"zone": yaml_zone(repo, cloud), "type": kind}])
+    trainkit("apply", write_spec(repo, tmp_path, cloud, nodes=3, **types), "--workdir", ws, "--yes", "--no-provision")
+    assert all(k in seed_cloud.objects() for k in before), "nothing that existed was replaced"
+    nodes = json.loads((ws / "outputs.json").read_text())["nodes"]
+    held = seed_cloud.objects(NODE[cloud])
+    type_key = "flavor_id" if cloud == "huaweicloud" else "instance_type"
+    assert [held[n["id"]][type_key] for n in nodes] == [kind, kind, OTHER[cloud][1]]
+    assert {held[n["id"]]["availability_zone"] for n in nodes} == {yaml_zone(repo, cloud)}
