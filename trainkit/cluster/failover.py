@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import ipaddress
 import time
 from typing import Any, Callable
 
 from trainkit import clouds, errors, records
 from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import preflight
+from trainkit.cluster.placement import Placement, held, held_apart, node_entry
 from trainkit.errors import InputError
-from trainkit.money.cost import billing_records, node_spot
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.state import render_and_init, state_resources, with_node_placement
 from trainkit.util import progress
@@ -44,8 +43,6 @@ PLACEMENT_FILE = "placement.json"
 HISTORY_FILE = "capacity-refusals.json"
 RECENT_S = 3600
 
-
-Placement = tuple[str | None, str, bool]  # (zone, instance type, spot)
 
 
 def candidates(cluster: Cluster) -> list[Placement]:
@@ -85,20 +82,6 @@ def remembered(cluster: Cluster, ws: Workspace) -> Cluster:
     return placed(cluster, *where) if len(candidates(cluster)) > 1 and where in candidates(cluster) else cluster
 
 
-def held(cluster: Cluster, resources: list[dict]) -> Placement | None:
-    """Where the nodes in `resources` (the state's, `state_resources`) run: (zone, type, spot)
-    when every node agrees, else None. Zone: the instance's `availability_zone` (the attribute's
-    name in all four providers' instance resources); type and billing: the cloud room's `billed`,
-    with the modules' billing record deciding spot where the instance cannot tell
-    (money.cost.billing_records)."""
-    room, records = clouds.get(cluster.spec.cloud), billing_records(resources)
-    found = set()
-    for r in resources:
-        b = room.billed(r)
-        if b and b.get("node"):
-            spot = node_spot(records, r.get("index"), b.get("billing"))
-            found.add((r["values"].get("availability_zone"), b["node"], spot))
-    return found.pop() if len(found) == 1 else None
 
 
 def settle(cluster: Cluster, ws: Workspace) -> tuple[Cluster, bool]:
@@ -120,40 +103,6 @@ def settle(cluster: Cluster, ws: Workspace) -> tuple[Cluster, bool]:
     return placed(cluster, *where), True
 
 
-def held_apart(cluster: Cluster, resources: list[dict]) -> tuple[Placement | None, dict[str, dict]]:
-    """(the cluster's placement, its nodes placed apart as node_placement entries) from the state,
-    for a cluster one of whose replacements failed over (pure). The modules name the subnet of
-    another zone `<type>.zone["<zone>"]`: nodes outside those zones hold the cluster's zone, and
-    their most common type (the lowest index on a tie) is the cluster's; every node that differs
-    is an entry, with its zone's subnet CIDR (`cidr_block`, Huawei `cidr`). (None, {}) when no
-    node is found."""
-    room, records = clouds.get(cluster.spec.cloud), billing_records(resources)
-    subnets = {r["index"]: r["values"].get("cidr_block") or r["values"].get("cidr") for r in resources
-               if isinstance(r.get("index"), str) and r["address"].rsplit(".", 1)[-1].startswith("zone[")}
-    nodes: dict[int, Placement] = {}
-    for r in resources:
-        b = room.billed(r)
-        if b and b.get("node"):
-            spot = node_spot(records, r.get("index"), b.get("billing"))
-            nodes[r.get("index") if isinstance(r.get("index"), int) else len(nodes)] = (
-                r["values"].get("availability_zone"), b["node"], spot)
-    main = [nodes[i] for i in sorted(nodes) if nodes[i][0] not in subnets]
-    if not main:
-        return None, {}
-    counts = {p: main.count(p) for p in main}
-    where = max(main, key=lambda p: (counts[p], -main.index(p)))
-    apart = {}
-    for i, (zone, kind, spot) in nodes.items():
-        entry = {}
-        if zone != where[0]:
-            entry.update(zone=zone, subnet_cidr=subnets.get(zone))
-        if kind != where[1]:
-            entry["instance_type"] = kind
-        if spot != where[2]:
-            entry["spot"] = spot
-        if entry:
-            apart[str(i)] = entry
-    return where, apart
 
 
 def held_resources(cluster: Cluster, ws: Workspace) -> list[dict]:
@@ -180,37 +129,8 @@ def _keep(ws: Workspace, where: Placement, nodes: dict[str, dict] | None = None)
     write_atomic(ws.root / PLACEMENT_FILE, records.dump(record, sort_keys=True) + "\n")
 
 
-def zone_subnet_cidr(vpc_cidr: str, subnet_cidr: str, taken: list[str]) -> str:
-    """A subnet for another zone (pure): the first block of `subnet_cidr`'s size in `vpc_cidr`
-    that overlaps neither `subnet_cidr`, the `taken` ones, nor the last /28 of the VPC (the
-    modules' public subnet, aws nat.tf). CapacityError-free: InputError when the VPC is full."""
-    vpc, own = ipaddress.ip_network(vpc_cidr), ipaddress.ip_network(subnet_cidr)
-    public = list(vpc.subnets(new_prefix=28))[-1] if vpc.prefixlen <= 28 else vpc
-    busy = [own, public] + [ipaddress.ip_network(t) for t in taken]
-    for block in vpc.subnets(new_prefix=own.prefixlen):
-        if not any(block.overlaps(b) for b in busy):
-            return str(block)
-    raise errors.InputError(f"network.vpc_cidr {vpc_cidr} has no free /{own.prefixlen} for a node "
-                            "placed in another zone", fix="use a larger network.vpc_cidr or a smaller "
-                            "network.subnet_cidr")
 
 
-def node_entry(cluster: Cluster, where: Placement, nodes: dict[str, dict]) -> dict[str, Any]:
-    """The node_placement entry (module input) of a node placed at `where` (pure): only what
-    differs from the cluster; another zone gets that zone's subnet (the one a node placed there
-    before has, else a free block)."""
-    zone, kind, spot = where
-    entry: dict[str, Any] = {}
-    if zone != cluster.spec.zone:
-        same = [n["subnet_cidr"] for n in nodes.values() if n.get("zone") == zone and n.get("subnet_cidr")]
-        taken = [n["subnet_cidr"] for n in nodes.values() if n.get("subnet_cidr")]
-        net = cluster.spec.network
-        entry.update(zone=zone, subnet_cidr=same[0] if same else zone_subnet_cidr(net.vpc_cidr, net.subnet_cidr, taken))
-    if kind != cluster.instance.type:
-        entry["instance_type"] = kind
-    if spot != cluster.spec.spot.enabled:
-        entry["spot"] = spot
-    return entry
 
 
 def replace_in_order(cluster: Cluster, ws: Workspace, indexes: list[int],

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainkit.cluster import failover
+from trainkit.cluster import failover, placement
 from trainkit.errors import InputError
 from trainkit.spec.resolve import check, resolve
 from trainkit.spec.schema import ClusterSpec
@@ -217,11 +217,11 @@ def test_zone_auto_orders_by_spot_price_with_zones_refused_within_the_hour_last(
 # ------------------------------------------------------------------ failover at recovery (item 4)
 
 def test_a_subnet_for_another_zone_is_the_first_free_block_of_the_subnet_size():
-    assert failover.zone_subnet_cidr("10.42.0.0/16", "10.42.1.0/24", []) == "10.42.0.0/24"
-    assert failover.zone_subnet_cidr("10.42.0.0/16", "10.42.0.0/24", ["10.42.1.0/24"]) == "10.42.2.0/24"
+    assert placement.zone_subnet_cidr("10.42.0.0/16", "10.42.1.0/24", []) == "10.42.0.0/24"
+    assert placement.zone_subnet_cidr("10.42.0.0/16", "10.42.0.0/24", ["10.42.1.0/24"]) == "10.42.2.0/24"
     # a /24 VPC holds the nodes' /25 and the public /28 at its end: no second /25 is free
     with pytest.raises(InputError, match="network.vpc_cidr 10.42.0.0/24 has no free /25"):
-        failover.zone_subnet_cidr("10.42.0.0/24", "10.42.0.0/25", [])
+        placement.zone_subnet_cidr("10.42.0.0/24", "10.42.0.0/25", [])
 
 
 def test_a_node_entry_names_only_what_differs_and_a_zone_keeps_one_subnet():
