@@ -42,7 +42,7 @@ VERSION = 1  # the record version this trainkit writes and reads (every record: 
 REAPPLY = ("trainkit writes this file from the cluster's state: delete it and run `trainkit apply SPEC` "
            "again, which rewrites it without changing the cluster")
 REPLAN = "delete plan.bin, plan.json and plan.fingerprint and run `trainkit plan SPEC` again"
-NEWER = "use the trainkit that wrote it (or a newer one: pip install -U trainkit); this one does not guess"
+NEWER = "use the trainkit that wrote it (or a newer one: pip install -U trainkit-clusters); this one does not guess"
 
 
 class Record(BaseModel):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from .values import Unknown, conform
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
@@ -47,20 +49,11 @@ def computed_only(attr: dict) -> bool:
     return bool(attr.get("computed")) and not attr.get("optional") and not attr.get("required")
 
 
-def block_type(block: dict) -> list:
-    """The cty object type a block's value has (its implied type)."""
-    fields: dict[str, Any] = {name: a["type"] for name, a in attributes(block).items()}
-    for name, nested in blocks(block).items():
-        inner = block_type(nested["block"])
-        fields[name] = inner if nested["nesting"] == "single" else [nested["nesting"], inner]
-    return ["object", fields]
 
 
 def conform_block(value: Any, block: dict) -> Any:
     """A block's value with every attribute present and nested blocks as the nesting wants
     (absent list/set blocks are empty lists, an absent single block is null)."""
-    from .values import Unknown, conform
-
     if value is None or isinstance(value, Unknown):
         return value
     out = {name: conform(value.get(name), a["type"]) for name, a in attributes(block).items()}
@@ -73,12 +66,3 @@ def conform_block(value: Any, block: dict) -> Any:
         else:
             out[name] = [conform_block(v, nested["block"]) for v in (inner or [])]
     return out
-
-
-def walk_attributes(block: dict, prefix: tuple = ()) -> Iterator[tuple[tuple, str, dict]]:
-    """(path of the enclosing block, name, attribute) for every attribute, nested ones too; a
-    nested block's path step is its name (elements are not enumerated here)."""
-    for name, attr in attributes(block).items():
-        yield prefix, name, attr
-    for name, nested in blocks(block).items():
-        yield from walk_attributes(nested["block"], prefix + (name,))

@@ -46,8 +46,6 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
-def is_unknown(value: Any) -> bool:
-    return isinstance(value, Unknown)
 
 
 def _ext_hook(code: int, data: bytes) -> Any:

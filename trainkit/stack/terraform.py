@@ -151,11 +151,6 @@ class TerraformRunner:
         self._run("apply", phase=errors.APPLY, input=False, no_color=IsFlagged, auto_approve=IsFlagged,
                   refresh_only=IsFlagged)
 
-    def apply_replace(self, addresses: list[str]) -> None:
-        """`terraform apply -replace=A ...`: recreate `addresses`, create what is missing, keep the rest."""
-        self._run("apply", phase=errors.APPLY, input=False, no_color=IsFlagged, auto_approve=IsFlagged,
-                  replace=list(addresses) or None)
-
     def import_(self, address: str, resource_id: str) -> None:
         """`terraform import ADDRESS ID`: record in the state what the cloud holds under `resource_id`."""
         self._run("import", address, resource_id, phase=errors.APPLY, input=False, no_color=IsFlagged)
