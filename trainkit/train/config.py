@@ -45,7 +45,8 @@ class CheckpointConfig(_Section):
                                       "the loop waits for its commit: a fault loses at most every_n_steps + "
                                       "overlap_steps - 1 steps (1: one interval); null: until the next save.")
     async_save: bool = Field(True, description="Write in a background thread after copying state "
-                                               "to host memory; SIGTERM and final saves always block.")
+                                               "to host memory; SIGTERM and final saves always block. "
+                                               "false: each save is a plain synchronous DCP save.")
 
 
 class ExportConfig(_Section):

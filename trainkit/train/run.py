@@ -184,7 +184,8 @@ def build_run(cfg: TrainConfig, info: dist.DistInfo) -> Run:
 
 def make_saver(run: Run) -> sharded.Checkpointer:
     return sharded.Checkpointer(run.cfg.checkpoint_dir, run.cfg.checkpoint.keep, run.info.rank,
-                                run.info.ckpt_group, run.info.distributed, sharded.KillFault.from_env())
+                                run.info.ckpt_group, run.info.distributed, sharded.KillFault.from_env(),
+                                staged=run.cfg.checkpoint.async_save)
 
 
 def resume(run: Run, saver: sharded.Checkpointer) -> None:

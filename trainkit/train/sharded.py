@@ -43,6 +43,7 @@ from trainkit.train import checkpoint as ckpt
 from trainkit.train import dist, schedule
 from trainkit.train.checkpoint import MARKER, STATE, CheckpointError, _atomic_write, step_dir
 from trainkit.train.config import TrainConfig
+from trainkit.train.dcp_compat import SPACE_ERRNOS, STAGER_BUG, cause, dcp_errors, done_future, root_cause, stager_works
 
 log = logging.getLogger("trainkit.train")
 # one process has no process group: DCP then saves/loads alone, which is what is meant here
@@ -97,8 +98,9 @@ class Checkpointer:
     """Collective saves (every rank calls `save`) and the newest complete checkpoint under `root`."""
 
     def __init__(self, root: Path, keep: int, rank: int = 0, group=None, distributed: bool = False,
-                 fault: KillFault | None = None) -> None:
+                 fault: KillFault | None = None, staged: bool = True) -> None:
         self.root, self.keep, self.rank = Path(root), max(2, keep), rank
+        self.staged = staged  # False: every save is a plain dcp.save (checkpoint.async_save: false)
         self.group, self.distributed = group, distributed
         self.fault = fault or KillFault(None)
         self._thread: threading.Thread | None = None
@@ -136,12 +138,20 @@ class Checkpointer:
             # storage DCP's writer on another node made it first (rank 0's mkdir: FileExistsError,
             # exit 6), or wrote its shard into a leftover that rank 0 then deleted.
             torch.distributed.barrier(group=self.group)
+        stager = self.stager() if self.staged else None
+        self._folder, self.in_flight_step = folder, step
+        if stager is None:  # async_save off, or no stager works in this torch: write now, here
+            self.fault.arm(step)
+            dcp.save(app_state(model, opt), checkpoint_id=str(folder), process_group=self.group,
+                     no_dist=not self.distributed)
+            self._finish(done_future(), folder, step, t0)
+            self.wait()
+            return time.perf_counter() - t0
         resp = dcp.async_save(app_state(model, opt), checkpoint_id=str(folder),
                               process_group=self.group, no_dist=not self.distributed,
-                              async_stager=self.stager())
+                              async_stager=stager)
         self._staging = resp.staging_completion
         self.fault.arm(step)
-        self._folder, self.in_flight_step = folder, step
         self._thread = threading.Thread(target=self._finish, args=(resp.upload_completion, folder,
                                                                   step, t0), daemon=True)
         self._thread.start()
@@ -154,15 +164,26 @@ class Checkpointer:
 
     def stager(self):
         """One DefaultStager for the run: its host buffers are reused by every save (no fresh
-        page faults each time); pinned and non-blocking on GPU."""
+        page faults each time); pinned and non-blocking on GPU. None when no stager passes
+        `stager_works` in this torch: the saves are then synchronous (`dcp.save`), said once."""
         if self._stager is None:
             from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
             gpu = torch.cuda.is_available() and torch.cuda.is_initialized()
-            self._stager = DefaultStager(StagingOptions(use_pinned_memory=gpu, use_shared_memory=False,
-                                                        use_async_staging=True,
-                                                        use_non_blocking_copy=gpu))
-        return self._stager
+            for pinned in dict.fromkeys((gpu, False)):
+                stager = DefaultStager(StagingOptions(use_pinned_memory=pinned, use_shared_memory=False,
+                                                      use_async_staging=True,
+                                                      use_non_blocking_copy=pinned))
+                if stager_works(stager, "cuda" if gpu else "cpu"):
+                    self._stager = stager
+                    break
+                stager.close()
+                log.warning("checkpoint: torch %s's %s staging copy fails (%s); %s", torch.__version__,
+                            "pinned" if pinned else "host", STAGER_BUG,
+                            "trying host memory" if pinned else "checkpoints are written synchronously")
+            else:
+                self._stager = False
+        return self._stager or None
 
     @property
     def writing(self) -> bool:
@@ -182,9 +203,9 @@ class Checkpointer:
 
     def close(self) -> None:
         self.wait()
-        if self._stager is not None:
+        if self._stager:
             self._stager.close()
-            self._stager = None
+        self._stager = None
 
     def _finish(self, fut, folder: Path, step: int, t0: float) -> None:
         try:
@@ -216,10 +237,21 @@ class Checkpointer:
             shutil.rmtree(folder, ignore_errors=True)
         where = next((p for p in (self.root, *self.root.parents) if p.exists()), Path("."))
         free = shutil.disk_usage(where).free
-        return TrainkitError(f"checkpoint.dir: writing {folder or self.root} failed ({cause(err)}); "
-                             f"{free / 2**20:.1f} MiB free there", exit_code=TRAIN,
-                             fix="free space there or point checkpoint.dir at a folder with room, then "
-                                 "run the same command: it resumes from the newest complete checkpoint")
+        inner = root_cause(err)
+        said = f"checkpoint.dir: writing {folder or self.root} failed " \
+               f"({cause(inner if isinstance(inner, OSError) else err)})"
+        then = "then run the same command: it resumes from the newest complete checkpoint"
+        if not isinstance(inner, OSError):  # torch's own failure: more room would not help
+            return TrainkitError(f"{said}; {free / 2**20:.1f} MiB free there, so not for want of room",
+                                 exit_code=TRAIN,
+                                 fix=f"set checkpoint.async_save: false (torch {torch.__version__}'s "
+                                     f"background save failed), {then}")
+        if inner.errno not in SPACE_ERRNOS:  # read-only, no permission, a NAS gone
+            return TrainkitError(f"{said}", exit_code=TRAIN,
+                                 fix=f"make {where} writable (mounted read-write, owned by this user) "
+                                     f"or point checkpoint.dir elsewhere, {then}")
+        return TrainkitError(f"{said}; {free / 2**20:.1f} MiB free there", exit_code=TRAIN,
+                             fix=f"free space there or point checkpoint.dir at a folder with room, {then}")
 
     def _prune(self) -> None:
         ckpt.prune(self.root, self.keep)
@@ -272,24 +304,6 @@ def verify(folder: Path) -> None:
     for name, digest in marker.get("sha256", {}).items():
         if _sha256(folder / name) != digest:
             raise CheckpointError(f"{name}: sha256 does not match the completion marker (corrupt)")
-
-
-def dcp_errors() -> tuple[type[BaseException], ...]:
-    """What a DCP load or save raises: its CheckpointException is a BaseException, not an Exception."""
-    from torch.distributed.checkpoint.api import CheckpointException
-
-    return (Exception, CheckpointException)
-
-
-def cause(err: BaseException) -> str:
-    """The first line of the real error inside DCP's CheckpointException (which carries every
-    rank's traceback in its text), or of `err` itself."""
-    failures = getattr(err, "failures", None)
-    if failures:
-        inner = next(iter(failures.values()))  # (exception, frames) or a WrappedException
-        err = inner[0] if isinstance(inner, tuple) else getattr(inner, "exception", inner)
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
 
 
 def load_meta(folder: Path) -> dict[str, Any]:
