@@ -90,7 +90,7 @@ def _from_spec(entry: KnownCluster, ws: Workspace, spec: Path, now: float, appli
     if st["exists"]:
         inst = cluster.instance
         out["nodes"] = len(st["nodes"])
-        out["resources"] = f"{len(st['nodes'])}x {inst.type}" if inst else f"{len(st['nodes'])}x {cluster.spec.cloud}"
+        out["resources"] = f"{len(st['nodes'])}x {inst.type}" if inst else str(len(st["nodes"]))
         out.update({k: st.get(k) for k in ("currency", "per_hour", "cost_so_far", "ttl_deadline",
                                            "ttl_left_hours", "idle_after_minutes")})
         if st.get("cached"):
@@ -111,6 +111,11 @@ def table(found: list[dict[str, Any]]) -> str:
     for r in found:
         for note in r["notes"] + ([r["problem"]] if r["problem"] else []):
             text.append(f"{r['name']}: {note}")
+    if any(r["status"] == "INIT" for r in found):
+        text.append("INIT: an apply started there and left no nodes; it may have created resources that bill: "
+                    "`trainkit status NAME` asks the cloud, `trainkit destroy NAME` removes them")
+    if any(r["as_of"] for r in found):
+        text.append("cloud rows are as of the last command run in their workspace; `trainkit status NAME` asks the cloud")
     return "\n".join(text)
 
 

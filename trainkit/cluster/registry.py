@@ -83,6 +83,15 @@ def read() -> list[KnownCluster]:
     return entries
 
 
+def known_names() -> set[str]:
+    """The names of the clusters whose workspace is still there; empty when the file is damaged
+    (for guesses about a word typed, never for acting on a cluster)."""
+    try:
+        return {e.name for e in read() if Path(e.workspace).is_dir()}
+    except InputError:
+        return set()
+
+
 @contextlib.contextmanager
 def _locked() -> Iterator[None]:
     """Hold clusters.lock (flock) while a read-modify-write runs: two applies at once keep both."""

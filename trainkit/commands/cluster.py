@@ -59,16 +59,16 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
     if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
         spec, overrides = None, (spec, *overrides)
     if spec and config and not Path(spec).exists() and not spec.endswith((".yaml", ".yml")) \
-            and not registry.is_name(spec):
-        raise click.UsageError(f"{spec!r} is neither a spec file nor an override; an override is "
-                               f"key=value, e.g. {spec}=3")
+            and spec not in registry.known_names():
+        raise click.UsageError(f"{spec!r} is neither a spec file nor an override (nor a cluster this machine "
+                               f"knows); an override is key=value, e.g. {spec}=3")
     if not spec and not config:
         raise click.UsageError("give a cluster SPEC, a --config TRAIN, or both")
     if overrides and not config:
         raise click.UsageError("key=value overrides need --config TRAIN")
     cluster = None
     if spec:
-        cluster, path, _ = load_named(spec, None, price_file)
+        cluster, path, _, _ = load_named(spec, None, price_file)
         check_key_files(cluster.spec, path)
     checked = _check_config(cluster, config, overrides) if config else None
     _report(spec, cluster, config, checked, fmt == "json")

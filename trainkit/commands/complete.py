@@ -24,8 +24,8 @@ def cluster_names(ctx: click.Context, param: click.Parameter, incomplete: str) -
     """SPEC: the names of the clusters this machine knows (whose workspace is still there), then
     files (the shell completes paths)."""
     try:
-        names = sorted({e.name for e in registry.read() if os.path.isdir(e.workspace)})
-    except Exception:  # a damaged registry: the command itself names it; here, only files
+        names = sorted(registry.known_names())  # a damaged registry: none (the command names it)
+    except Exception:  # an unreadable state folder: only files
         names = []
     return [CompletionItem(n) for n in names if n.startswith(incomplete)] + [CompletionItem(incomplete, type="file")]
 

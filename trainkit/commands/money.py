@@ -51,7 +51,7 @@ def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, pri
       trainkit cost examples/clusters/aws.yaml --hours 100 --reclaims-per-day 2
     """
 
-    cluster, spec, workdir = load_named(spec, workdir, price_file)
+    cluster, spec, workdir, _ = load_named(spec, workdir, price_file)
     if cluster.catalog is None:
         raise InputError(f"cloud {cluster.spec.cloud}: trainkit does not bill your own machines",
                          fix="`trainkit cost` is for cloud targets")

@@ -194,15 +194,15 @@ def resolve_spec(spec: str, workdir: str | None) -> tuple[str, str | None, str |
 
 
 def load_named(spec: str, workdir: str | None, price_file: str | None = None):
-    """(cluster, spec path, workdir) for SPEC as typed (a path or a NAME, `resolve_spec`);
-    InputError when a name's spec now names another cluster."""
+    """(cluster, spec path, workdir, the name typed or None) for SPEC as typed (a path or a NAME,
+    `resolve_spec`); InputError when a name's spec now names another cluster."""
     path, workdir, name = resolve_spec(spec, workdir)
     cluster = load_cluster(path, price_file)
     if name is not None and cluster.name != name:
         raise InputError(f"cluster {name}: its spec {path} now names cluster {cluster.name!r}",
                          fix=f"give the path to act on {cluster.name}; put back `name: {name}` in {path} "
                              f"to act on {name}")
-    return cluster, path, workdir
+    return cluster, path, workdir, name
 
 
 def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):
@@ -211,12 +211,14 @@ def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bo
     stay quiet, so warnings show once). A spec path given for a workspace whose remembered spec is
     gone becomes the one its name leads to (registry.repoint)."""
 
-    cluster, spec, workdir = load_named(spec, workdir, price_file)
+    cluster, spec, workdir, named = load_named(spec, workdir, price_file)
     check_key_files(cluster.spec, spec)
     if warn:
         for warning in cluster.warnings:
             progress.info(f"warning: {warning}")
-    ws = Workspace.for_cluster(cluster.name, workdir)
+    # a name's workspace is the registry's (checked as a --workdir when its apply made it), used
+    # from anywhere, inside it too
+    ws = Workspace(Path(workdir), cluster.name) if named else Workspace.for_cluster(cluster.name, workdir)
     ws.check_runs_dir()  # runs/ a file: named here, not "no runs yet" or a crash in a listing
     if clouds.is_cloud(cluster.spec.cloud):  # `zone:`/`type:` lists: where the last apply came up
         cluster = failover.remembered(cluster, ws)
