@@ -44,7 +44,7 @@ def spec_arg(required: bool = True) -> Callable:
     command's help, before its example."""
     def decorate(func: Callable) -> Callable:
         if func.__doc__:
-            func.__doc__ = re.sub(r"(\n([ \t]*)\\b\n[ \t]*Example:)",
+            func.__doc__ = re.sub(r"(\n([ \t]*)\x08\n[ \t]*Example:)",
                                   lambda m: f"\n{m.group(2)}{SPEC_HELP}\n{m.group(1)}", func.__doc__, count=1)
         return click.argument("spec", type=click.Path(dir_okay=False), required=required,
                               shell_complete=complete.cluster_names)(func)

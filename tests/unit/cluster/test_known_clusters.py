@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import pytest
 import yaml
 from cli_run import run_cli
@@ -249,6 +250,17 @@ def test_status_alone_with_no_registry_creates_nothing(here, capsys):
     code, out, err = cli(capsys, "status")
     assert code == 0 and out == "" and "no clusters on this machine yet" in err
     assert not (here / "state").exists()
+
+
+def test_every_command_that_takes_a_spec_says_it_takes_a_name_before_its_example(capsys):
+    from trainkit.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    taking = [name for name in COMMANDS if any(p.name == "spec" for p in cli.get_command(ctx, name).params)]
+    assert {"status", "apply", "destroy", "train", "runs", "logs", "cancel", "validate", "check", "cost"} <= set(taking)
+    for name in taking:
+        text = cli.get_command(ctx, name).get_help(click.Context(cli.get_command(ctx, name), info_name=name))
+        assert "or the NAME of a cluster applied on this machine" in " ".join(text.split("Example:")[0].split()), name
 
 
 # ------------------------------------------------------------------ completion
