@@ -129,15 +129,28 @@ def sha256(spec: Path) -> str:
         return ""
 
 
-def remember_apply(name: str, workspace: Path, spec: str | Path, target: str, now: float | None = None) -> None:
+def remember_apply(name: str, workspace: Path, spec: str | Path, target: str,
+                   now: float | None = None) -> KnownCluster | None:
     """Record that `apply` starts for cluster `name` in `workspace` from `spec` (its absolute path
-    and sha256 are kept; an entry for the folder is replaced)."""
+    and sha256 are kept; an entry for the folder is replaced). Returns the entry it replaced, or
+    None (for `restore`, when the apply turns out to change nothing)."""
     spec_path = Path(spec).absolute()
     entry = KnownCluster(workspace=str(workspace), name=name, spec=str(spec_path), spec_sha256=sha256(spec_path),
                          target=target, apply_started_at=time.time() if now is None else now)
 
+    before: list[KnownCluster] = []
+
     def change(entries: list[KnownCluster]) -> list[KnownCluster]:
+        before[:] = [e for e in entries if e.workspace == str(workspace)]
         return [e for e in entries if e.workspace != str(workspace)] + [entry]
+    _update(change)
+    return before[0] if before else None
+
+
+def restore(workspace: Path, entry: KnownCluster | None) -> None:
+    """Put back the entry of `workspace` as it was before `remember_apply` (None: no entry)."""
+    def change(entries: list[KnownCluster]) -> list[KnownCluster]:
+        return [e for e in entries if e.workspace != str(workspace)] + ([entry] if entry else [])
     _update(change)
 
 

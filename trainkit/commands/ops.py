@@ -137,9 +137,15 @@ def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image:
         return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
-        remember(lambda: registry.remember_apply(cluster.name, ws.root, cluster.source, listing.target_of(cluster)))
-        result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image,
-                                 storage_loss=allow_storage_loss or not yes)
+        before = remember(lambda: (registry.remember_apply(cluster.name, ws.root, cluster.source,
+                                                           listing.target_of(cluster)),))  # None: not written
+        try:
+            result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image,
+                                     storage_loss=allow_storage_loss or not yes)
+        except errors.TrainkitError as err:  # refused or declined before terraform ran: not INIT
+            if before and (isinstance(err, (InputError, lifecycle.Declined)) or err.exit_code in _NOTHING_CHANGED):
+                remember(lambda: registry.restore(ws.root, before[0]))
+            raise
     nodes = result.outputs.get("nodes") or []
     if fmt == "json":
         click.echo(dump_json({"cluster": cluster.name, "cloud": cluster.spec.cloud, "workspace": str(ws.root),
@@ -297,11 +303,17 @@ def _list_clusters(fmt: str) -> None:
         click.echo("no clusters on this machine yet: `trainkit apply SPEC` creates one", err=True)
 
 
-def remember(write) -> None:
-    """Write the registry of known clusters; a failure is a warning, never the command's: the
-    cluster's work matters more than the list (`trainkit status` alone names the damage again)."""
+# An apply that failed with these changed nothing (lifecycle.apply: bad input, a declined plan, a
+# blocking finding, a missing tool, a busy workspace); Ctrl-C may have, and keeps its INIT row.
+_NOTHING_CHANGED = (errors.PLAN_BLOCKED, errors.MISSING_TOOL, errors.LOCKED)
+
+
+def remember(write):
+    """Write the registry of known clusters and return what `write` returns (None on failure); a
+    failure is a warning, never the command's: the cluster's work matters more than the list
+    (`trainkit status` alone names the damage again)."""
     try:
-        write()
+        return write()
     except (errors.TrainkitError, OSError) as err:
         if isinstance(err, OSError):
             err = errors.TrainkitError(f"{err.strerror}: {err.filename}", fix="free space there or set TRAINKIT_STATE_DIR")

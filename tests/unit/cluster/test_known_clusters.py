@@ -220,6 +220,15 @@ def test_status_words_come_from_the_workspace_records(here, tmp_path):
     assert listing.rows(registry.listed())[0]["status"] == "UP"
 
 
+def test_an_apply_refused_before_anything_changed_leaves_no_init_row(repo, here, capsys):
+    applied(capsys, spec(here, "aa-one"))
+    shutil.copy(repo / "examples/clusters/aws.yaml", here / "aws.yaml")  # its placeholders: apply refuses
+    code, out, err = cli(capsys, "apply", str(here / "aws.yaml"), "--yes")
+    assert code == 2 and "placeholder" in err.lower(), err
+    assert {name for name, _ in rows(capsys)} == {"aa-one"}
+    assert (here / "state/clusters.json").is_file()
+
+
 def test_a_cloud_row_has_its_cost_ttl_and_idle_from_the_workspace_cache(repo, here, tmp_path):
     source = repo / "examples/clusters/aws.yaml"
     name = yaml.safe_load(source.read_text())["name"]
