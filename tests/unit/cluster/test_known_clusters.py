@@ -16,6 +16,8 @@ from pathlib import Path
 import click
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from cli_run import run_cli
 
 from trainkit.cluster import listing, registry
@@ -106,6 +108,20 @@ def test_a_word_that_is_no_cluster_name_is_a_path_and_never_looked_up(here, caps
     assert resolve_spec(word, None) == (word, None, None)
     code, out, err = cli(capsys, "status", word)
     assert code == 2 and "known on this machine" not in err  # the spec loader's "file not found"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(word=st.text(min_size=1, max_size=40))
+def test_any_word_typed_as_spec_is_a_path_or_a_name_looked_up_never_a_path_built(here, word):
+    """Whatever is typed: a word that can be a name holds no path piece, and resolving it against
+    an empty registry names it as unknown; any other word comes back unchanged, as the path."""
+    if registry.is_name(word):
+        assert "/" not in word and ".." not in word and "\0" not in word
+        if not Path(word).exists():
+            with pytest.raises(InputError, match="neither a spec file nor a cluster known"):
+                resolve_spec(word, None)
+    else:
+        assert resolve_spec(word, None) == (word, None, None)
 
 
 def test_a_registry_entry_is_checked_before_its_folder_is_used(here, capsys):
