@@ -121,6 +121,12 @@ def _update(change: Callable[[list[KnownCluster]], list[KnownCluster]]) -> list[
         return changed
 
 
+def _key(folder: str | Path) -> str:
+    """A workspace folder as entries hold it: absolute, links resolved (a folder reached through a
+    symbolic link, as /tmp is on some systems, is one entry)."""
+    return str(local_path(folder))
+
+
 def sha256(spec: Path) -> str:
     """The spec file's sha256 ("" when it cannot be read)."""
     try:
@@ -135,14 +141,14 @@ def remember_apply(name: str, workspace: Path, spec: str | Path, target: str,
     and sha256 are kept; an entry for the folder is replaced). Returns the entry it replaced, or
     None (for `restore`, when the apply turns out to change nothing)."""
     spec_path = Path(spec).absolute()
-    entry = KnownCluster(workspace=str(workspace), name=name, spec=str(spec_path), spec_sha256=sha256(spec_path),
+    entry = KnownCluster(workspace=_key(workspace), name=name, spec=str(spec_path), spec_sha256=sha256(spec_path),
                          target=target, apply_started_at=time.time() if now is None else now)
 
     before: list[KnownCluster] = []
 
     def change(entries: list[KnownCluster]) -> list[KnownCluster]:
-        before[:] = [e for e in entries if e.workspace == str(workspace)]
-        return [e for e in entries if e.workspace != str(workspace)] + [entry]
+        before[:] = [e for e in entries if e.workspace == _key(workspace)]
+        return [e for e in entries if e.workspace != _key(workspace)] + [entry]
     _update(change)
     return before[0] if before else None
 
@@ -150,7 +156,7 @@ def remember_apply(name: str, workspace: Path, spec: str | Path, target: str,
 def restore(workspace: Path, entry: KnownCluster | None) -> None:
     """Put back the entry of `workspace` as it was before `remember_apply` (None: no entry)."""
     def change(entries: list[KnownCluster]) -> list[KnownCluster]:
-        return [e for e in entries if e.workspace != str(workspace)] + ([entry] if entry else [])
+        return [e for e in entries if e.workspace != _key(workspace)] + ([entry] if entry else [])
     _update(change)
 
 
@@ -160,7 +166,7 @@ def remember_destroy(workspace: Path, now: float | None = None) -> None:
 
     def change(entries: list[KnownCluster]) -> list[KnownCluster]:
         for e in entries:
-            if e.workspace == str(workspace):
+            if e.workspace == _key(workspace):
                 e.destroyed_at = when
         return entries
     _update(change)
@@ -170,14 +176,14 @@ def repoint(workspace: Path, spec: str | Path) -> bool:
     """When the spec remembered for `workspace` is gone and a command was given `spec` for that
     workspace, remember `spec` from now on (a moved spec is followed once named). True if changed."""
     spec_path = str(Path(spec).absolute())
-    if not any(e.workspace == str(workspace) and e.spec != spec_path and not Path(e.spec).exists()
+    if not any(e.workspace == _key(workspace) and e.spec != spec_path and not Path(e.spec).exists()
                for e in read()):
         return False  # the common case: nothing to write, no lock taken
     moved: list[bool] = []
 
     def change(entries: list[KnownCluster]) -> list[KnownCluster]:
         for e in entries:
-            if e.workspace == str(workspace) and e.spec != spec_path and not Path(e.spec).exists():
+            if e.workspace == _key(workspace) and e.spec != spec_path and not Path(e.spec).exists():
                 e.spec = spec_path
                 moved.append(True)
         return entries
@@ -202,12 +208,12 @@ def find(name: str, workdir: str | Path | None = None, cwd: Path | None = None) 
     entries = [e for e in read() if Path(e.workspace).is_dir()]
     found = [e for e in entries if e.name == name]
     if workdir:
-        found = [e for e in found if Path(e.workspace) == local_path(workdir)]
+        found = [e for e in found if _key(e.workspace) == _key(workdir)]
     if not found:
         raise InputError(*_unknown(name, workdir, entries))
     if len(found) > 1:
-        here = str((local_path(cwd or Path.cwd()) / DEFAULT_BASE / name))
-        found = [e for e in found if e.workspace == here] or found
+        here = _key(local_path(cwd or Path.cwd()) / DEFAULT_BASE / name)
+        found = [e for e in found if _key(e.workspace) == here] or found
     if len(found) > 1:
         folders = ", ".join(e.workspace for e in found)
         raise InputError(f"cluster name {name!r} is known in {len(found)} workspaces: {folders}",

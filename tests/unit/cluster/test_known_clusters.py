@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 import pytest
 import yaml
+from cli_run import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from cli_run import run_cli
 
 from trainkit.cluster import listing, registry
 from trainkit.commands.options import resolve_spec
@@ -151,6 +151,17 @@ def test_one_name_in_two_folders_is_told_apart_by_workdir_then_by_the_current_fo
     os.chdir(first)  # the current folder's own .trainkit/aa-one, as `trainkit status aa-one.yaml` here
     assert registry.find("aa-one").workspace == str(first / ".trainkit/aa-one")
     assert len([r for r in rows(capsys) if r[0] == "aa-one"]) == 2  # both listed
+
+
+def test_a_workspace_reached_through_a_link_is_one_entry(here, capsys):
+    (here / "real").mkdir()
+    (here / "link").symlink_to(here / "real")
+    os.chdir(here / "link")  # the default workspace is spelled through the link
+    applied(capsys, spec(here / "link", "aa-one"))
+    applied(capsys, spec(here / "link", "aa-one"))
+    entries = json.loads((here / "state/clusters.json").read_text())["clusters"]
+    assert [e["workspace"] for e in entries] == [str(here / "real/.trainkit/aa-one")]
+    assert registry.find("aa-one", workdir=here / "link/.trainkit/aa-one").name == "aa-one"
 
 
 # ------------------------------------------------------------------ the spec moved or changed
