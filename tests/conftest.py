@@ -78,6 +78,15 @@ def nothing_outside_tmp_is_touched(request):
         assert not created and not deleted, f"{folder}: created {sorted(created)}, deleted {sorted(deleted)}"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_state_dir(tmp_path_factory):
+    """Every tier keeps trainkit's list of known clusters (trainkit/cluster/registry.py) in a temp
+    folder: the process tiers run with the real HOME, whose ~/.local/state is the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINKIT_STATE_DIR", str(tmp_path_factory.mktemp("trainkit-state")))
+        yield
+
+
 def _cpu_s() -> float:
     """CPU seconds of this process, of the children it has waited for, and of its live
     descendants (a session's moto server, sshd hosts) with what they waited for: proc(5)'s

@@ -37,6 +37,8 @@ MEASURED_S = {
     # the seed clouds through the provider stand-ins, measured alone on a busy machine (2026-12-04)
     "infra/test_seed_changes.py": 150, "infra/test_seed_sweep.py": 80, "infra/test_seed_lifecycle.py": 70,
     "infra/test_seed_preflight.py": 55,
+    # clusters by name on local, measured alone on a busy machine (2026-12-04; 16 s of CPU)
+    "e2e/test_clusters_by_name_local.py": 45,
 }
 DEFAULT_S = 20
 

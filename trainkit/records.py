@@ -24,6 +24,7 @@ named); the lock's text is only shown, decoded whatever its bytes.
     runs/<id>/run.json     RunRecord          runs.record.write_record
     runs/<id>/events.jsonl Event (per line)   runs.record.event
     runs/<id>/summary.json Summary            the engine on the nodes (fetched; kept by runs.recover)
+    <state dir>/clusters.json Clusters        cluster.registry (the workspaces this machine knows)
     lock                   (read for its holder's name only, never trusted)
 """
 
@@ -176,6 +177,24 @@ class Event(Record):
 
     time: float
     event: str
+
+
+class KnownCluster(_Part):
+    """One workspace in the registry (cluster/registry.py): its folder (absolute), the cluster's
+    name, the spec's absolute path and sha256 at the last apply, the target as `status` shows it,
+    when the last apply started and when the last destroy ended (Unix seconds)."""
+
+    workspace: str
+    name: str
+    spec: str
+    spec_sha256: str = ""
+    target: str = ""
+    apply_started_at: Optional[float] = None
+    destroyed_at: Optional[float] = None
+
+
+class Clusters(Record):
+    clusters: list[KnownCluster] = []
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -84,7 +84,7 @@ def test_a_failure_without_json_prints_nothing_on_stdout(repo, tmp_path, capsys)
 
 
 def test_a_usage_error_with_json_is_json_too(capsys):
-    code, out, _ = run(["status", "--json"], capsys)  # SPEC missing
+    code, out, _ = run(["runs", "--json"], capsys)  # SPEC missing (`status` alone lists the clusters)
     assert code == 2 and json.loads(out)["exit_code"] == 2 and "SPEC" in json.loads(out)["error"]
 
 

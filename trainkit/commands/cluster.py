@@ -7,19 +7,21 @@ from pathlib import Path
 import click
 
 from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
+from trainkit.cluster import registry
 from trainkit.commands import complete
 from trainkit.commands.options import (
     check_region,
     dump_json,
     format_option,
     load,
+    load_named,
     prices_option,
+    spec_arg,
     spec_argument,
     workdir_option,
 )
 from trainkit.runs import record
 from trainkit.runs.launch import workdir_files
-from trainkit.spec.resolve import load_cluster
 from trainkit.spec.schema import check_key_files
 from trainkit.spec.sshkeys import public_key_text
 from trainkit.spec.train_config import check_train_config, world_size
@@ -28,7 +30,7 @@ from trainkit.util.resources import train_config
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False), required=False)
+@spec_arg(required=False)
 @click.option("--config", "config", type=click.Path(dir_okay=False), shell_complete=complete.train_configs,
               help="Also (or only) check this training config (a YAML file or a built-in name), "
                    "as `trainkit train` will.")
@@ -56,17 +58,18 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
 
     if spec and "=" in spec and not spec.endswith((".yaml", ".yml")):  # an override, no spec
         spec, overrides = None, (spec, *overrides)
-    if spec and config and not Path(spec).exists() and not spec.endswith((".yaml", ".yml")):
-        raise click.UsageError(f"{spec!r} is neither a spec file nor an override; an override is "
-                               f"key=value, e.g. {spec}=3")
+    if spec and config and not Path(spec).exists() and not spec.endswith((".yaml", ".yml")) \
+            and spec not in registry.known_names():
+        raise click.UsageError(f"{spec!r} is neither a spec file nor an override (nor a cluster this machine "
+                               f"knows); an override is key=value, e.g. {spec}=3")
     if not spec and not config:
         raise click.UsageError("give a cluster SPEC, a --config TRAIN, or both")
     if overrides and not config:
         raise click.UsageError("key=value overrides need --config TRAIN")
     cluster = None
     if spec:
-        cluster = load_cluster(spec, price_file)
-        check_key_files(cluster.spec, spec)
+        cluster, path, _, _ = load_named(spec, None, price_file)
+        check_key_files(cluster.spec, path)
     checked = _check_config(cluster, config, overrides) if config else None
     _report(spec, cluster, config, checked, fmt == "json")
 

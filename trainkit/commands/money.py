@@ -13,6 +13,7 @@ from trainkit.commands.options import (
     check_region,
     dump_json,
     format_option,
+    load_named,
     prices_option,
     spec_argument,
     workdir_option,
@@ -20,7 +21,7 @@ from trainkit.commands.options import (
 from trainkit.errors import InputError
 from trainkit.money import billing
 from trainkit.money import prices as price_api
-from trainkit.spec.resolve import load_cluster, nat_gateway
+from trainkit.spec.resolve import nat_gateway
 from trainkit.workspace import Workspace
 
 
@@ -50,7 +51,7 @@ def cost(spec, hours, reclaims_per_day, checkpoint_seconds, restart_seconds, pri
       trainkit cost examples/clusters/aws.yaml --hours 100 --reclaims-per-day 2
     """
 
-    cluster = load_cluster(spec, price_file)
+    cluster, spec, workdir, _ = load_named(spec, workdir, price_file)
     if cluster.catalog is None:
         raise InputError(f"cloud {cluster.spec.cloud}: trainkit does not bill your own machines",
                          fix="`trainkit cost` is for cloud targets")

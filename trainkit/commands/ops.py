@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, errors
-from trainkit.cluster import lifecycle
+from trainkit.cluster import lifecycle, listing, registry
 from trainkit.commands.options import (
     FORMATS,
     ask,
@@ -24,6 +24,7 @@ from trainkit.commands.options import (
     prices_option,
     require_applied,
     say,
+    spec_arg,
     spec_args,
     spec_argument,
     workdir_option,
@@ -136,8 +137,15 @@ def apply_cluster(cluster, ws, yes: bool, provision: bool = True, upgrade_image:
         return yes or ask(lambda: click.confirm("Apply this plan?", default=False, err=True), "apply")
 
     with ws.lock("apply"):
-        result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image,
-                                 storage_loss=allow_storage_loss or not yes)
+        before = remember(lambda: (registry.remember_apply(cluster.name, ws.root, cluster.source,
+                                                           listing.target_of(cluster)),))  # None: not written
+        try:
+            result = lifecycle.apply(cluster, ws, confirm, provision=provision, upgrade_image=upgrade_image,
+                                     storage_loss=allow_storage_loss or not yes)
+        except errors.TrainkitError as err:  # refused or declined before terraform ran: not INIT
+            if before and (isinstance(err, (InputError, lifecycle.Declined)) or err.exit_code in _NOTHING_CHANGED):
+                remember(lambda: registry.restore(ws.root, before[0]))
+            raise
     nodes = result.outputs.get("nodes") or []
     if fmt == "json":
         click.echo(dump_json({"cluster": cluster.name, "cloud": cluster.spec.cloud, "workspace": str(ws.root),
@@ -198,6 +206,7 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "tex
                                                 err=True), "destroy --sweep")
 
     result, closed = closing.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep, unreachable_ok=yes)
+    remember(lambda: registry.remember_destroy(ws.root))
     for run_id, closed_as in closed:
         if closed_as != "unreachable":  # that one was warned about
             click.echo(f"run {run_id} ({closed_as}): results fetched into {ws.runs_dir / run_id}", err=True)
@@ -217,21 +226,36 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "tex
 
 
 @click.command()
-@spec_argument
+@spec_arg(required=False)
 @workdir_option
 @format_option()
 def status(spec, workdir, fmt):
-    """Show the cluster's nodes as the cloud has them now, price per hour and cost since apply.
+    """Show the cluster's nodes as the cloud has them now, price per hour and cost since apply;
+    with no SPEC, every cluster this machine knows.
 
     Cloud targets read the state backend and refresh it against the cloud (nothing is changed),
     so any workspace sees the same cluster, and a node reclaimed or deleted outside trainkit shows.
     A cluster never applied (or destroyed) is "not created", exit 0, on every target.
 
+    With no SPEC: one row per cluster applied on this machine (NAME, TARGET, NODES, STATUS, COST/H,
+    SO FAR, TTL/IDLE, LAUNCHED, WORKSPACE), from each workspace's own files: no cloud is asked, so
+    a cloud row is as of the last command there. STATUS is UP, INIT (an apply started and left no
+    nodes: it may bill; `trainkit status NAME` asks the cloud) or DOWN (destroyed). `apply` adds a
+    cluster to the list; removing its workspace folder removes it. The list lives in
+    $TRAINKIT_STATE_DIR (default $XDG_STATE_HOME/trainkit, else ~/.local/state/trainkit).
+
     \b
     Example:
+      trainkit status                       # every cluster on this machine
+      trainkit status local-demo            # one, by name
       trainkit status examples/clusters/aws.yaml --format json
     """
 
+    if not spec:
+        if workdir:
+            raise click.UsageError("--workdir goes with a SPEC or NAME; `trainkit status` alone lists every cluster")
+        _list_clusters(fmt)
+        return
     cluster, ws = _load(spec, workdir)
     try:
         with ws.lock("status"):
@@ -266,6 +290,34 @@ def status(spec, workdir, fmt):
     if out.get("idle_after_minutes"):
         click.echo(f"  idle: each node shuts down after {out['idle_after_minutes']:g} idle minutes")
     click.echo(f"  runs: {', '.join(out['runs']) or 'none'}")
+
+
+def _list_clusters(fmt: str) -> None:
+    """`trainkit status` alone: the known clusters (cluster/listing.py), as a table or JSON."""
+    rows = listing.rows(registry.listed())
+    if fmt == "json":
+        click.echo(dump_json({"clusters": rows}))
+    elif rows:
+        click.echo(listing.table(rows))
+    else:
+        click.echo("no clusters on this machine yet: `trainkit apply SPEC` creates one", err=True)
+
+
+# An apply that failed with these changed nothing (lifecycle.apply: bad input, a declined plan, a
+# blocking finding, a missing tool, a busy workspace); Ctrl-C may have, and keeps its INIT row.
+_NOTHING_CHANGED = (errors.PLAN_BLOCKED, errors.MISSING_TOOL, errors.LOCKED)
+
+
+def remember(write):
+    """Write the registry of known clusters and return what `write` returns (None on failure); a
+    failure is a warning, never the command's: the cluster's work matters more than the list
+    (`trainkit status` alone names the damage again)."""
+    try:
+        return write()
+    except (errors.TrainkitError, OSError) as err:
+        if isinstance(err, OSError):
+            err = errors.TrainkitError(f"{err.strerror}: {err.filename}", fix="free space there or set TRAINKIT_STATE_DIR")
+        progress.info(f"warning: {err.message} (this cluster may be missing from `trainkit status`); fix: {err.fix}")
 
 
 @click.command()

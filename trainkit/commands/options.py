@@ -1,6 +1,10 @@
 """Options shared by the commands, declared once: SPEC, --workdir, --prices, -y/--yes,
 --format/--json; plus loading a spec into (cluster, workspace) and the "apply first" check.
 
+SPEC is a spec file's path or a cluster NAME this machine knows (cluster/registry.py): a path
+that exists wins; a word that is a cluster name leads to the spec and workspace its last apply
+used (`resolve_spec`, the one place that decides).
+
 Conventions: `-y` is `--yes` (sky's spelling; terraform users know it as -auto-approve);
 structured output takes `--format text|json|markdown` and `--json` is short for `--format json`.
 Sizing warnings are printed by the commands that act on the size (validate, render, plan, apply),
@@ -21,7 +25,8 @@ from typing import Any, Callable
 import click
 
 from trainkit import clouds
-from trainkit.cluster import failover, lifecycle
+from trainkit.cluster import failover, lifecycle, registry
+from trainkit.commands import complete
 from trainkit.errors import FORMAT_VERSION, InputError
 from trainkit.spec.resolve import load_cluster
 from trainkit.spec.schema import check_key_files
@@ -30,7 +35,23 @@ from trainkit.workspace import Workspace
 
 FORMATS = ("text", "json", "markdown")
 
-spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
+SPEC_HELP = ("SPEC is a cluster spec file, or the NAME of a cluster applied on this machine "
+             "(`trainkit status` lists them; a file of that name wins).")
+
+
+def spec_arg(required: bool = True) -> Callable:
+    """The SPEC argument (a path or a cluster NAME, completed as both); adds SPEC_HELP to the
+    command's help, before its example."""
+    def decorate(func: Callable) -> Callable:
+        if func.__doc__:
+            func.__doc__ = re.sub(r"(\n([ \t]*)\x08\n[ \t]*Example:)",
+                                  lambda m: f"\n{m.group(2)}{SPEC_HELP}\n{m.group(1)}", func.__doc__, count=1)
+        return click.argument("spec", type=click.Path(dir_okay=False), required=required,
+                              shell_complete=complete.cluster_names)(func)
+    return decorate
+
+
+spec_argument = spec_arg()
 workdir_option = click.option("--workdir", type=click.Path(file_okay=False),
                               help="Workspace folder (default .trainkit/<cluster name>).")
 prices_option = click.option("--prices", "price_file", type=click.Path(exists=True, dir_okay=False),
@@ -157,20 +178,62 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):
-    """(cluster, workspace) for a spec, its key files checked. `warn`: print the sizing warnings
-    (commands that act on the size pass it; the rest stay quiet, so warnings show once)."""
+def resolve_spec(spec: str, workdir: str | None) -> tuple[str, str | None, str | None]:
+    """(spec path, workdir, the cluster name typed or None) for SPEC as typed. A path that exists
+    (or a word that cannot be a cluster name) is a path, as before. Otherwise the registry's entry
+    for the name (`registry.find`: --workdir picks among folders) gives the spec its last apply used
+    and its workspace; a spec changed since is noted on stderr. InputError for an unknown name (the
+    close and known names), a name in two workspaces, a spec that is gone."""
+    if Path(spec).exists() or Path(spec).is_symlink() or not registry.is_name(spec):
+        return spec, workdir, None
+    entry = registry.find(spec, workdir)
+    path, note = registry.spec_of(entry)
+    if note:
+        progress.info(f"note: {note}")
+    return str(path), entry.workspace, spec
 
-    cluster = load_cluster(spec, price_file)
+
+def load_named(spec: str, workdir: str | None, price_file: str | None = None):
+    """(cluster, spec path, workdir, the name typed or None) for SPEC as typed (a path or a NAME,
+    `resolve_spec`); InputError when a name's spec now names another cluster."""
+    path, workdir, name = resolve_spec(spec, workdir)
+    cluster = load_cluster(path, price_file)
+    if name is not None and cluster.name != name:
+        raise InputError(f"cluster {name}: its spec {path} now names cluster {cluster.name!r}",
+                         fix=f"give the path to act on {cluster.name}; put back `name: {name}` in {path} "
+                             f"to act on {name}")
+    return cluster, path, workdir, name
+
+
+def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bool = False):
+    """(cluster, workspace) for SPEC (a path or a cluster NAME: `resolve_spec`), its key files
+    checked. `warn`: print the sizing warnings (commands that act on the size pass it; the rest
+    stay quiet, so warnings show once). A spec path given for a workspace whose remembered spec is
+    gone becomes the one its name leads to (registry.repoint)."""
+
+    cluster, spec, workdir, named = load_named(spec, workdir, price_file)
     check_key_files(cluster.spec, spec)
     if warn:
         for warning in cluster.warnings:
             progress.info(f"warning: {warning}")
-    ws = Workspace.for_cluster(cluster.name, workdir)
+    # a name's workspace is the registry's (checked as a --workdir when its apply made it), used
+    # from anywhere, inside it too
+    ws = Workspace(Path(workdir), cluster.name) if named else Workspace.for_cluster(cluster.name, workdir)
     ws.check_runs_dir()  # runs/ a file: named here, not "no runs yet" or a crash in a listing
     if clouds.is_cloud(cluster.spec.cloud):  # `zone:`/`type:` lists: where the last apply came up
         cluster = failover.remembered(cluster, ws)
+    _follow_moved_spec(ws, spec)
     return cluster, ws
+
+
+def _follow_moved_spec(ws: Workspace, spec: str) -> None:
+    """registry.repoint, never failing the command: the registry is a convenience, and a damaged
+    one must not stop a command given a spec path (it is named once, as a warning)."""
+    try:
+        if registry.repoint(ws.root, spec):
+            progress.info(f"note: cluster {ws.cluster} is now reached by name through {Path(spec).absolute()}")
+    except InputError as err:
+        progress.info(f"warning: {err.message}; fix: {err.fix}")
 
 
 def require_applied(cluster, ws) -> None:

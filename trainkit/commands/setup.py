@@ -10,7 +10,7 @@ import click
 from trainkit import clouds, errors
 from trainkit.cluster.check import run_checks
 from trainkit.commands import complete
-from trainkit.commands.options import dump_json, format_option
+from trainkit.commands.options import dump_json, format_option, resolve_spec, spec_arg
 from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.schema import load_spec
 from trainkit.util.resources import copy_examples, example_files
@@ -19,7 +19,7 @@ from trainkit.util.resources import examples as shipped
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False), required=False)
+@spec_arg(required=False)
 @click.option("--cloud", "cloud_names", multiple=True, type=click.Choice(clouds.TERRAFORM_TARGETS),
               help="Check this cloud (repeatable); missing credentials then fail the check.")
 @format_option()
@@ -44,7 +44,7 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     need_terraform = True
     if spec:
 
-        s = load_spec(spec)
+        s = load_spec(resolve_spec(spec, None)[0])
         is_cloud = s.cloud in clouds.TERRAFORM_TARGETS
         names, strict, need_terraform = ([s.cloud] if is_cloud else []), True, is_cloud
         need_backend = is_cloud and s.backend.type != "local"
