@@ -116,8 +116,12 @@ def test_a_stopping_update_is_named_in_the_review(repo, tmp_path, applied):
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_recovery_with_an_edited_spec_changes_nothing_and_without_one_replaces_the_lost_node(
+def test_recovery_after_a_spec_edit_stops_naming_what_it_would_change_or_replaces_only_the_lost_node(
         repo, tmp_path, seed_cloud, monkeypatch, cloud):
+    """Issue 37's fault-matrix row on the seed clouds: a node is reclaimed after the spec was
+    edited. An edit that reaches what exists (a disk size, a tag) stops the recovery before any
+    change (exit PREEMPTED, the addresses named: the run waits); an edit that changes nothing in
+    the cloud (idle) recovers: only the lost node and its disk are new, the survivor keeps its id."""
     from trainkit.cluster.replace import replace_instances
     from trainkit.errors import TrainkitError
     from trainkit.spec.resolve import load_cluster
@@ -139,9 +143,14 @@ def test_recovery_with_an_edited_spec_changes_nothing_and_without_one_replaces_t
     assert stopped.value.exit_code == errors.PREEMPTED
     assert "changed since the last apply" in stopped.value.message
     assert f"update module.cluster.{DISK[cloud]}.data[0]" in stopped.value.message
+    tagged = load_cluster(write_spec(repo, edited, cloud, tags={"team": "edited"}))   # the issue's example
+    with pytest.raises(TrainkitError) as stopped:
+        replace_instances(tagged, ws, [nodes[1]["name"]])
+    assert f"update module.cluster.{NODE[cloud]}.node[0]" in stopped.value.message
     assert {k: v["id"] for k, v in seed_cloud.objects().items()} == kept   # nothing changed
 
-    events = replace_instances(load_cluster(spec), ws, [nodes[1]["name"]])
+    # a spec edit that changes nothing the cloud holds (idle is the node-side guard's) recovers
+    events = replace_instances(load_cluster(write_spec(repo, edited, cloud, idle="2h")), ws, [nodes[1]["name"]])
     assert [e["kind"] for e in events] == ["replaced"]
     new_nodes = seed_cloud.objects(NODE[cloud])
     assert nodes[0]["id"] in new_nodes and nodes[1]["id"] not in new_nodes and len(new_nodes) == 2
