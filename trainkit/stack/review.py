@@ -280,11 +280,15 @@ def release_review(cluster: Cluster, plan: dict, now: float | None = None) -> tu
     moved = [(a, old, new) for a, old, new in moves if new != old]
     kept = [old for _, old, new in moves if new == old]
     lines, found = [], []
+    unrecorded = _unrecorded_births(plan)
     if moved:
         shown = ", ".join(f"{a.split('.', 2)[-1] if a.startswith('module.') else a} "
                           f"{_utc(old)} -> {_utc(new) if new else 'never'}" for a, old, new in moved)
         lines.append(f"ttl: {len(moved)} running node(s) get a new release time in place, counted from each "
                      f"one's creation (no restart): {shown}")
+        if any(_index(a) in unrecorded for a, _, _ in moved):
+            lines.append("ttl: nodes applied before trainkit recorded each node's creation (terraform_data.born) "
+                         "have their release time counted from this apply, once")
     if kept:
         lines.append(f"ttl: {len(kept)} running node(s) keep their release time (the first at {_utc(min(kept))}); "
                      "`trainkit status` shows the deadline")
@@ -294,6 +298,17 @@ def release_review(cluster: Cluster, plan: dict, now: float | None = None) -> tu
                               f"{', '.join(late)} would be released less than 30 minutes from now (or in the "
                               "past), which the cloud refuses: set a longer ttl, or `trainkit destroy`"))
     return lines, found
+
+
+def _index(address: str) -> str:
+    return address.rsplit("[", 1)[-1].rstrip("]") if address.endswith("]") else ""
+
+
+def _unrecorded_births(plan: dict) -> set[str]:
+    """Indexes whose creation record `terraform_data.born[i]` the plan creates for the first time
+    (a state applied before the record existed: nothing of it is replaced)."""
+    return {_index(rc["address"]) for rc in plan.get("resource_changes", [])
+            if rc.get("type") == "terraform_data" and rc.get("name") == "born" and rc["change"]["actions"] == ["create"]}
 
 
 def no_terraform_review(cluster: Cluster) -> dict[str, Any]:

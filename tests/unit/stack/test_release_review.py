@@ -41,6 +41,15 @@ def test_a_ttl_edit_is_described_as_moving_each_running_node_and_an_untouched_on
                      "`trainkit status` shows the deadline"]
 
 
+def test_nodes_applied_before_the_creation_record_are_said_to_count_from_this_apply():
+    born = {"address": f"{M}terraform_data.born[0]", "type": "terraform_data", "name": "born", "mode": "managed",
+            "index": 0, "change": {"actions": ["create"], "before": None, "after": {"input": "2026-12-04T12:00:00Z"}}}
+    plan = {"resource_changes": [node(0, "2026-12-04T20:01:00Z", "2026-12-05T02:01:00Z"), born]}
+    lines, _ = release_review(cluster(), plan, now=NOW)
+    assert lines[-1].startswith("ttl: nodes applied before trainkit recorded each node's creation")
+    assert len(release_review(cluster(), {"resource_changes": plan["resource_changes"][:1]}, now=NOW)[0]) == 1
+
+
 def test_a_new_release_time_under_30_minutes_ahead_blocks_the_review_naming_ttl():
     plan = {"resource_changes": [node(0, "2026-12-05T00:01:00Z", "2026-12-04T12:29:00Z"),
                                  node(1, "2026-12-05T00:01:00Z", "2026-12-04T12:31:00Z")]}
