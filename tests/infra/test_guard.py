@@ -110,3 +110,25 @@ def test_a_second_run_does_not_start_a_second_guard(tmp_path):
         os.kill(pid, signal.SIGTERM)
     finally:
         proc.kill()
+
+
+def test_a_ttl_edit_moves_the_deadline_from_the_first_start_and_a_rerun_does_not(tmp_path):
+    """Issue 37 (ttl is one truth, AWS and Tencent): the role run again with a new ttl (apply after a
+    ttl edit) moves the running guard's deadline to its first start + the new ttl; run again with
+    the same ttl (an unrelated apply) it stays where it was."""
+    proc = stand_in("ttl-edit")
+    try:
+        first = run_guard(tmp_path, guard_ttl_minutes=600, guard_shutdown_command=kill_cmd(proc))
+        state = wait_state(first["state"], lambda s: s.get("deadline") and s.get("checked_at"))
+        started, pid = state["started"], state["pid"]
+        assert state["deadline"] == started + 600 * 60
+        run_guard(tmp_path, guard_ttl_minutes=300, guard_shutdown_command=kill_cmd(proc))
+        moved = wait_state(first["state"], lambda s: s["deadline"] == started + 300 * 60)
+        assert moved["started"] == started and moved["pid"] == pid
+        run_guard(tmp_path, guard_ttl_minutes=300, guard_shutdown_command=kill_cmd(proc))
+        checked = moved["checked_at"]
+        again = wait_state(first["state"], lambda s: s["checked_at"] > checked)
+        assert again["deadline"] == started + 300 * 60 and proc.poll() is None
+        os.kill(pid, signal.SIGTERM)
+    finally:
+        proc.kill()

@@ -7,9 +7,11 @@ only (issue 37).
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -114,8 +116,12 @@ def test_a_stopping_update_is_named_in_the_review(repo, tmp_path, applied):
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_recovery_with_an_edited_spec_changes_nothing_and_without_one_replaces_the_lost_node(
+def test_recovery_after_a_spec_edit_stops_naming_what_it_would_change_or_replaces_only_the_lost_node(
         repo, tmp_path, seed_cloud, monkeypatch, cloud):
+    """Issue 37's fault-matrix row on the seed clouds: a node is reclaimed after the spec was
+    edited. An edit that reaches what exists (a disk size, a tag) stops the recovery before any
+    change (exit PREEMPTED, the addresses named: the run waits); an edit that changes nothing in
+    the cloud (idle) recovers: only the lost node and its disk are new, the survivor keeps its id."""
     from trainkit.cluster.replace import replace_instances
     from trainkit.errors import TrainkitError
     from trainkit.spec.resolve import load_cluster
@@ -137,9 +143,14 @@ def test_recovery_with_an_edited_spec_changes_nothing_and_without_one_replaces_t
     assert stopped.value.exit_code == errors.PREEMPTED
     assert "changed since the last apply" in stopped.value.message
     assert f"update module.cluster.{DISK[cloud]}.data[0]" in stopped.value.message
+    tagged = load_cluster(write_spec(repo, edited, cloud, tags={"team": "edited"}))   # the issue's example
+    with pytest.raises(TrainkitError) as stopped:
+        replace_instances(tagged, ws, [nodes[1]["name"]])
+    assert f"update module.cluster.{NODE[cloud]}.node[0]" in stopped.value.message
     assert {k: v["id"] for k, v in seed_cloud.objects().items()} == kept   # nothing changed
 
-    events = replace_instances(load_cluster(spec), ws, [nodes[1]["name"]])
+    # a spec edit that changes nothing the cloud holds (idle is the node-side guard's) recovers
+    events = replace_instances(load_cluster(write_spec(repo, edited, cloud, idle="2h")), ws, [nodes[1]["name"]])
     assert [e["kind"] for e in events] == ["replaced"]
     new_nodes = seed_cloud.objects(NODE[cloud])
     assert nodes[0]["id"] in new_nodes and nodes[1]["id"] not in new_nodes and len(new_nodes) == 2
@@ -237,19 +248,73 @@ def test_huawei_billing_records_are_per_node_and_a_max_price_edit_with_spot_off_
     assert plan_actions(ws) == {f"module.cluster.terraform_data.node[{i}]": ["create"] for i in range(2)}
 
 
-def test_a_ttl_edit_is_said_to_apply_to_new_nodes_and_status_reads_the_deadline_from_the_state(
+def _plan_json(ws) -> dict:
+    return {c["address"].removeprefix("module.cluster."): c["change"]
+            for c in json.loads((ws / "plan.json").read_text())["resource_changes"]}
+
+
+def _deadline(born: str, minutes: int, off_zero: bool) -> str:
+    """born (RFC 3339, to the minute) + minutes, as the module writes it; Alibaba's moved one minute
+    off a 0 minute (terraform/modules/alicloud/main.tf node_release)."""
+    at = calendar.timegm(time.strptime(born, "%Y-%m-%dT%H:%M:%SZ")) + minutes * 60
+    at += 60 if off_zero and time.gmtime(at).tm_min % 10 == 0 else 0
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def test_a_ttl_edit_moves_each_running_nodes_release_time_from_its_creation_in_place_alibaba(
         repo, tmp_path, applied):
-    """Issue 37 item 5 (in part): Alibaba releases each node at the time set when it was created;
-    the review of a ttl edit says so instead of describing the new ttl as applied, and status shows
-    the release time the state's nodes carry."""
+    """Issue 37 item 4 (ttl is one truth): Alibaba's example (ttl 12h) edited to 14h plans an in-place
+    update of auto_release_time alone on both nodes (ModifyInstanceAutoReleaseTime), each to its own
+    creation (terraform_data.born[i], from the state) + 14h; the review says so. An unrelated edit (a
+    tag) leaves every release time as it is, and status reads the deadline from the state."""
     ws, store = applied["alicloud"]
-    rev, _, actions = _plan(repo, tmp_path, applied, "alicloud", ttl="2h")
-    assert actions == {}
-    kept = [line for line in rev["safety"] if "keep the release time" in line]
-    assert len(kept) == 1 and "2 running node(s)" in kept[0]
+    rev, by_address, actions = _plan(repo, tmp_path, applied, "alicloud", ttl="14h")
+    nodes = [f"{NODE['alicloud']}.node[{i}]" for i in range(2)]
+    assert actions == {a: ["update"] for a in nodes}
+    plan = _plan_json(ws)
+    for i, a in enumerate(nodes):
+        assert [x["name"] for x in by_address[a]["attributes"]] == ["auto_release_time"], by_address[a]
+        born = plan[f"terraform_data.born[{i}]"]["before"]["output"]
+        assert plan[a]["after"]["auto_release_time"] == _deadline(born, 14 * 60, off_zero=True)
+        assert plan[a]["before"]["auto_release_time"] == _deadline(born, 12 * 60, off_zero=True)
+    assert any("2 running node(s) get a new release time in place" in line for line in rev["safety"]), rev["safety"]
+
+    _, _, actions = _plan(repo, tmp_path, applied, "alicloud", tags={"team": "another"})
+    plan = _plan_json(ws)
+    assert all(plan[a]["after"]["auto_release_time"] == plan[a]["before"]["auto_release_time"] for a in nodes)
     first = min(a["auto_release_time"] for a in store.objects(NODE["alicloud"]).values())
     status = json.loads(trainkit("status", write_spec(repo, tmp_path, "alicloud"), "--workdir", ws, "--json").stdout)
     assert status["ttl_deadline"] == first and status["ttl_source"] == "state"
+
+
+def test_a_ttl_edit_reaches_running_huawei_nodes_and_an_unrelated_apply_leaves_it(repo, tmp_path, seed_cloud):
+    """Issue 37 item 4 on Huawei (pay-per-use: auto_terminate_time is for those only): ttl 2h -> 3h
+    updates each server's auto_terminate_time in place (UpdateAutoTerminateTime) to its creation +
+    3h, nothing else changes, the stand-in cloud holds the new times and status shows the earliest;
+    an apply of an unrelated edit (a tag) leaves them."""
+    on_demand = {"spot.enabled": False, "ttl": "2h"}
+    spec, ws = write_spec(repo, tmp_path, "huaweicloud", **on_demand), tmp_path / "ws"
+    trainkit("apply", spec, "--workdir", ws, "--yes", "--no-provision")
+    longer = write_spec(repo, tmp_path, "huaweicloud", **{**on_demand, "ttl": "3h"})
+    trainkit("plan", longer, "--workdir", ws)
+    nodes = [f"module.cluster.{NODE['huaweicloud']}.node[{i}]" for i in range(2)]
+    assert plan_actions(ws) == {a: ["update"] for a in nodes}
+    plan = _plan_json(ws)
+    want = {}
+    for i in range(2):
+        change = plan[f"{NODE['huaweicloud']}.node[{i}]"]
+        assert {k for k in change["after"] if change["after"][k] != change["before"].get(k)} == {"auto_terminate_time"}
+        want[i] = _deadline(plan[f"terraform_data.born[{i}]"]["before"]["output"], 180, off_zero=False)
+        assert change["after"]["auto_terminate_time"] == want[i]
+    trainkit("apply", longer, "--workdir", ws, "--yes", "--no-provision")
+    held = sorted(o["auto_terminate_time"] for o in seed_cloud.objects(NODE["huaweicloud"]).values())
+    assert held == sorted(want.values())
+    status = json.loads(trainkit("status", longer, "--workdir", ws, "--json").stdout)
+    assert status["ttl_deadline"] == held[0] and status["ttl_source"] == "state"
+
+    tagged = write_spec(repo, tmp_path, "huaweicloud", **{**on_demand, "ttl": "3h", "tags": {"team": "other"}})
+    trainkit("apply", tagged, "--workdir", ws, "--yes", "--no-provision")
+    assert sorted(o["auto_terminate_time"] for o in seed_cloud.objects(NODE["huaweicloud"]).values()) == held
 
 
 # (cloud, spec edit, what each node's instance does in the plan: "-" nothing, "update", "replace")

@@ -76,6 +76,7 @@ def fill(type_name: str, attrs: dict, view, before: dict | None = None) -> None:
         set_if_unset(attrs, "private_ip", host_ip(vsw.get("cidr_block"), taken))
         set_if_unset(attrs, "public_ip", public_ip(rng) if (attrs.get("internet_max_bandwidth_out") or 0) > 0 else "")
         attrs["status"] = "Running"
+        attrs["auto_release_time"] = to_minute(attrs.get("auto_release_time"))
     elif type_name == "alicloud_eip_address":
         set_if_unset(attrs, "ip_address", public_ip(rng))
     elif type_name == "alicloud_nat_gateway":
@@ -109,8 +110,23 @@ def create_check(type_name: str, attrs: dict, view) -> None:
                                    "types of resources or other regions and zones."))
 
 
+def to_minute(when):
+    """ECS keeps a release time to the minute: DescribeInstances answers '2023-07-26T23:50Z', which
+    the provider's Read writes as '2023-07-26T23:50:00Z' (resource_alicloud_instance.go)."""
+    return when[:16] + ":00Z" if isinstance(when, str) and len(when) >= 16 else when
+
+
 def update_check(type_name: str, before: dict, after: dict, view) -> None:
-    if type_name != "alicloud_instance" or before.get("vswitch_id") == after.get("vswitch_id"):
+    if type_name != "alicloud_instance":
+        return
+    moved = after.get("auto_release_time") != before.get("auto_release_time")
+    if moved and too_soon(after.get("auto_release_time")):
+        # ModifyInstanceAutoReleaseTime (ECS API 2014-05-26): "at least 30 minutes later than the
+        # current time", as at create.
+        raise CloudError(error("alicloud_instance", "ModifyInstanceAutoReleaseTime", "InvalidAutoReleaseTime.Malformed",
+                               "The specified AutoReleaseTime is invalid: it must be at least 30 minutes later "
+                               "than the current time."))
+    if before.get("vswitch_id") == after.get("vswitch_id"):
         return
     old = (view.get("alicloud_vswitch", before.get("vswitch_id")) or {}).get("zone_id")
     new = (view.get("alicloud_vswitch", after.get("vswitch_id")) or {}).get("zone_id")

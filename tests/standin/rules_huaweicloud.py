@@ -78,6 +78,14 @@ def update_check(type_name: str, before: dict, after: dict, view) -> None:
     if type_name != "huaweicloud_compute_instance":
         return
     path = f"/v1.1/p/cloudservers/{before['id']}"
+    moved = after.get("auto_terminate_time") != before.get("auto_terminate_time")
+    if moved and too_soon(after.get("auto_terminate_time")):
+        # UpdateAutoTerminateTime (POST /v1/{project_id}/cloudservers/{server_id}/actions/
+        # update-auto-terminate-time) takes the same rule as create (Huawei ECS docs, "Setting
+        # Auto-Deletion Time": at least 30 minutes after now).
+        raise CloudError("error updating auto-terminate time of server: " + error(
+            "POST", f"/v1/p/cloudservers/{before['id']}/actions/update-auto-terminate-time", "Ecs.0005",
+            "auto_terminate_time must be at least 30 minutes later than the current time."))
     resized = (before.get("flavor_id"), before.get("flavor_name")) != (after.get("flavor_id"), after.get("flavor_name"))
     if resized and before.get("charging_mode") == "spot":
         raise CloudError("error resizing server: " + error(

@@ -210,6 +210,24 @@ def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
                        spot_refused="a one-time Spot Instance cannot be stopped to change its type (EC2)")
 
 
+def _replace_note(rc: dict, plan: dict) -> str | None:
+    """aws_instance moved out of the nodes' subnet into the public one that this plan creates: a
+    head node of a cluster applied before the module put the head in a public subnet of its own
+    whenever public_ip = "head" (nat.tf; before, only with nat_gateway): subnet_id is ForceNew, so
+    the head is replaced once (a single-node cluster loses its only node)."""
+    paths = [p[0] for p in rc["change"].get("replace_paths") or [] if p]
+    if rc["type"] != "aws_instance" or "subnet_id" not in paths:
+        return None
+    module = rc.get("module_address", "")
+    new_public = any(o.get("module_address", "") == module and o["type"] == "aws_subnet" and o.get("name") == "public"
+                     and o["change"]["actions"] == ["create"] for o in plan.get("resource_changes", []))
+    if not new_public:
+        return None
+    return ("the head node moves to the cluster's public subnet, created by this plan (trainkit's AWS module "
+            "keeps the head there with public_ip: head, so that switching nat_gateway replaces no node; a "
+            "cluster applied before keeps it in the nodes' subnet): it is replaced once, its data volume stays")
+
+
 CLOUD = Cloud(
     name="aws",
     title="AWS",
@@ -242,6 +260,7 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     in_place=_in_place,
+    replace_note=_replace_note,
     price_adapter="trainkit.clouds.prices_aws",
     offers_adapter="trainkit.clouds.offers_aws",
     shutdown_terminates=True,  # aws_instance.instance_initiated_shutdown_behavior = "terminate"

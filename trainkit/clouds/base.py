@@ -191,6 +191,10 @@ class Cloud:
     # change in place, so the plan replaces the resource instead; ("stops", cause) where the node is
     # stopped to make it; None when the update disrupts nothing. The review names both.
     in_place: Callable[[str, dict, dict], "tuple[str, str] | None"] = lambda t, before, after: None
+    # Why the cloud's module replaces one resource where the spec did not ask for it (a change of the
+    # module's own layout between trainkit versions): `(resource_change, plan)` of terraform show
+    # -json -> the cause in words, or None. The review names it and warns (plan_rules.disruptions).
+    replace_note: Callable[[dict, dict], "str | None"] = lambda rc, plan: None
     # Whether the module makes a node-side shutdown terminate the instance (when ttl/idle are set).
     shutdown_terminates: bool = False
     # Module with `fetch(region, types, endpoint=None)` asking the cloud's price API (lazy import).

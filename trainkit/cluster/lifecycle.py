@@ -27,7 +27,7 @@ from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.stack import adopt
 from trainkit.stack.checkov import scan_plan
-from trainkit.stack.plan_rules import disruptions, refused_in_place, release_times, storage_losses
+from trainkit.stack.plan_rules import disruptions, refused_in_place, release_times, storage_losses, with_born
 from trainkit.stack.review import header, no_terraform_review, review
 from trainkit.stack.review_render import to_markdown
 from trainkit.stack.state import backend_description, change_set, drifted, observe, render_and_init, state_resources
@@ -64,8 +64,10 @@ _NODE_ADDRESS = re.compile(r"^module\.cluster\.[a-z0-9_]*instance\.node\[\d+\]$"
 
 
 def node_addresses(runner) -> list[str]:
-    """The instance addresses the state holds (what `--upgrade-image` replaces)."""
-    return [a for a in runner.state_list() if _NODE_ADDRESS.match(a)]
+    """The instance addresses the state holds, each with its creation record (with_born): what
+    `--upgrade-image` replaces."""
+    held = runner.state_list()
+    return with_born([a for a in held if _NODE_ADDRESS.match(a)], held)
 
 
 def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False,
@@ -81,7 +83,7 @@ def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False,
         refused = refused_in_place(cluster.spec.cloud, plan_data)
         if refused:  # an update the cloud would refuse half way: replace those resources instead
             progress.info("planned again with " + ", ".join(f"{a} replaced ({why})" for a, why in refused.items()))
-            runner.plan(ws.plan_bin, replace=replace + sorted(refused))
+            runner.plan(ws.plan_bin, replace=with_born(replace + sorted(refused), runner.state_list()))
             plan_data = runner.show_json(ws.plan_bin)
     ws.save_plan(plan_data, ws.stack_fingerprint())
 

@@ -76,10 +76,12 @@ def held_apart(cluster: Cluster, resources: list[dict]) -> tuple[Placement | Non
 
 def zone_subnet_cidr(vpc_cidr: str, subnet_cidr: str, taken: list[str]) -> str:
     """A subnet for another zone (pure): the first block of `subnet_cidr`'s size in `vpc_cidr`
-    that overlaps neither `subnet_cidr`, the `taken` ones, nor the last /28 of the VPC (the
-    modules' public subnet, aws nat.tf). CapacityError-free: InputError when the VPC is full."""
+    that overlaps neither `subnet_cidr`, the `taken` ones, nor the last /27 of the VPC (the
+    modules' public subnets: the cluster's in the last /28, aws nat.tf, and a head placed in
+    another zone's in the /28 below it, aws main.tf zone_public_subnets). InputError when the VPC
+    is full."""
     vpc, own = ipaddress.ip_network(vpc_cidr), ipaddress.ip_network(subnet_cidr)
-    public = list(vpc.subnets(new_prefix=28))[-1] if vpc.prefixlen <= 28 else vpc
+    public = list(vpc.subnets(new_prefix=27))[-1] if vpc.prefixlen <= 27 else vpc
     busy = [own, public] + [ipaddress.ip_network(t) for t in taken]
     for block in vpc.subnets(new_prefix=own.prefixlen):
         if not any(block.overlaps(b) for b in busy):

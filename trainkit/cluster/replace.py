@@ -187,14 +187,15 @@ def guarded_replace(runner, ws: Workspace, addresses: list[str], indexes: list[i
 
 
 def replace_addresses(state: dict, i: int, instance_id: str | None) -> list[str]:
-    """Addresses to `-replace` for node index `i`: its instance if still in the state, and the
-    `data[i]` resources (data disk, attachment). Pure: reads the `terraform show -json` dict."""
+    """Addresses to `-replace` for node index `i`: its instance if still in the state, the
+    `data[i]` resources (data disk, attachment) and its creation record `born[i]` (the new node's
+    release time counts from its own creation). Pure: reads the `terraform show -json` dict."""
     out = []
     for res in _resources((state.get("values") or {}).get("root_module") or {}):
-        m = re.search(r"\.(node|data)\[(\d+)\]$", res.get("address", ""))
+        m = re.search(r"\.(node|data|born)\[(\d+)\]$", res.get("address", ""))
         if not m or int(m.group(2)) != i or res.get("mode") != "managed":
             continue
-        if m.group(1) == "data" or (res.get("values") or {}).get("id") == instance_id:
+        if m.group(1) in ("data", "born") or (res.get("values") or {}).get("id") == instance_id:
             out.append(res["address"])
     return out
 

@@ -59,11 +59,16 @@ def disks_unencrypted(cloud: str, resources: Iterable[dict]) -> Iterator[str]:
 
 def disruptions(cloud: str, plan: dict) -> dict[str, tuple[str, str]]:
     """address -> ("refused" | "stops", cause) of every in-place update in `plan` (terraform show
-    -json) that the cloud refuses or makes by stopping the node (the room's `in_place`)."""
+    -json) that the cloud refuses or makes by stopping the node (the room's `in_place`), and
+    ("moves", cause) of every replacement the room's module makes of its own accord (`replace_note`)."""
     room = clouds.get(cloud)
     out = {}
     for rc in plan.get("resource_changes", []):
         change = rc["change"]
+        if rc.get("mode") != "data" and set(change["actions"]) == {"create", "delete"}:
+            note = room.replace_note(rc, plan)
+            if note:
+                out[rc["address"]] = ("moves", note)
         if rc.get("mode") == "data" or change["actions"] != ["update"]:
             continue
         found = room.in_place(rc["type"], change.get("before") or {}, change.get("after") or {})
@@ -104,7 +109,23 @@ def storage_losses(cloud: str, plan: dict) -> list[str]:
 # Every module names an instance `<type>.node[i]`, its data disk and attachment `<type>.data[i]`, and
 # what one more zone needs (a subnet, its NAT and NAS rules) `<type>.zone["<zone>"]` (the module
 # interface; cluster/replace.py).
-_NODE_PARTS = re.compile(r"\.(node|data)\[(\d+)\]$")
+_NODE_PARTS = re.compile(r"\.(node|data|born)\[(\d+)\]$")
+# A node's creation time (`terraform_data.born[i]`, where the cloud releases a node at a time counted
+# from it: the alicloud and huaweicloud modules) is replaced with its node.
+_INSTANCE = re.compile(r"^(.*\.)[a-z0-9_]*instance\.node\[(\d+)\]$")
+
+
+def with_born(addresses: Iterable[str], present: Iterable[str]) -> list[str]:
+    """`addresses` to `-replace`, plus `terraform_data.born[i]` of the same module beside every
+    instance `...instance.node[i]` among them where `present` (the state's addresses) holds it, so
+    a replaced node's release time counts from its own creation."""
+    out, held = list(addresses), set(present)
+    for a in list(out):
+        m = _INSTANCE.match(a)
+        born = m and f"{m.group(1)}terraform_data.born[{m.group(2)}]"
+        if born and born in held and born not in out:
+            out.append(born)
+    return out
 _ZONE_PART = re.compile(r'\.zone\["[^"]+"\]$')
 
 
@@ -139,4 +160,20 @@ def release_times(cloud: str, resources: Iterable[dict]) -> list[float]:
                 out.append(calendar.timegm(time.strptime(value.replace("Z", ""), "%Y-%m-%dT%H:%M:%S")))
             except ValueError:
                 continue
+    return out
+
+
+def release_moves(cloud: str, plan: dict) -> list[tuple[str, float, float | None]]:
+    """(address, release time before, after) in epoch seconds of every node that `plan` keeps
+    (no-op or in-place update) and that carries a release time in the room's ttl_argument; `after`
+    is None where the plan clears it (ttl removed) and equals `before` where it stays."""
+    out = []
+    for rc in plan.get("resource_changes", []):
+        change = rc["change"]
+        if rc.get("mode") == "data" or change["actions"] not in (["no-op"], ["update"]):
+            continue
+        held = release_times(cloud, [{"type": rc["type"], "values": change.get("before") or {}}])
+        if held:
+            after = release_times(cloud, [{"type": rc["type"], "values": change.get("after") or {}}])
+            out.append((rc["address"], held[0], after[0] if after else None))
     return out

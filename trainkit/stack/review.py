@@ -21,7 +21,7 @@ from trainkit.stack.plan_rules import (
     ROLE_KEYWORDS,
     disks_unencrypted,
     public_ip_nodes,
-    release_times,
+    release_moves,
     ssh_sources,
     storage_losses,
 )
@@ -60,8 +60,11 @@ def changes(plan: dict, disrupted: dict[str, tuple[str, str]] | None = None) -> 
                      "attributes": changed_attributes(rc["change"], action)}
             if action == "replace":
                 entry.update(replace_reason(rc, plan))
-                if disrupted.get(rc["address"], ("",))[0] == "refused":
-                    entry["reason"] = f"the cloud cannot update it in place: {disrupted[rc['address']][1]}"
+                verdict, cause = disrupted.get(rc["address"], ("", ""))
+                if verdict == "refused":
+                    entry["reason"] = f"the cloud cannot update it in place: {cause}"
+                elif verdict == "moves":
+                    entry["reason"] = cause
             elif action == "update" and rc["address"] in disrupted:
                 entry["disruption"], entry["reason"] = disrupted[rc["address"]]
             elif action == "delete":
@@ -111,6 +114,7 @@ def replace_reason(rc: dict, plan: dict) -> dict[str, Any]:
         causes = [_data_change(o) for o in plan.get("resource_changes", [])
                   if o.get("module_address", "") == module and o["type"] == "terraform_data"
                   and o["change"]["actions"] not in (["no-op"], ["read"])
+                  and o.get("name") != "born"  # a node's creation record follows it, never drives it
                   and (o.get("name") != "node" or o.get("index") == rc.get("index"))]
         reason = f"replaced with {', '.join(causes) or 'a resource it depends on'} (replace_triggered_by)"
     elif why == "replace_by_request":
@@ -245,25 +249,66 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
     resources = after_resources(plan)
     cost_ = cost(cluster, resources, before_resources(plan))
     found = findings(cluster, resources, cost_) + list(extra_findings or [])
+    found += [_finding("layout-move", "warn", f"{address} is replaced though the spec did not ask for it: {cause}")
+              for address, (verdict, cause) in sorted((disrupted or {}).items()) if verdict == "moves"]
+    release_lines, release_found = release_review(cluster, plan)
+    found += release_found
     lost = storage_losses(cluster.spec.cloud, plan)
     if lost:
         found.append(_finding(STORAGE_LOSS, "warn", f"destroys the data on {', '.join(lost)}: `apply --yes` "
                               "refuses this plan unless given --allow-storage-loss"))
-    return _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster) + kept_release(cluster, plan))
+    return _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster) + release_lines)
 
 
-def kept_release(cluster: Cluster, plan: dict) -> list[str]:
-    """A safety line when nodes that stay carry a release time (fixed when each was created: the
-    modules ignore later changes): `ttl` in the spec applies to nodes created from now on."""
-    staying = [{"type": rc["type"], "values": rc["change"].get("before") or {}}
-               for rc in plan.get("resource_changes", [])
-               if rc.get("mode") != "data" and rc["change"]["actions"] in (["no-op"], ["update"])]
-    held = release_times(cluster.spec.cloud, staying)
-    if not held:
-        return []
-    first = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(min(held)))
-    return [f"ttl: {len(held)} running node(s) keep the release time set when each was created (the first at "
-            f"{first}); the spec's ttl applies to nodes created from now on (`trainkit status` shows the deadline)"]
+# Alibaba auto_release_time and Huawei auto_terminate_time must lie at least 30 minutes after the
+# call that sets them, on create and on change (alicloud_instance docs, ModifyInstanceAutoReleaseTime:
+# "at least half an hour later than the current time"; Huawei ECS docs, "Setting Auto-Deletion Time").
+RELEASE_MARGIN_S = 30 * 60
+
+
+def _utc(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def release_review(cluster: Cluster, plan: dict, now: float | None = None) -> tuple[list[str], list[dict]]:
+    """(safety lines, findings) about the release times of the nodes `plan` keeps, each counted
+    from the node's own creation: the ones a ttl edit moves in place (old -> new), the ones that
+    keep theirs, and a blocking `ttl` finding where a new time is under RELEASE_MARGIN_S ahead of
+    `now` (the cloud refuses it, half way through the apply)."""
+    moves = release_moves(cluster.spec.cloud, plan)
+    now = time.time() if now is None else now
+    moved = [(a, old, new) for a, old, new in moves if new != old]
+    kept = [old for _, old, new in moves if new == old]
+    lines, found = [], []
+    unrecorded = _unrecorded_births(plan)
+    if moved:
+        shown = ", ".join(f"{a.split('.', 2)[-1] if a.startswith('module.') else a} "
+                          f"{_utc(old)} -> {_utc(new) if new else 'never'}" for a, old, new in moved)
+        lines.append(f"ttl: {len(moved)} running node(s) get a new release time in place, counted from each "
+                     f"one's creation (no restart): {shown}")
+        if any(_index(a) in unrecorded for a, _, _ in moved):
+            lines.append("ttl: nodes applied before trainkit recorded each node's creation (terraform_data.born) "
+                         "have their release time counted from this apply, once")
+    if kept:
+        lines.append(f"ttl: {len(kept)} running node(s) keep their release time (the first at {_utc(min(kept))}); "
+                     "`trainkit status` shows the deadline")
+    late = [a for a, _, new in moved if new is not None and new < now + RELEASE_MARGIN_S]
+    if late:
+        found.append(_finding("ttl-too-soon", "block", f"ttl {cluster.spec.ttl}: counted from their creation, "
+                              f"{', '.join(late)} would be released less than 30 minutes from now (or in the "
+                              "past), which the cloud refuses: set a longer ttl, or `trainkit destroy`"))
+    return lines, found
+
+
+def _index(address: str) -> str:
+    return address.rsplit("[", 1)[-1].rstrip("]") if address.endswith("]") else ""
+
+
+def _unrecorded_births(plan: dict) -> set[str]:
+    """Indexes whose creation record `terraform_data.born[i]` the plan creates for the first time
+    (a state applied before the record existed: nothing of it is replaced)."""
+    return {_index(rc["address"]) for rc in plan.get("resource_changes", [])
+            if rc.get("type") == "terraform_data" and rc.get("name") == "born" and rc["change"]["actions"] == ["create"]}
 
 
 def no_terraform_review(cluster: Cluster) -> dict[str, Any]:

@@ -48,6 +48,14 @@ locals {
   # Virtio block devices: the first data disk is vdb on current ECS images.
   data_disk_device = "/dev/vdb"
 
+  # Release time of each node: its creation (terraform_data.born) plus ttl_minutes, moved one minute
+  # on where it would end in a 0 minute: the provider's DiffSuppressFunc on auto_release_time hides a
+  # new value that starts with strings.Trim(old, ":00Z"), a character set (resource_alicloud_instance.go),
+  # so after '...T10:00:00Z' (trimmed to '...T1') every new time from 10:00 to 19:59 that day would plan
+  # nothing. Ending in 1-9, the old value trims to its own minute and every other time shows.
+  node_release_at = [for b in terraform_data.born : var.ttl_minutes == null ? null : timeadd(b.output, "${var.ttl_minutes}m")]
+  node_release    = [for t in local.node_release_at : t == null ? null : (substr(t, 15, 1) == "0" ? timeadd(t, "1m") : t)]
+
   # Public bandwidth cap in Mbit/s for nodes with a public IP (allowed range 0-100).
   public_bandwidth_mbps = 100
 }
@@ -136,6 +144,28 @@ resource "alicloud_ecs_deployment_set" "this" {
   strategy            = "LowLatency"
 }
 
+# Each node's creation time (to the minute: ECS keeps release times to the minute, and the
+# provider reads '2023-07-26T23:50Z' back as '2023-07-26T23:50:00Z', resource_alicloud_instance.go),
+# kept in the state: its release time is counted from it, so a ttl edit moves a running node's time in
+# place (ModifyInstanceAutoReleaseTime, no stop) and an unrelated apply leaves it. It is replaced with
+# its node: by the node's ForceNew arguments that vary per node (triggers_replace), and by trainkit's
+# -replace of node[i] (recovery, --upgrade-image), which names born[i] beside it.
+resource "terraform_data" "born" {
+  count = var.node_count
+
+  input = formatdate("YYYY-MM-DD'T'hh:mm:00Z", plantimestamp())
+  triggers_replace = [
+    local.node_zone[count.index],
+    local.node_spot_strategy[count.index],
+    local.node_erdma[count.index],
+    local.node_spot_strategy[count.index] == "SpotWithPriceLimit" ? var.spot.max_price : null,
+  ]
+
+  lifecycle {
+    ignore_changes = [input]
+  }
+}
+
 resource "alicloud_instance" "node" {
   count = var.node_count
 
@@ -164,18 +194,17 @@ resource "alicloud_instance" "node" {
   enable_jumbo_frame             = local.node_erdma[count.index] ? true : null
   http_tokens                    = "required"
   security_enhancement_strategy  = "Active"
-  # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (alicloud_instance docs); fixed at creation, see lifecycle.
-  auto_release_time = var.ttl_minutes == null ? null : timeadd(plantimestamp(), "${var.ttl_minutes}m")
+  # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (alicloud_instance docs), the node's creation plus ttl_minutes.
+  auto_release_time = local.node_release[count.index]
 
   tags        = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
   volume_tags = var.tags
 
   lifecycle {
-    # plantimestamp() moves on every plan; the release time is set once, when the node is created.
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
-    ignore_changes = [auto_release_time, image_id]
+    ignore_changes = [image_id]
   }
 }
 

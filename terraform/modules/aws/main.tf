@@ -20,7 +20,7 @@ locals {
   # NAT gateway: an Elastic IP only answers from a subnet whose default route is the internet
   # gateway, and a head that moved subnet when nat_gateway is switched would be replaced.
   node_subnet_ids = [for i, p in local.public : (
-    local.node_zone[i] != var.zone ? aws_subnet.zone[local.node_zone[i]].id
+    local.node_zone[i] != var.zone ? (p && local.public_subnet ? aws_subnet.zone_public[local.node_zone[i]].id : aws_subnet.zone[local.node_zone[i]].id)
     : p ? try(aws_subnet.public[0].id, aws_subnet.this.id) : aws_subnet.this.id
   )]
 
@@ -31,9 +31,21 @@ locals {
   node_spot = [for i in range(var.node_count) : coalesce(try(var.node_placement[tostring(i)].spot, null), var.spot.enabled)]
   # One subnet per other zone (subnets are zonal in a VPC: AWS VPC user guide, "Subnets for your VPC").
   zone_subnets = { for z, cidrs in { for p in values(var.node_placement) : p.zone => p.subnet_cidr... if p.zone != null && p.zone != var.zone } : z => cidrs[0] }
-  # A subnet of another zone holding a node with a public IP routes to the internet gateway (an
-  # Elastic IP answers only there); else it goes out as the nodes' subnet does.
-  zone_public = { for z in keys(local.zone_subnets) : z => anytrue([for i, p in local.public : p && local.node_zone[i] == z]) }
+  # Another zone that holds the head (public_ip = "head", the only public node when the cluster has a
+  # public subnet, nat.tf) gets a public subnet of its own, as the cluster's zone does: the head's
+  # Elastic IP answers only from a subnet routed to the internet gateway, while the zone's nodes
+  # without a public IP go out through the NAT gateway (a zone subnet routed to the internet gateway
+  # left them with no way out). Its CIDR is the /28 below the cluster's public one (the last /28
+  # of vpc_cidr); trainkit's zone subnets keep clear of both (cluster/placement.py zone_subnet_cidr).
+  zone_public_zones   = distinct([for i, p in local.public : local.node_zone[i] if p && local.public_subnet && local.node_zone[i] != var.zone])
+  zone_public_cidr    = try(cidrsubnet(var.vpc_cidr, 28 - local.vpc_prefix, pow(2, 28 - local.vpc_prefix) - 2), null)
+  zone_public_subnets = { for z in local.zone_public_zones : z => local.zone_public_cidr }
+  # Whether that /28 overlaps subnet_cidr or a zone subnet (as public_subnet_overlaps in nat.tf).
+  zone_public_overlaps = try(anytrue([for c in concat([var.subnet_cidr], values(local.zone_subnets)) : (
+    tonumber(split("/", c)[1]) <= 28
+    ? cidrhost("${cidrhost(local.zone_public_cidr, 0)}/${split("/", c)[1]}", 0) == cidrhost(c, 0)
+    : cidrhost("${cidrhost(c, 0)}/28", 0) == cidrhost(local.zone_public_cidr, 0)
+  )]), true)
 
   # g5/p4d/p5 are Nitro instances: the first EBS data volume shows up as an NVMe device, whatever
   # device_name says (AWS EC2 user guide, "Amazon EBS and NVMe"). Instance-store NVMe disks may
@@ -78,11 +90,38 @@ resource "aws_subnet" "zone" {
   tags = merge(var.tags, { Name = "${var.name}-${each.key}" })
 }
 
+# Another zone's nodes without a public IP go out as the cluster's do: through the NAT gateway when
+# there is one, else the internet gateway.
 resource "aws_route_table_association" "zone" {
   for_each = local.zone_subnets
 
   subnet_id      = aws_subnet.zone[each.key].id
-  route_table_id = local.zone_public[each.key] ? aws_route_table.this.id : try(aws_route_table.nat[0].id, aws_route_table.this.id)
+  route_table_id = try(aws_route_table.nat[0].id, aws_route_table.this.id)
+}
+
+resource "aws_subnet" "zone_public" {
+  for_each = local.zone_public_subnets
+
+  vpc_id                  = aws_vpc.this.id
+  cidr_block              = each.value
+  availability_zone       = each.key
+  map_public_ip_on_launch = false
+
+  tags = merge(var.tags, { Name = "${var.name}-${each.key}-public" })
+
+  lifecycle {
+    precondition {
+      condition     = !local.zone_public_overlaps
+      error_message = "the head node placed in ${each.key} gets the second-last /28 of vpc_cidr (${coalesce(local.zone_public_cidr, "none: vpc_cidr is smaller than a /27")}) as its public subnet; subnet_cidr and the other zones' subnets must not overlap it."
+    }
+  }
+}
+
+resource "aws_route_table_association" "zone_public" {
+  for_each = local.zone_public_subnets
+
+  subnet_id      = aws_subnet.zone_public[each.key].id
+  route_table_id = aws_route_table.this.id
 }
 
 resource "aws_internet_gateway" "this" {
@@ -262,10 +301,19 @@ resource "aws_ebs_volume" "data" {
   tags = merge(var.tags, { Name = "${var.name}-data-${count.index}" })
 }
 
+# skip_destroy: destroying the attachment (a node replaced, or the cluster destroyed) removes it from
+# the state without DetachVolume. The attachment is destroyed before its instance, while the volume
+# is still mounted there and the job may be writing to it: a detach then pulls a mounted file system
+# from under it, or hangs in "busy" until the provider's timeout (terraform-provider-aws #1991,
+# #4770). The instance's termination, which comes next, shuts the OS down (unmounting it) and
+# detaches the volume (EC2 user guide, "Terminate your instance": attached EBS volumes that are
+# not deleted on termination are detached); the volume's own delete waits for that (VolumeInUse is
+# retried). stop_instance_before_detaching is no answer: EC2 cannot stop a one-time spot instance.
 resource "aws_volume_attachment" "data" {
   count = var.data_disk.enabled ? var.node_count : 0
 
-  device_name = local.data_disk_device_name
-  volume_id   = aws_ebs_volume.data[count.index].id
-  instance_id = aws_instance.node[count.index].id
+  device_name  = local.data_disk_device_name
+  volume_id    = aws_ebs_volume.data[count.index].id
+  instance_id  = aws_instance.node[count.index].id
+  skip_destroy = true
 }

@@ -144,6 +144,23 @@ resource "terraform_data" "node" {
   input = { spot = local.node_spot[count.index], max_price = local.node_spot[count.index] ? var.spot.max_price : null }
 }
 
+# Each node's creation time, kept in the state: its terminate time is counted from it, so a ttl edit
+# moves a running node's time in place (UpdateAutoTerminateTime, no stop: resourceComputeInstanceUpdate
+# in resource_huaweicloud_compute_instance.go) and an unrelated apply leaves it. It is replaced with
+# its node: by the node's ForceNew arguments that vary per node and its billing record (as the node),
+# and by trainkit's -replace of node[i] (recovery, --upgrade-image), which names born[i] beside it.
+resource "terraform_data" "born" {
+  count = var.node_count
+
+  input            = formatdate("YYYY-MM-DD'T'hh:mm:00Z", plantimestamp())
+  triggers_replace = [local.node_zone[count.index], local.public[count.index]]
+
+  lifecycle {
+    ignore_changes       = [input]
+    replace_triggered_by = [terraform_data.node[count.index]]
+  }
+}
+
 resource "huaweicloud_compute_instance" "node" {
   count = var.node_count
 
@@ -159,8 +176,8 @@ resource "huaweicloud_compute_instance" "node" {
   # Defaults to the pay-per-use price when null; conflicts with spot_duration (cloud-facts.md 8.2).
   spot_maximum_price = local.node_spot[count.index] && var.spot.max_price != null ? tostring(var.spot.max_price) : null
   eip_type           = local.public[count.index] ? "5_bgp" : null
-  # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (huaweicloud_compute_instance docs); set once, see lifecycle.
-  auto_terminate_time = var.ttl_minutes == null ? null : timeadd(plantimestamp(), "${var.ttl_minutes}m")
+  # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (huaweicloud_compute_instance docs), creation plus ttl_minutes.
+  auto_terminate_time = var.ttl_minutes == null ? null : timeadd(terraform_data.born[count.index].output, "${var.ttl_minutes}m")
 
   network {
     uuid = local.node_subnet_ids[count.index]
@@ -187,11 +204,10 @@ resource "huaweicloud_compute_instance" "node" {
   tags = var.tags
 
   lifecycle {
-    # plantimestamp() moves on every plan; the terminate time is set once, when the node is created.
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
-    ignore_changes       = [auto_terminate_time, image_id]
+    ignore_changes       = [image_id]
     replace_triggered_by = [terraform_data.node[count.index]]
   }
 }

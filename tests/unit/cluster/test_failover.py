@@ -222,6 +222,11 @@ def test_a_subnet_for_another_zone_is_the_first_free_block_of_the_subnet_size():
     # a /24 VPC holds the nodes' /25 and the public /28 at its end: no second /25 is free
     with pytest.raises(InputError, match="network.vpc_cidr 10.42.0.0/24 has no free /25"):
         placement.zone_subnet_cidr("10.42.0.0/24", "10.42.0.0/25", [])
+    # the last /27 holds the public subnets (the cluster's last /28, a head placed apart the one below)
+    taken = [f"10.42.0.{16 * k}/28" for k in range(1, 13)]
+    assert placement.zone_subnet_cidr("10.42.0.0/24", "10.42.0.0/28", taken) == "10.42.0.208/28"
+    with pytest.raises(InputError, match="no free /28"):
+        placement.zone_subnet_cidr("10.42.0.0/24", "10.42.0.0/28", taken + ["10.42.0.208/28"])
 
 
 def test_a_node_entry_names_only_what_differs_and_a_zone_keeps_one_subnet():

@@ -3,9 +3,10 @@
 
 Usage: guard.py [--daemon] CONFIG.json. CONFIG (written by the Ansible role) holds ttl_minutes,
 idle_minutes (0 = off), shutdown_command (argv), training_pattern (regex over process command
-lines), idle_cpu_percent, idle_gpu_percent, check_interval_s and state_dir. The TTL deadline is
-fixed the first time the guard starts and kept in STATE_DIR/state.json, so a restart does not
-extend it. Idle = no process matches training_pattern, CPU below idle_cpu_percent and every GPU
+lines), idle_cpu_percent, idle_gpu_percent, check_interval_s and state_dir. The TTL counts from
+the time the guard first started on this node (`started` in STATE_DIR/state.json), so a restart or
+a re-run of the role does not extend it, while a new ttl_minutes in CONFIG (a ttl edit applied to
+the cluster) moves the deadline to started + the new ttl: CONFIG is read again at every check. Idle = no process matches training_pattern, CPU below idle_cpu_percent and every GPU
 (nvidia-smi, when present) below idle_gpu_percent. Standard library only; runs on the node.
 """
 
@@ -65,17 +66,38 @@ def write_state(path, state):
     os.replace(tmp, path)
 
 
-def run(cfg):
+def started_at(state, cfg, now):
+    """When the guard first started here; a state written before `started` existed holds only its
+    deadline (then fixed at first start + ttl): counted back with the current ttl, so it never moves
+    later than it was."""
+    if state.get("started"):
+        return state["started"]
+    if state.get("deadline"):
+        return state["deadline"] - cfg["ttl_minutes"] * 60
+    return now
+
+
+def reread(path, cfg):
+    """CONFIG as it is now (the role rewrites it on a ttl/idle edit); the last good one if unreadable."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return cfg
+
+
+def run(cfg, path=None):
     state_path = os.path.join(cfg["state_dir"], "state.json")
     state = read_state(cfg["state_dir"])
     now = time.time()
-    if cfg["ttl_minutes"] > 0 and not state.get("deadline"):
-        state["deadline"] = now + cfg["ttl_minutes"] * 60
-    state.update(pid=os.getpid(), idle_since=None, state="watching")
+    state.update(started=started_at(state, cfg, now), pid=os.getpid(), idle_since=None, state="watching")
+    state["deadline"] = state["started"] + cfg["ttl_minutes"] * 60 if cfg["ttl_minutes"] > 0 else None
     write_state(state_path, state)
     before = cpu_times()
     while True:
         time.sleep(cfg["check_interval_s"])
+        cfg = reread(path, cfg) if path else cfg
+        state["deadline"] = state["started"] + cfg["ttl_minutes"] * 60 if cfg["ttl_minutes"] > 0 else None
         now, after = time.time(), cpu_times()
         busy = (training_running(cfg["training_pattern"])
                 or cpu_percent(before, after) >= cfg["idle_cpu_percent"]
@@ -104,7 +126,7 @@ def read_state(state_dir):
         return {}
 
 
-def daemonize(cfg):
+def daemonize(cfg, path=None):
     """Start the guard detached unless one is already running; prints started or running."""
     state = read_state(cfg["state_dir"])
     pid = state.get("pid")
@@ -120,7 +142,7 @@ def daemonize(cfg):
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    os._exit(run(cfg) or 0)
+    os._exit(run(cfg, path) or 0)
 
 
 def main(argv):
@@ -131,7 +153,7 @@ def main(argv):
         return 2
     with open(paths[0]) as fh:
         cfg = json.load(fh)
-    return daemonize(cfg) if daemon else run(cfg)
+    return daemonize(cfg, paths[0]) if daemon else run(cfg, paths[0])
 
 
 if __name__ == "__main__":
