@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     if check:
         names = stale(folder)
         for name in names:
-            print(f"{folder / name}: differs from the code; run `python -m trainkit.docsgen`", file=sys.stderr)
+            print(f"{folder / name}: differs from the code; run `python -m trainkit.docsgen` (make docs-pages)", file=sys.stderr)
         return 1 if names else 0
     for name in write(folder):
         print(f"wrote {folder / name}")
