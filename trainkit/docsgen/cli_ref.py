@@ -12,7 +12,10 @@ WIDTH = 100  # columns for the rendered help: wide enough for the option lists, 
 
 
 def _help(cmd: click.Command, path: list[str], parent: click.Context | None) -> tuple[str, click.Context]:
-    ctx = click.Context(cmd, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH)
+    # the root's context_settings (-h/--help) as `trainkit` has them; children inherit them from parent
+    settings = {} if parent is not None else dict(cmd.context_settings)
+    ctx = click.Context(cmd, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH,
+                        **settings)
     return cmd.get_help(ctx), ctx
 
 
@@ -40,7 +43,7 @@ def page(note: str) -> str:
         lines += [f"| [`{n}`](#trainkit-{n}) | {SHORT_HELP[n]} |" for n in names]
         lines.append("")
     lines += ["## trainkit\n", "```text", root.rstrip(), "```\n"]
-    for title, names in GROUPS:
+    for _title, names in GROUPS:
         for name in names:
             lines += _sections(cli.get_command(ctx, name), ["trainkit", name], ctx)
     return "\n".join(lines).rstrip() + "\n"

@@ -159,8 +159,8 @@ def spec_schema() -> dict[str, Any]:
     schema["properties"]["zone"] = _also_a_list(schema["properties"]["zone"])
     instance = schema["$defs"]["InstanceSpec"]["properties"]
     instance["type"] = _also_a_list(instance["type"])
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
-            "title": "trainkit cluster spec", **schema}
+    return {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
+            "title": "trainkit cluster spec"}
 
 
 def spec_schema_json() -> str:
