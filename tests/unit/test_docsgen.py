@@ -133,6 +133,7 @@ def test_every_trainkit_docs_name_in_help_errors_and_pages_exists(repo):
              for n, c in commands().items()}
     texts |= {str(p.relative_to(repo)): p.read_text() for p in (repo / "trainkit").rglob("*.py")}
     texts |= {str(p.relative_to(repo)): p.read_text() for p in (repo / "docs").glob("*.md")}
+    texts |= {str(p.relative_to(repo)): p.read_text() for p in (repo / "examples").rglob("*") if p.is_file()}
     shipped = set(shipped_docs())
     named = {(where, m.group(1)) for where, text in texts.items() for m in DOCS_NAME.finditer(text)}
     assert len({n for _, n in named}) >= 6  # the help texts and errors do name pages
