@@ -16,7 +16,7 @@ WS := $(if $(WORKDIR),--workdir $(WORKDIR))
 export CHECKPOINT_DISABLE := 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: help venv venv-dev checkov standin cluster train destroy test test-gpu test-unit house lint bench module-docs clean
+.PHONY: help venv venv-dev checkov standin cluster train destroy test test-gpu test-unit house docs docs-pages lint bench module-docs clean
 
 help:
 	@echo "make cluster train destroy   main job on SPEC=$(SPEC) with TRAIN=$(TRAIN) [WORKDIR=dir]"
@@ -33,6 +33,10 @@ $(BIN)/.installed-run: pyproject.toml
 
 $(BIN)/.installed-dev: $(BIN)/.installed-run
 	$(BIN)/pip install -q -e '.[control,train,dev]'
+	touch $@
+
+$(BIN)/.installed-docs: $(BIN)/.installed-dev
+	$(BIN)/pip install -q -e '.[control,train,dev,docs]'
 	touch $@
 
 # checkov pins versions that clash with ours: it lives in its own venv.
@@ -83,7 +87,7 @@ destroy: venv
 # polls while the torchrun and Ansible tests use the CPU (measured: 1775 s with 4, 1897 s with 3,
 # the same commit's tests on one 2-core machine).
 TEST_WORKERS ?= 4
-test: venv-dev checkov standin house
+test: venv-dev checkov standin house docs
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m unit -n auto --durations=15 $(PYTEST_ARGS)
 	CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov $(BIN)/pytest -m "not gpu and not unit" \
 	  -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
@@ -91,6 +95,18 @@ test: venv-dev checkov standin house
 house: venv-dev
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+
+# The docs site: the reference pages (CLI, spec fields and schema, train config keys, exit codes,
+# environment) come from the code (trainkit/docsgen): `docs` stops when a committed page differs
+# from what the code gives (`make docs-pages` rewrites them; a test that silently rewrote tracked
+# files would hide it), then mkdocs builds docs/ into site/ (git-ignored); --strict fails on a
+# broken link or a page missing from the nav. NO_MKDOCS_2_WARNING: the theme's banner about its successor.
+docs: $(BIN)/.installed-docs
+	$(BIN)/python -m trainkit.docsgen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-pages: venv-dev
+	$(BIN)/python -m trainkit.docsgen
 
 # Only on a machine with an NVIDIA GPU: AMP, NCCL, NVML utilisation.
 test-gpu: venv-dev
@@ -111,4 +127,4 @@ bench: venv-dev
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) $(STANDIN_VENV) .trainkit .pytest_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) $(STANDIN_VENV) .trainkit .pytest_cache site

@@ -1,7 +1,7 @@
 """Errors the CLI turns into one clear message and a phase-specific exit code (never a traceback).
 
 Exit codes, one per phase so CI can tell where a job stopped: `EXIT_CODES` below is the one table
-of them. README.md and docs/exit-codes.md carry it as `python -m trainkit.errors` prints it, and
+of them. docs/exit-codes.md carries it as `python -m trainkit.errors` prints it (trainkit/docsgen writes it), and
 tests/unit/test_exit_codes.py fails when any doc or help text says otherwise.
 
 `plan --detailed-exitcode` keeps terraform's meaning instead (0 no changes, 1 error, 2 changes
@@ -84,7 +84,7 @@ DETAILED_EXIT_CODES: tuple[ExitCode, ...] = (
 
 
 def exit_code_table() -> str:
-    """The exit-code tables as markdown (README.md and docs/exit-codes.md carry this text)."""
+    """The exit-code tables as markdown (docs/exit-codes.md carries this text)."""
     rows = ["| exit code | name | meaning |", "|---|---|---|"]
     rows += [f"| {e.code} | `{e.name}` | {e.meaning} |" for e in EXIT_CODES]
     rows += ["", "`trainkit plan --detailed-exitcode` keeps terraform's `-detailed-exitcode` meaning, so a "

@@ -231,7 +231,7 @@ def _judge(report: dict[str, Any], echo) -> None:
     if report["failed"]:
         lines = _failures(report)
         raise TrainkitError("doctor: node(s) failed their checks, the run was not started:\n  " + "\n  ".join(lines),
-                            fix="fix or replace the node (docs/doctor.md says what each check means), or "
+                            fix="fix or replace the node (`trainkit docs doctor` says what each check means), or "
                                 "skip the checks with --no-doctor", exit_code=errors.DOCTOR)
 
 

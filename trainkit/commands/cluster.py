@@ -42,7 +42,7 @@ def validate(spec: str | None, config: str | None, overrides: tuple[str, ...],
     """Check a cluster SPEC and/or a training --config: exit 0 if good, 2 with every problem
     (field path + fix) if bad. Nothing is created and no node is touched.
 
-    The spec: fields and types, addresses/users/paths (see README, "Validation rules"), network
+    The spec: fields and types, addresses/users/paths (`trainkit docs spec`), network
     (IPv4 VPC, subnet inside it, SSH not open to the whole internet), the key files it names, the
     instance type. The config: keys (with suggestions, e.g. learning_rate -> lr0), types and
     ranges, the model/data import paths and their *_args against the builder's signature, and,

@@ -34,7 +34,7 @@ def stage(file: str, root: str, fmt: str) -> None:
     section = raw.get("data") if isinstance(raw, dict) else None
     if not isinstance(section, dict):
         raise InputError(f"{file}: no `data:` mapping to stage",
-                         fix="add data: {sources: [{url: s3://bucket/prefix/}]} (see docs/data.md)")
+                         fix="add data: {sources: [{url: s3://bucket/prefix/}]} (see `trainkit docs data`)")
     rows = run_stage(load_section(section, f"{file}: data"), Path(root))
     if fmt == "json":
         click.echo(dump_json(rows))

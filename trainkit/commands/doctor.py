@@ -41,7 +41,7 @@ def doctor(spec, workdir, fmt, size_mb, iters, slow_fraction, min_free_gb):
     writable, the same storage on every node), clock skew, and an all-reduce test (NCCL on GPUs,
     gloo on CPUs) across all nodes and per node pair, as nccl-tests' algbw/busbw. A verdict per
     node: ok, slow (a link under the threshold) or failed. Exit 12 when a node failed.
-    `train` runs the same checks before its first attempt (docs/doctor.md).
+    `train` runs the same checks before its first attempt (`trainkit docs doctor`).
 
     \b
     Example:
@@ -63,7 +63,7 @@ def doctor(spec, workdir, fmt, size_mb, iters, slow_fraction, min_free_gb):
         click.echo(dump_json(report))
     if report["failed"]:  # with --json the report is the error's `result`: one document on stdout
         err = TrainkitError(f"doctor: failed node(s): {', '.join(report['failed'])}",
-                            fix="see the checks above and docs/doctor.md", exit_code=DOCTOR)
+                            fix="see the checks above and `trainkit docs doctor`", exit_code=DOCTOR)
         err.data = report
         raise err
 

@@ -67,7 +67,7 @@ from trainkit.util.nodeargs import http_url
               "cloud's, when spot is on).")
 @click.option("--notice-poll", "notice_poll_s", type=Finite(0.2, 3600), default=5.0, show_default=True)
 @click.option("--no-doctor", is_flag=True, help="Start without `trainkit doctor`'s node checks (exit 12 "
-              "on a failed node; with --recover they also run after every replacement; docs/doctor.md).")
+              "on a failed node; with --recover they also run after every replacement; `trainkit docs doctor`).")
 @click.option("--up", is_flag=True, help="Apply the cluster first (as `trainkit apply`), after the config is checked.")
 @click.option("--down", is_flag=True, help="Destroy the cluster when the run ends, whatever happens (failure, "
               "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing.")

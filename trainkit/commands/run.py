@@ -75,7 +75,7 @@ def _check_builders(cfg) -> None:
                 for p in builder_problems(key, getattr(cfg, key), getattr(cfg, f"{key}_args"))[0]]
     if problems:
         raise InputError(f"{len(problems)} problem(s)\n  " + "\n  ".join(problems),
-                         fix="see docs/training.md for model/data and their *_args")
+                         fix="see `trainkit docs training` for model/data and their *_args")
 
 
 @click.command("export")

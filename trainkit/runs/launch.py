@@ -238,7 +238,7 @@ def _too_big(folder: Path, sizes: dict[Path, int]) -> None:
                      "node; largest: " + ", ".join(f"{p.relative_to(folder)} ({sizes[p] / 2**20:,.1f} MiB)"
                                                   for p in biggest),
                      fix="add data and outputs to `excludes:` or .gitignore, and stage data with a "
-                         "`stage:`/`data:` section (docs/data.md)")
+                         "`stage:`/`data:` section (`trainkit docs data`)")
 
 
 def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, notice_poll: float,

@@ -104,11 +104,11 @@ def env(path: Path, value: Any) -> dict[str, str]:
         if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
             raise InputError(f"{path}: env: {key!r} is not an environment variable name")
         # TRAINKIT_* are the launch environment trainkit sets (docs/runs.md); the engine's fault
-        # hooks (TRAINKIT_FAULT_*, README: test only) are read, never set, by trainkit
+        # hooks (TRAINKIT_FAULT_*, docs/environment.md: test only) are read, never set, by trainkit
         if key.startswith("TRAINKIT_") and not key.startswith(FAULT_HOOK_PREFIX):
             raise InputError(f"{path}: env.{key}: TRAINKIT_* variables are set by trainkit",
                              fix="rename the variable (TRAINKIT_RUN_ID, TRAINKIT_CHECKPOINT_DIR ... are in every "
-                                 "job's environment already: docs/runs.md)")
+                                 "job's environment already: `trainkit docs environment`)")
         if isinstance(val, (dict, list)) or val is None:
             raise InputError(f"{path}: env.{key}: give a string or number")
         out[key] = check_env_value(path, key, str(val))

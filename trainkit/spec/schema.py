@@ -242,7 +242,7 @@ class HostSpec(_Model):
     user: str | None = None
     gpus: int = Field(0, ge=0, le=16)
     spare: bool = Field(False, description="Held in reserve: `train --recover` puts it in place of "
-                                           "an unreachable host (docs/runs.md)")
+                                           "an unreachable host (`trainkit docs runs`)")
 
     @field_validator("address", "private_ip")
     @classmethod

@@ -71,7 +71,7 @@ def check_train_config(path: str | Path | None, overrides: list[str] | tuple[str
     if problems:
         raise InputError(f"{path or '<defaults>'}: {len(problems)} problem(s)\n  "
                          + "\n  ".join(capped(problems)),
-                         fix="see docs/training.md for every key, its type and default")
+                         fix="see `trainkit docs train-config` for every key, its type and default")
     return TrainCheck(cfg, notes)
 
 

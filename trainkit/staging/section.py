@@ -97,4 +97,4 @@ def load_section(raw: Any, where: str = "data") -> DataSection:
     except ValidationError as err:
         lines = [f"{'.'.join([where, *map(str, e['loc'])])}: {e['msg'].removeprefix('Value error, ')}"
                  for e in err.errors()]
-        raise InputError("\n  ".join(lines), fix="see docs/data.md for the data: section") from None
+        raise InputError("\n  ".join(lines), fix="see `trainkit docs data` for the data: section") from None

@@ -201,7 +201,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<config>") -> TrainConf
     except ValidationError as err:
         problems += _render_errors(err)
     raise InputError(f"{source}: {len(problems)} problem(s)\n  " + "\n  ".join(capped(problems)),
-                     fix="see docs/training.md for every key, its type and default")
+                     fix="see `trainkit docs train-config` for every key, its type and default")
 
 
 def _apply_override(raw: dict[str, Any], item: str) -> None:

@@ -121,7 +121,7 @@ def call_builder(builder: Callable[..., Any], key: str, name: str, **kwargs: Any
         frame = traceback.extract_tb(err.__traceback__)[-1]
         raise InputError(f"{key}: building {name!r} raised {type(err).__name__}: {err} "
                          f"(at {frame.filename}:{frame.lineno})",
-                         fix=f"check {key}_args against the builder (docs/training.md)") from None
+                         fix=f"check {key}_args against the builder (`trainkit docs training`)") from None
 
 
 def build_splits(cfg: TrainConfig) -> dict[str, Dataset]:
