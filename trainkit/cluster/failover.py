@@ -151,11 +151,14 @@ def replace_in_order(cluster: Cluster, ws: Workspace, indexes: list[int],
     here = (cluster.spec.zone, cluster.instance.type, cluster.spec.spot.enabled)
     order = ([] if refused_here else [here]) + [c for c in candidates(cluster) if c != here]
     tried: list[str] = [f"{_label(cluster, *here)}: {refused_here}"] if refused_here else []
+    held_by: dict[str, str] = {}     # {zone: subnet} of refused tries: still in the state (node_entry)
     while order:
         where = order.pop(0)
         for i in indexes:
-            nodes.pop(str(i), None)
-            entry = node_entry(cluster, where, nodes)
+            old = nodes.pop(str(i), None) or {}
+            if old.get("zone") and old.get("subnet_cidr"):
+                held_by.setdefault(old["zone"], old["subnet_cidr"])
+            entry = node_entry(cluster, where, nodes, held_by)
             if entry:
                 nodes[str(i)] = entry
         placed_nodes = dataclasses.replace(cluster, node_placement=dict(nodes))
