@@ -18,6 +18,7 @@ from typing import Any
 
 from trainkit import clouds, errors
 from trainkit.cluster import failover
+from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
@@ -192,6 +193,7 @@ def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_im
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
 
+    cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, the one every reader uses
     if provision:  # run_site writes inventory.yml itself
         if is_cloud(cluster):
             require_private_key(cluster, ws, outputs.get("ssh_public_key"))

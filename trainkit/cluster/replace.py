@@ -16,7 +16,9 @@ resources by role, `node` for instances and `data` for data disks and their atta
    recovery before any change (the spec or trainkit changed since the last apply); otherwise that
    saved plan is applied: the lost instance comes back with a fresh data disk attached; every
    other node, disk, the NAS and the network keep their ids;
-4. outputs.json is rewritten (the new instance's id and addresses).
+4. outputs.json is rewritten (the new instance's id and addresses);
+5. after each try, instances tagged with the cluster's tag that the state does not hold (a create
+   whose answer was lost) are terminated (cluster/strays.py): a `strays_removed` event.
 
 When the cloud refuses step 3 for capacity, the replacement alone moves to the spec's next
 candidate zone/type/billing (cluster.failover.replace_in_order): a `placement_refused` event per
@@ -31,7 +33,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from trainkit import clouds, records
-from trainkit.cluster import failover
+from trainkit.cluster import failover, strays
 from trainkit.errors import APPLY, PREEMPTED, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import reachable, wait_for_ssh
@@ -107,10 +109,17 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     hosts = cluster.spec.hosts
     active = [h.name for h in hosts if not h.spare]
     spares = [h for h in hosts if h.spare and reachable(h.address, h.port)]
-    path = ws.root / "hosts.json"
+    path = ws.hosts_json
     old = records.load(path, records.Hosts, HOSTS_FIX)
     replaced = dict(old.replaced) if old else {}
     new, events = [], []
+    strangers = [name for name in lost if name not in active]
+    if strangers:   # the nodes were read from another list than this one (an inventory written before)
+        raise TrainkitError(f"host(s) {', '.join(strangers)} are not among the cluster's active hosts "
+                            f"({', '.join(active)}: the spec and {path.name}): the run's nodes and the "
+                            "cluster's record disagree", exit_code=PREEMPTED,
+                            fix="run `trainkit apply SPEC` (it provisions the active hosts and writes the "
+                                f"inventory from the same list), then resume with `{resume_hint}`")
     for name in lost:
         if not spares:
             raise TrainkitError(f"host {name} is unreachable and no spare host answers on SSH",
@@ -157,7 +166,8 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     def refused(ev: Event) -> None:
         events.append({**ev, "took_s": round(time.time() - t0, 3)})
 
-    failover.replace_in_order(cluster, ws, [index[name] for name in lost], attempt, refused)
+    failover.replace_in_order(cluster, ws, [index[name] for name in lost], attempt, refused,
+                              sweep=strays.sweep_strays)   # a lost create answer leaks no instance
     outputs = {k: v["value"] for k, v in runner.outputs().items()}
     ws.write_outputs(outputs)
     new = {n["name"]: n.get("id") for n in outputs.get("nodes") or []}
@@ -211,7 +221,7 @@ HOSTS_FIX = ("trainkit writes it when a spare replaces a host: restore it from a
 
 def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
     """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
-    path = ws.root / "hosts.json"
+    path = ws.hosts_json
     if cluster.spec.cloud != "hosts" or not path.is_file():
         return cluster
     record = records.load(path, records.Hosts, HOSTS_FIX)

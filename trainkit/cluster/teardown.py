@@ -17,6 +17,7 @@ from typing import Any, Callable
 from trainkit import clouds, errors
 from trainkit.clouds.credentials import describe_sets, explain_failure, presence
 from trainkit.cluster.lifecycle import is_cloud
+from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import CredentialsError, TrainkitError
 from trainkit.provision.playbook import run_cleanup
 from trainkit.spec.resolve import Cluster
@@ -39,8 +40,8 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     """
     if not is_cloud(cluster):
         result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
-        if ws.inventory_yml.exists():
-            run_cleanup(cluster, ws)
+        if ws.inventory_yml.exists():   # the hosts that ran trainkit: spares put in included
+            run_cleanup(effective_cluster(cluster, ws), ws)
         else:  # never applied here, or destroyed already: say so rather than "destroyed"
             result["note"] = f"nothing to destroy: not applied in {ws.root} (no inventory.yml)"
         ws.remove_cluster_files()

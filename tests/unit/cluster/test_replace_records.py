@@ -39,3 +39,76 @@ def test_a_third_zone_never_gets_the_block_a_refused_try_still_holds(tmp_path):
     assert blocks[("us-east-1b", None)] != blocks[("us-east-1c", None)]
     assert blocks[("us-east-1b", "g5.24xlarge")] == blocks[("us-east-1b", None)]
     assert len(seen) == 5 and ws.node_placement()["1"]["zone"] == "us-east-1b"
+
+
+def test_only_tagged_instances_the_state_does_not_hold_are_strays():
+    from trainkit.cluster.strays import untracked_instances
+    values = {"root_module": {"child_modules": [{"resources": [
+        {"type": "aws_instance", "address": "module.c.aws_instance.node[0]", "mode": "managed",
+         "values": {"id": "i-kept"}},
+        {"type": "aws_subnet", "address": "module.c.aws_subnet.this", "mode": "managed", "values": {"id": "subnet-1"}}]}]}}
+    found = [{"type": "instance", "id": "i-kept"}, {"type": "instance", "id": "i-copy"},
+             {"type": "subnet", "id": "subnet-2"}]
+    assert untracked_instances(found, values) == [{"type": "instance", "id": "i-copy"}]
+
+
+def test_the_sweep_runs_after_every_try_and_what_it_leaves_is_named_on_the_refusal(tmp_path):
+    """replace_in_order sweeps after each try, refused or up: its events reach the run's record; a
+    sweep that could not terminate a copy after a failed try adds the ids to that try's error."""
+    from trainkit.cluster.strays import StraysLeft
+    cluster = resolve(aws_spec(nodes=2, zone=["us-east-1a", "us-east-1b"]))
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    events: list[dict] = []
+    swept: list[str] = []
+
+    def sweep(placed, w):
+        zone = (placed.node_placement.get("1") or {}).get("zone", placed.spec.zone)
+        swept.append(zone)
+        return [{"kind": "strays_removed", "ids": [f"i-{zone}"]}]
+
+    def attempt(placed):
+        if not placed.node_placement:
+            raise CapacityError("no capacity", CapacityProblem("capacity", "InsufficientInstanceCapacity"), fix="")
+    failover.replace_in_order(cluster, ws, [1], attempt, events.append, sweep=sweep)
+    assert swept == ["us-east-1a", "us-east-1b"]
+    assert [e["kind"] for e in events] == ["strays_removed", "placement_refused", "strays_removed"]
+
+    def stuck(placed, w):
+        raise StraysLeft("1 instance(s) ... could not be terminated and bill: i-9", fix="terminate i-9")
+    single = resolve(aws_spec(nodes=2))
+    with pytest.raises(CapacityError) as caught:
+        failover.replace_in_order(single, Workspace.for_cluster("demo", tmp_path / "b").ensure(), [1],
+                                  attempt, events.append, sweep=stuck)
+    assert any("i-9" in n and "terminate i-9" in n for n in caught.value.notes)
+
+
+def _hosts_cluster():
+    return resolve(ClusterSpec.model_validate({
+        "name": "lab", "cloud": "hosts", "hosts": [
+            {"name": "h1", "address": "127.0.0.1", "port": 9}, {"name": "h2", "address": "127.0.0.2", "port": 9},
+            {"name": "s1", "address": "127.0.0.3", "port": 9, "spare": True}]}))
+
+
+def test_apply_launch_and_spare_choice_read_one_list_and_destroy_ends_it(tmp_path):
+    """Defect 6: a recovery put spare s1 in h1's place (hosts.json); apply's inventory, launch and the
+    next spare choice read that one list; destroy removes the record, so destroy + apply starts from
+    the spec; a lost node the list does not hold is named with the fix, never a ValueError."""
+    from trainkit import records
+    from trainkit.cluster.replace import _swap_spares, effective_cluster
+    from trainkit.errors import PREEMPTED, TrainkitError
+    from trainkit.provision.inventory import inventory_for
+
+    cluster, ws = _hosts_cluster(), Workspace.for_cluster("lab", tmp_path).ensure()
+    (ws.root / "hosts.json").write_text(records.dump({"active": ["s1", "h2"], "replaced": {"h1": "s1"}}))
+    effective = effective_cluster(cluster, ws)
+    inventory = str(inventory_for(effective, None, ws))
+    assert "s1" in inventory and "h1" not in inventory        # apply's inventory = the active list
+    with pytest.raises(TrainkitError) as caught:               # h1 is no node of this cluster now
+        _swap_spares(effective, ws, ["h1"], "trainkit train lab.yaml --resume R --recover")
+    assert caught.value.exit_code == PREEMPTED and "h1" in caught.value.message
+    assert "trainkit apply" in caught.value.fix
+
+    assert "hosts.json" in Workspace.CLUSTER_FILES            # destroy removes it with the inventory
+    ws.remove_cluster_files()
+    assert not (ws.root / "hosts.json").exists()
+    assert [h.name for h in effective_cluster(cluster, ws).spec.hosts if not h.spare] == ["h1", "h2"]
