@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import clouds, errors
-from trainkit.cluster import failover
+from trainkit.cluster import failover, lost
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
@@ -353,6 +353,8 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
             out["cached"] = str(ws.outputs_json)
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
+        out["lost"] = sorted(lost.missing(cluster, out["nodes"]))   # refused everywhere: `apply` recreates
+        out["lost_fix"] = lost.fix(cluster) if out["lost"] else None
         out["exists"] = bool(out["nodes"] or out.get("held"))
         out.update(running_cost(cluster, len(out["nodes"])) if resources is None else state_cost(cluster, resources))
         applied_at = ws.applied_at()

@@ -33,7 +33,9 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from trainkit import clouds, records
+from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import failover, strays
+from trainkit.cluster import lost as lost_nodes
 from trainkit.errors import APPLY, PREEMPTED, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import reachable, wait_for_ssh
@@ -61,7 +63,13 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     if not clouds.is_cloud(cluster.spec.cloud):
         raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
                             "nothing to replace it with", exit_code=PREEMPTED)
-    for ev in replace_instances(cluster, ws, lost):
+    try:
+        evs = replace_instances(cluster, ws, lost)
+    except CapacityError as err:     # refused everywhere: the nodes stay in the record as lost
+        err.fix = f"{err.fix}; node(s) {', '.join(lost)} stay lost: {lost_nodes.fix(cluster)}".lstrip("; ")
+        record({"kind": "node_lost", "nodes": lost, "fix": lost_nodes.fix(cluster)})
+        raise
+    for ev in evs:
         record(ev)
     fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in lost and n.get("public_ip")]
     wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
@@ -141,17 +149,21 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     """Recreate the instances of the nodes named `lost` (outputs.json names); one `replaced`
     event per node with its old and new instance id."""
     t0 = time.time()
-    nodes = ws.read_outputs().get("nodes") or []
-    index = {n["name"]: i for i, n in enumerate(nodes)}
+    held = ws.read_outputs().get("nodes") or []
+    index = lost_nodes.indexes(cluster, held)           # lost before (refused everywhere) too
+    nodes = {index[n["name"]]: n for n in held}
     unknown = [name for name in lost if name not in index]
     if unknown:
-        raise TrainkitError(f"lost node(s) {unknown} are not in {ws.outputs_json}", exit_code=PREEMPTED)
+        raise TrainkitError(f"lost node(s) {', '.join(unknown)} are neither in {ws.outputs_json} nor among the "
+                            f"spec's {cluster.nodes} node(s)", exit_code=PREEMPTED,
+                            fix=f"the spec changed since the run started: `trainkit apply {cluster.source}`, then "
+                                "resume the run (`trainkit train SPEC --resume RUN --recover`)")
     runner, _ = render_and_init(cluster, ws)
     runner.refresh()
     state = runner.state_json()
     addresses = []
     for name in lost:
-        addresses += replace_addresses(state, index[name], nodes[index[name]].get("id"))
+        addresses += replace_addresses(state, index[name], nodes.get(index[name], {}).get("id"))
     events: list[Event] = []
     tries = 0
 
@@ -171,7 +183,7 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     outputs = {k: v["value"] for k, v in runner.outputs().items()}
     ws.write_outputs(outputs)
     new = {n["name"]: n.get("id") for n in outputs.get("nodes") or []}
-    return events + [{"kind": "replaced", "node": name, "old_id": nodes[index[name]].get("id"),
+    return events + [{"kind": "replaced", "node": name, "old_id": nodes.get(index[name], {}).get("id"),
                       "new_id": new.get(name), "took_s": round(time.time() - t0, 3)} for name in lost]
 
 

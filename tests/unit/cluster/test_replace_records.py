@@ -112,3 +112,28 @@ def test_apply_launch_and_spare_choice_read_one_list_and_destroy_ends_it(tmp_pat
     ws.remove_cluster_files()
     assert not (ws.root / "hosts.json").exists()
     assert [h.name for h in effective_cluster(cluster, ws).spec.hosts if not h.spare] == ["h1", "h2"]
+
+
+def test_a_node_refused_everywhere_stays_lost_in_status_and_the_run_with_the_fix(tmp_path, monkeypatch):
+    """Defect 5: the next sync writes outputs.json with the survivor only; `status` still names the
+    node as lost with `trainkit apply`, the recovery's event says so, and the next recovery finds
+    the node by its index instead of stopping "not in outputs.json"."""
+    from trainkit.cluster import lifecycle, lost, replace
+
+    cluster = resolve(aws_spec(nodes=2))
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    ws.write_outputs({"nodes": [{"name": "demo-node-1", "id": "i-1", "private_ip": "10.42.1.5", "public_ip": None}]})
+    out = lifecycle.status(cluster, ws, live=False)
+    assert out["lost"] == ["demo-node-0"] and "trainkit apply" in out["lost_fix"]
+    assert lost.indexes(cluster, ws.read_outputs()["nodes"]) == {"demo-node-1": 1, "demo-node-0": 0}
+    assert lost.missing(cluster, []) == {}                          # destroyed: nothing is lost
+
+    def refused(c, w, names):
+        raise CapacityError("every candidate was refused (2 tried)",
+                            CapacityProblem("capacity", "InsufficientInstanceCapacity"), fix="try later")
+    monkeypatch.setattr(replace, "replace_instances", refused)
+    events: list[dict] = []
+    with pytest.raises(CapacityError) as caught:
+        replace.replace_lost(cluster, ws, ["demo-node-0"], "trainkit train --resume R", events.append)
+    assert events == [{"kind": "node_lost", "nodes": ["demo-node-0"], "fix": lost.fix(cluster)}]
+    assert "stay lost" in caught.value.fix and "trainkit apply" in caught.value.fix
