@@ -205,6 +205,7 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "tex
         click.echo(dump_json({"cluster": cluster.name, "destroyed": not result.get("note"), "note": result.get("note"),
                               "swept": result.get("swept", []), "leftover_check": result.get("leftover_check"),
                               "runs_closed": [{"run_id": r, "status": s} for r, s in closed],
+                              "not_cleaned": result.get("not_cleaned", []),
                               "runs_dir": str(ws.runs_dir)}))
     if result.get("note"):
         say(fmt, f"cluster {cluster.name}: {result['note']}")
@@ -212,6 +213,9 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "tex
         say(fmt, f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
     for res in result.get("swept", []):
         say(fmt, f"  swept {res['type']} {res['id']}")
+    for host in result.get("not_cleaned", []):   # a warning: nothing bills (cluster/host_cleanup.py)
+        click.echo(f"warning: host {host['host']} ({host['address']}) did not answer on SSH and was not "
+                   f"cleaned: {host['fix']}", err=True)
     if result.get("leftover_check"):
         say(fmt, f"  {result['leftover_check']}")
 

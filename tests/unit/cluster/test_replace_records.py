@@ -137,3 +137,23 @@ def test_a_node_refused_everywhere_stays_lost_in_status_and_the_run_with_the_fix
         replace.replace_lost(cluster, ws, ["demo-node-0"], "trainkit train --resume R", events.append)
     assert events == [{"kind": "node_lost", "nodes": ["demo-node-0"], "fix": lost.fix(cluster)}]
     assert "stay lost" in caught.value.fix and "trainkit apply" in caught.value.fix
+
+
+def test_destroy_names_each_host_it_could_not_clean_with_the_command_that_does(tmp_path):
+    """Defect 9: h1 was replaced by s1 (it held launch.root when it went), h2 and s1 are active; none
+    answers here (closed ports): nothing is cleaned and each of the three is named with its fix;
+    the spare never put in (s2) is not."""
+    from trainkit import records
+    from trainkit.cluster.host_cleanup import clean_hosts
+
+    spec = ClusterSpec.model_validate({
+        "name": "lab", "cloud": "hosts", "launch": {"root": "/opt/tk"}, "hosts": [
+            {"name": "h1", "address": "127.0.0.1", "port": 9}, {"name": "h2", "address": "127.0.0.2", "port": 9},
+            {"name": "s1", "address": "127.0.0.3", "port": 9, "spare": True},
+            {"name": "s2", "address": "127.0.0.4", "port": 9, "spare": True}]})
+    cluster, ws = resolve(spec), Workspace.for_cluster("lab", tmp_path).ensure()
+    (ws.root / "hosts.json").write_text(records.dump({"active": ["s1", "h2"], "replaced": {"h1": "s1"}}))
+    left = clean_hosts(cluster, ws)
+    assert sorted(h["host"] for h in left) == ["h1", "h2", "s1"]
+    h1 = next(h for h in left if h["host"] == "h1")
+    assert "ssh -p 9" in h1["fix"] and "rm -rf /opt/tk" in h1["fix"]
