@@ -42,12 +42,15 @@ def indexes(cluster: Cluster, nodes: list[dict]) -> dict[str, int]:
     return out | missing(cluster, nodes)
 
 
-def lost_in(cluster: Cluster, ws: Workspace) -> list[str]:
-    """The lost nodes of a cloud cluster as this workspace's outputs.json has the rest; [] on
-    `hosts`/`local` or before any apply."""
-    if not clouds.is_cloud(cluster.spec.cloud) or not ws.outputs_json.is_file():
+def lost_in(cluster: Cluster, ws: Workspace, events: list[dict]) -> list[str]:
+    """The nodes a run lost for good (its `node_lost` events, `events` as runs.read_events gives
+    them) that the cluster still lacks, as this workspace's outputs.json has the rest: the next
+    recovery recreates them. Never a node the spec added since the last apply (no run lost it:
+    that is `trainkit apply`'s to create). [] on `hosts`/`local` or before any apply."""
+    named = {n for e in events if e.get("event") == "node_lost" for n in e.get("nodes") or []}
+    if not named or not clouds.is_cloud(cluster.spec.cloud) or not ws.outputs_json.is_file():
         return []
-    return list(missing(cluster, ws.read_outputs().get("nodes") or []))
+    return [n for n in missing(cluster, ws.read_outputs().get("nodes") or []) if n in named]
 
 
 def fix(cluster: Cluster) -> str:

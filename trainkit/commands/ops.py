@@ -260,7 +260,8 @@ def status(spec, workdir, fmt):
     for node in out["nodes"]:
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
     for name in out.get("lost") or []:
-        click.echo(f"  {name}: lost (its replacement was refused in every candidate); {out['lost_fix']}")
+        click.echo(f"  {name}: lost (in the spec, not in the cluster: a replacement the cloud refused in every "
+                   f"candidate, or a node not applied yet); {out['lost_fix']}")
     if out.get("per_hour") is not None:
         click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
                    f"so far {out.get('cost_so_far', 0):,.2f} {out['currency']}")

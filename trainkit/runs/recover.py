@@ -316,7 +316,8 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
     tries = 0
     while True:
         cluster = effective_cluster(cluster, ws)
-        down = attempt_.unreachable(_nodes(cluster, ws)[0]) + lost.lost_in(cluster, ws) if opts.recover else []
+        down = (attempt_.unreachable(_nodes(cluster, ws)[0]) + lost.lost_in(cluster, ws, runs.read_events(run_dir))
+                if opts.recover else [])
         if down:
             runs.event(run_dir, "unreachable", nodes=down, by="probe")
             cluster = _replace(cluster, ws, run_dir, down, opts)

@@ -157,3 +157,13 @@ def test_destroy_names_each_host_it_could_not_clean_with_the_command_that_does(t
     assert sorted(h["host"] for h in left) == ["h1", "h2", "s1"]
     h1 = next(h for h in left if h["host"] == "h1")
     assert "ssh -p 9" in h1["fix"] and "rm -rf /opt/tk" in h1["fix"]
+
+
+def test_the_next_recovery_recreates_only_the_nodes_its_run_lost(tmp_path):
+    from trainkit.cluster import lost
+    cluster = resolve(aws_spec(nodes=3))
+    ws = Workspace.for_cluster("demo", tmp_path).ensure()
+    ws.write_outputs({"nodes": [{"name": "demo-node-1", "id": "i-1", "private_ip": "10.42.1.5", "public_ip": None}]})
+    events = [{"event": "node_lost", "nodes": ["demo-node-0"]}]
+    assert lost.lost_in(cluster, ws, events) == ["demo-node-0"]   # node 2: added to the spec, apply's to make
+    assert lost.lost_in(cluster, ws, []) == []
