@@ -69,14 +69,17 @@ class Workspace:
     applied_json = property(lambda self: self.root / "applied.json")
     node_dir = property(lambda self: self.root / "node")
     doctor_json = property(lambda self: self.root / "doctor.json")  # the last `trainkit doctor` report
+    hosts_json = property(lambda self: self.root / "hosts.json")    # `hosts`: the active hosts (cluster.replace)
 
     # What destroy removes once the cluster is gone (terraform.log* too); runs/ and review.md stay.
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
                      "inventory.yml", "applied.json", "placement.json", "ssh", "ansible", "node", "terraform",
-                     "doctor.json")
+                     "doctor.json", "hosts.json")
+    # (hosts.json: the active hosts of an applied `hosts` cluster; it ends with the cluster, so that
+    # the next apply starts from the spec and writes the one list every reader uses.)
     # Everything else trainkit (or a tool it runs) writes here: names in a workspace outside
     # these are someone else's, and no command runs there.
-    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "hosts.json", "group_vars", "host_vars",
+    KEPT_FILES = ("runs", "review.md", "lock", ".trainkit-workspace", "group_vars", "host_vars",
                   "capacity-refusals.json")
     # The user's own Ansible variables (docs/hosts.md): may be put in a folder before trainkit makes
     # it its workspace, and are never deleted.

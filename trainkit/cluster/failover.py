@@ -29,9 +29,9 @@ from typing import Any, Callable
 
 from trainkit import clouds, errors, records
 from trainkit.clouds.capacity import CapacityError
-from trainkit.cluster import preflight
+from trainkit.cluster import preflight, strays
 from trainkit.cluster.placement import Placement, held, held_apart, node_entry
-from trainkit.errors import InputError
+from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.resolve import Cluster
 from trainkit.stack.state import render_and_init, state_resources, with_node_placement
 from trainkit.util import progress
@@ -41,6 +41,7 @@ PLACEMENT_FILE = "placement.json"
 # Capacity refusals met by apply from this workspace: `zone: auto` tries a zone refused within
 # RECENT_S after the others (spot capacity comes and goes within the hour).
 HISTORY_FILE = "capacity-refusals.json"
+Sweep = Callable[[Cluster, Workspace], list[dict]]
 RECENT_S = 3600
 
 
@@ -135,33 +136,38 @@ def _keep(ws: Workspace, where: Placement, nodes: dict[str, dict] | None = None)
 
 def replace_in_order(cluster: Cluster, ws: Workspace, indexes: list[int],
                      attempt: Callable[[Cluster], Any], record: Callable[[dict], None],
-                     refused_here: str | None = None) -> Cluster:
+                     refused_here: str | None = None, sweep: Sweep | None = None) -> Cluster:
     """Recovery's failover (pure order, side effects in `attempt`): `attempt(cluster)` creates the
     replacements of node `indexes`; refused for capacity, the next candidate after the cluster's
     placement is tried for those nodes only (node_placement: the survivors keep their place and
     ids), each refusal a `placement_refused` event to `record`. Returns the cluster as placed;
     the placement is kept in placement.json. CapacityError listing every attempt when all are
     refused, at once on a quota refusal (spot quota with an on-demand fallback: on-demand next).
-    `refused_here` (what the cloud said) skips the cluster's own placement: it was just refused."""
+    `refused_here` (what the cloud said) skips the cluster's own placement: it was just refused.
+    `sweep(cluster, ws)` runs after each try, refused or not (strays.sweep_strays: the instances
+    a lost create answer leaked), its events to `record`; every caller that changes a cloud passes it."""
     cluster = with_node_placement(cluster, ws)
     if len(candidates(cluster)) == 1 and not cluster.node_placement:
-        attempt(cluster)             # nowhere else to go: the refusal is the cloud's one message
+        _swept(cluster, ws, attempt, record, sweep)   # nowhere else to go: the refusal is the cloud's one message
         return cluster
     nodes = dict(cluster.node_placement)
     here = (cluster.spec.zone, cluster.instance.type, cluster.spec.spot.enabled)
     order = ([] if refused_here else [here]) + [c for c in candidates(cluster) if c != here]
     tried: list[str] = [f"{_label(cluster, *here)}: {refused_here}"] if refused_here else []
+    held_by: dict[str, str] = {}     # {zone: subnet} of refused tries: still in the state (node_entry)
     while order:
         where = order.pop(0)
         for i in indexes:
-            nodes.pop(str(i), None)
-            entry = node_entry(cluster, where, nodes)
+            old = nodes.pop(str(i), None) or {}
+            if old.get("zone") and old.get("subnet_cidr"):
+                held_by.setdefault(old["zone"], old["subnet_cidr"])
+            entry = node_entry(cluster, where, nodes, held_by)
             if entry:
                 nodes[str(i)] = entry
         placed_nodes = dataclasses.replace(cluster, node_placement=dict(nodes))
         label = _label(cluster, *where)
         try:
-            attempt(placed_nodes)
+            _swept(placed_nodes, ws, attempt, record, sweep)
         except CapacityError as err:
             quota = err.problem.kind == "quota"
             if not quota:
@@ -179,6 +185,24 @@ def replace_in_order(cluster: Cluster, ws: Workspace, indexes: list[int],
         progress.info(f"replacement of node(s) {', '.join(map(str, indexes))}: {label}: up")
         return placed_nodes
     raise AssertionError("unreachable: the order starts with the cluster's placement")
+
+
+def _swept(placed_nodes: Cluster, ws: Workspace, attempt: Callable[[Cluster], Any],
+           record: Callable[[dict], None], sweep: Sweep | None) -> None:
+    """`attempt(placed_nodes)`, then, whatever its outcome, `sweep` (the instances the try may have
+    leaked, terminated: cluster/strays.py), each of its events to `record`. A sweep that leaves some
+    raises StraysLeft; after a failed attempt that is a note on the attempt's error."""
+    try:
+        attempt(placed_nodes)
+    except TrainkitError as err:
+        try:
+            for ev in sweep(placed_nodes, ws) if sweep else []:
+                record(ev)
+        except strays.StraysLeft as left:
+            err.append_note(f"{left.message}; {left.fix}")
+        raise
+    for ev in sweep(placed_nodes, ws) if sweep else []:
+        record(ev)
 
 
 def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:
@@ -338,7 +362,7 @@ def _move_new_nodes(cluster: Cluster, ws: Workspace, home: Placement,
                       f"{', '.join(map(str, missing))} to the next candidates, the cluster stays")
     results: list[Any] = []
     moved = replace_in_order(here, ws, missing, lambda c: results.append(attempt(c)),
-                             lambda ev: None, refused_here=refusal)
+                             lambda ev: None, refused_here=refusal, sweep=strays.sweep_strays)
     return moved, results[-1]
 
 

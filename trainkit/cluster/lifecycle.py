@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import clouds, errors
-from trainkit.cluster import failover
+from trainkit.cluster import failover, lost
+from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
 from trainkit.provision.playbook import prepare_inventory, run_site
@@ -194,6 +195,7 @@ def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_im
         ws.write_outputs(outputs)
         ws.mark_applied(time.time())
 
+    cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, the one every reader uses
     if provision:  # run_site writes inventory.yml itself
         if is_cloud(cluster):
             require_private_key(cluster, ws, outputs.get("ssh_public_key"))
@@ -353,6 +355,8 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
             out["cached"] = str(ws.outputs_json)
         out["backend"] = backend_description(cluster, ws)
         out["nodes"], out["drift"] = outputs.get("nodes") or [], drift
+        out["lost"] = sorted(lost.missing(cluster, out["nodes"]))   # refused everywhere: `apply` recreates
+        out["lost_fix"] = lost.fix(cluster) if out["lost"] else None
         out["exists"] = bool(out["nodes"] or out.get("held"))
         out.update(running_cost(cluster, len(out["nodes"])) if resources is None else state_cost(cluster, resources))
         applied_at = ws.applied_at()

@@ -91,15 +91,22 @@ def zone_subnet_cidr(vpc_cidr: str, subnet_cidr: str, taken: list[str]) -> str:
                             "network.subnet_cidr")
 
 
-def node_entry(cluster: Cluster, where: Placement, nodes: dict[str, dict]) -> dict[str, Any]:
+def node_entry(cluster: Cluster, where: Placement, nodes: dict[str, dict],
+               held_by: dict[str, str] | None = None) -> dict[str, Any]:
     """The node_placement entry (module input) of a node placed at `where` (pure): only what
     differs from the cluster; another zone gets that zone's subnet (the one a node placed there
-    before has, else a free block)."""
+    before has, else a free block). `held_by` ({zone: block}) are the subnets refused tries made,
+    still in the state until the next apply removes them: a try in that zone reuses its block, a
+    try in another zone never gets it (AWS refuses an overlapping CreateSubnet with
+    InvalidSubnet.Conflict while the refused try's subnet is not yet deleted; terraform may create
+    before it destroys)."""
     zone, kind, spot = where
     entry: dict[str, Any] = {}
     if zone != cluster.spec.zone:
+        held_by = held_by or {}
         same = [n["subnet_cidr"] for n in nodes.values() if n.get("zone") == zone and n.get("subnet_cidr")]
-        taken = [n["subnet_cidr"] for n in nodes.values() if n.get("subnet_cidr")]
+        same += [held_by[zone]] if zone in held_by else []
+        taken = [n["subnet_cidr"] for n in nodes.values() if n.get("subnet_cidr")] + list(held_by.values())
         net = cluster.spec.network
         entry.update(zone=zone, subnet_cidr=same[0] if same else zone_subnet_cidr(net.vpc_cidr, net.subnet_cidr, taken))
     if kind != cluster.instance.type:

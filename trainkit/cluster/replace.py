@@ -16,7 +16,9 @@ resources by role, `node` for instances and `data` for data disks and their atta
    recovery before any change (the spec or trainkit changed since the last apply); otherwise that
    saved plan is applied: the lost instance comes back with a fresh data disk attached; every
    other node, disk, the NAS and the network keep their ids;
-4. outputs.json is rewritten (the new instance's id and addresses).
+4. outputs.json is rewritten (the new instance's id and addresses);
+5. after each try, instances tagged with the cluster's tag that the state does not hold (a create
+   whose answer was lost) are terminated (cluster/strays.py): a `strays_removed` event.
 
 When the cloud refuses step 3 for capacity, the replacement alone moves to the spec's next
 candidate zone/type/billing (cluster.failover.replace_in_order): a `placement_refused` event per
@@ -31,7 +33,9 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from trainkit import clouds, records
-from trainkit.cluster import failover
+from trainkit.clouds.capacity import CapacityError
+from trainkit.cluster import failover, strays
+from trainkit.cluster import lost as lost_nodes
 from trainkit.errors import APPLY, PREEMPTED, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.provision.reach import reachable, wait_for_ssh
@@ -59,7 +63,13 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     if not clouds.is_cloud(cluster.spec.cloud):
         raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
                             "nothing to replace it with", exit_code=PREEMPTED)
-    for ev in replace_instances(cluster, ws, lost):
+    try:
+        evs = replace_instances(cluster, ws, lost)
+    except CapacityError as err:     # refused everywhere: the nodes stay in the record as lost
+        err.fix = f"{err.fix}; node(s) {', '.join(lost)} stay lost: {lost_nodes.fix(cluster)}".lstrip("; ")
+        record({"kind": "node_lost", "nodes": lost, "fix": lost_nodes.fix(cluster)})
+        raise
+    for ev in evs:
         record(ev)
     fresh = [n for n in ws.read_outputs().get("nodes") or [] if n["name"] in lost and n.get("public_ip")]
     wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
@@ -107,10 +117,17 @@ def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     hosts = cluster.spec.hosts
     active = [h.name for h in hosts if not h.spare]
     spares = [h for h in hosts if h.spare and reachable(h.address, h.port)]
-    path = ws.root / "hosts.json"
+    path = ws.hosts_json
     old = records.load(path, records.Hosts, HOSTS_FIX)
     replaced = dict(old.replaced) if old else {}
     new, events = [], []
+    strangers = [name for name in lost if name not in active]
+    if strangers:   # the nodes were read from another list than this one (an inventory written before)
+        raise TrainkitError(f"host(s) {', '.join(strangers)} are not among the cluster's active hosts "
+                            f"({', '.join(active)}: the spec and {path.name}): the run's nodes and the "
+                            "cluster's record disagree", exit_code=PREEMPTED,
+                            fix="run `trainkit apply SPEC` (it provisions the active hosts and writes the "
+                                f"inventory from the same list), then resume with `{resume_hint}`")
     for name in lost:
         if not spares:
             raise TrainkitError(f"host {name} is unreachable and no spare host answers on SSH",
@@ -132,17 +149,21 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     """Recreate the instances of the nodes named `lost` (outputs.json names); one `replaced`
     event per node with its old and new instance id."""
     t0 = time.time()
-    nodes = ws.read_outputs().get("nodes") or []
-    index = {n["name"]: i for i, n in enumerate(nodes)}
+    held = ws.read_outputs().get("nodes") or []
+    index = lost_nodes.indexes(cluster, held)           # lost before (refused everywhere) too
+    nodes = {index[n["name"]]: n for n in held}
     unknown = [name for name in lost if name not in index]
     if unknown:
-        raise TrainkitError(f"lost node(s) {unknown} are not in {ws.outputs_json}", exit_code=PREEMPTED)
+        raise TrainkitError(f"lost node(s) {', '.join(unknown)} are neither in {ws.outputs_json} nor among the "
+                            f"spec's {cluster.nodes} node(s)", exit_code=PREEMPTED,
+                            fix=f"the spec changed since the run started: `trainkit apply {cluster.source}`, then "
+                                "resume the run (`trainkit train SPEC --resume RUN --recover`)")
     runner, _ = render_and_init(cluster, ws)
     runner.refresh()
     state = runner.state_json()
     addresses = []
     for name in lost:
-        addresses += replace_addresses(state, index[name], nodes[index[name]].get("id"))
+        addresses += replace_addresses(state, index[name], nodes.get(index[name], {}).get("id"))
     events: list[Event] = []
     tries = 0
 
@@ -157,11 +178,12 @@ def replace_instances(cluster: Cluster, ws: Workspace, lost: list[str]) -> list[
     def refused(ev: Event) -> None:
         events.append({**ev, "took_s": round(time.time() - t0, 3)})
 
-    failover.replace_in_order(cluster, ws, [index[name] for name in lost], attempt, refused)
+    failover.replace_in_order(cluster, ws, [index[name] for name in lost], attempt, refused,
+                              sweep=strays.sweep_strays)   # a lost create answer leaks no instance
     outputs = {k: v["value"] for k, v in runner.outputs().items()}
     ws.write_outputs(outputs)
     new = {n["name"]: n.get("id") for n in outputs.get("nodes") or []}
-    return events + [{"kind": "replaced", "node": name, "old_id": nodes[index[name]].get("id"),
+    return events + [{"kind": "replaced", "node": name, "old_id": nodes.get(index[name], {}).get("id"),
                       "new_id": new.get(name), "took_s": round(time.time() - t0, 3)} for name in lost]
 
 
@@ -212,7 +234,7 @@ HOSTS_FIX = ("trainkit writes it when a spare replaces a host: restore it from a
 
 def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
     """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
-    path = ws.root / "hosts.json"
+    path = ws.hosts_json
     if cluster.spec.cloud != "hosts" or not path.is_file():
         return cluster
     record = records.load(path, records.Hosts, HOSTS_FIX)

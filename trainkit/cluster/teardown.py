@@ -16,9 +16,9 @@ from typing import Any, Callable
 
 from trainkit import clouds, errors
 from trainkit.clouds.credentials import describe_sets, explain_failure, presence
+from trainkit.cluster.host_cleanup import clean_hosts
 from trainkit.cluster.lifecycle import is_cloud
 from trainkit.errors import CredentialsError, TrainkitError
-from trainkit.provision.playbook import run_cleanup
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
 from trainkit.stack.state import backend_description, render_and_init
@@ -31,16 +31,17 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
             confirm_sweep: Callable[[list[dict]], bool] | None = None) -> dict[str, Any]:
     """Destroy what the state backend holds, then report (and with `sweep`, delete) leftovers.
 
-    Returns {destroyed, note?, leftovers: [...], swept: [...], untracked?: [...], leftover_check: str}
-    (`untracked`: without `sweep`, tagged copies the state did not hold before destroy). Raises
+    Returns {destroyed, note?, leftovers: [...], swept: [...], untracked?: [...], leftover_check: str,
+    not_cleaned?: [{host, address, fix}]} (`untracked`: without `sweep`, tagged copies the state
+    did not hold before destroy; `not_cleaned`: hosts that did not answer, cluster/host_cleanup.py). Raises
     TrainkitError (exit DESTROY) when the backend cannot be reached, when the state is not empty
     afterwards, when the leftover check could not run (no SDK, no credentials, no network), or
     when tagged resources are left and not swept; the workspace is then kept.
     """
     if not is_cloud(cluster):
         result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
-        if ws.inventory_yml.exists():
-            run_cleanup(cluster, ws)
+        if ws.inventory_yml.exists():   # the hosts that ran trainkit; those that do not answer are named
+            result["not_cleaned"] = clean_hosts(cluster, ws)
         else:  # never applied here, or destroyed already: say so rather than "destroyed"
             result["note"] = f"nothing to destroy: not applied in {ws.root} (no inventory.yml)"
         ws.remove_cluster_files()

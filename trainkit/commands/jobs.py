@@ -140,23 +140,28 @@ def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opt
                              fix=f"its results are in {run_dir}; see `trainkit runs {spec}`")
         job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
         return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
-    with ws.lock("train"):
-        if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
-            lifecycle.sync(cluster, ws, need_ssh=True)
-        recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
-        if resume and opts.recover:
-            # Before doctor touches the nodes: stop what is left of a run that lost a node, and finish
-            # provisioning a replacement its last controller died setting up.
-            recover.stop_if_crippled(cluster, ws, resume)
-            recover.provision_unfinished(cluster, ws, resume)
-        replaced: list[dict] = []
-        if opts.doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
-            cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
-                                            opts.max_recoveries if opts.recover else 0, f"trainkit train {spec}")
-        job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
-                                     recover=opts.recover)
-        recover.record_events(run_dir, replaced)
-        attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
+    started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
+    try:
+        with ws.lock("train"):
+            if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
+                lifecycle.sync(cluster, ws, need_ssh=True)
+            recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
+            if resume and opts.recover:
+                # Before doctor touches the nodes: stop what is left of a run that lost a node, and finish
+                # provisioning a replacement its last controller died setting up.
+                recover.stop_if_crippled(cluster, ws, resume)
+                recover.provision_unfinished(cluster, ws, resume)
+            replaced: list[dict] = []
+            if opts.doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
+                cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
+                                                opts.max_recoveries if opts.recover else 0, f"trainkit train {spec}")
+            job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
+                                         recover=opts.recover)
+            started.append(run_dir)
+            recover.record_events(run_dir, replaced)
+            attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        raise _interrupted_start(spec, started) from None
     if opts.detach:
         click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
                    err=True)
@@ -176,6 +181,19 @@ def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> dict:
                             fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
                                 f"trainkit cancel {spec} {run_dir.name}") from None
     return result
+
+
+def _interrupted_start(spec, started: list[Path]) -> TrainkitError:
+    """Ctrl-C before the run is followed (sync, doctor, start, launch): whether a run may go on, and
+    how to see and stop it (exit 130)."""
+    if not started:
+        return TrainkitError("interrupted before the run started: no job of it was launched on the nodes", exit_code=130,
+                             fix=f"start it again: trainkit train {spec} ...")
+    run = started[0].name
+    return TrainkitError(f"interrupted while run {run} was starting: it may be running on some or all nodes "
+                         "(a launch cut off part-way is not rolled back)", exit_code=130,
+                         fix=f"see it: trainkit runs {spec} (or trainkit logs {spec} {run}); follow it: trainkit "
+                             f"train {spec} --attach {run}; stop it: trainkit cancel {spec} {run}")
 
 
 def _run_id(value: str | None, option: str) -> str | None:

@@ -214,6 +214,7 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "tex
         click.echo(dump_json({"cluster": cluster.name, "destroyed": not result.get("note"), "note": result.get("note"),
                               "swept": result.get("swept", []), "leftover_check": result.get("leftover_check"),
                               "runs_closed": [{"run_id": r, "status": s} for r, s in closed],
+                              "not_cleaned": result.get("not_cleaned", []),
                               "runs_dir": str(ws.runs_dir)}))
     if result.get("note"):
         say(fmt, f"cluster {cluster.name}: {result['note']}")
@@ -221,6 +222,9 @@ def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "tex
         say(fmt, f"cluster {cluster.name} destroyed; run artifacts kept in {ws.runs_dir}")
     for res in result.get("swept", []):
         say(fmt, f"  swept {res['type']} {res['id']}")
+    for host in result.get("not_cleaned", []):   # a warning: nothing bills (cluster/host_cleanup.py)
+        click.echo(f"warning: host {host['host']} ({host['address']}) did not answer on SSH and was not "
+                   f"cleaned: {host['fix']}", err=True)
     if result.get("leftover_check"):
         say(fmt, f"  {result['leftover_check']}")
 
@@ -279,6 +283,9 @@ def status(spec, workdir, fmt):
         click.echo(f"  gone from the cloud (still in the state): {address}; `trainkit apply` replaces it")
     for node in out["nodes"]:
         click.echo(f"  {node['name']}: private {node.get('private_ip')}, public {node.get('public_ip') or '-'}")
+    for name in out.get("lost") or []:
+        click.echo(f"  {name}: lost (in the spec, not in the cluster: a replacement the cloud refused in every "
+                   f"candidate, or a node not applied yet); {out['lost_fix']}")
     if out.get("per_hour") is not None:
         click.echo(f"  {money(out['per_hour'], out['cost'])}/h ({out['cost']['billing'].replace('_', '-')}); "
                    f"so far {out.get('cost_so_far', 0):,.2f} {out['currency']}")

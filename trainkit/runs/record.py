@@ -215,12 +215,14 @@ OPEN = ("starting", "running")  # a record not closed yet: its results are still
 
 def combined_status(statuses: list[str]) -> str:
     """One run status from its nodes' (`remote.NodeState.status`): running while any node runs
-    (or its supervisor has not written its state yet), completed when all did, preempted when a
-    node was reclaimed, lost or cannot be reached, else cancelled or failed."""
+    (or its supervisor has not written its state yet), completed when every node that can say
+    did (a node gone or unreachable after the job ended does not undo it: a job whose peer died
+    mid-run fails on the others, it does not complete), preempted when a node was reclaimed, lost
+    or cannot be reached, else cancelled or failed."""
     found = set(statuses)
     if found & {"running", "starting", "missing"}:
         return "running"
-    if found == {"completed"}:
+    if "completed" in found and found <= {"completed", "unreachable", "lost"}:
         return "completed"
     if found & {"preempted", "unreachable", "lost"}:
         return "preempted"

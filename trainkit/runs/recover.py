@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import records
-from trainkit.cluster import doctor
+from trainkit.cluster import doctor, lost
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
 from trainkit.money import cost
@@ -316,7 +316,8 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
     tries = 0
     while True:
         cluster = effective_cluster(cluster, ws)
-        down = attempt_.unreachable(_nodes(cluster, ws)[0]) if opts.recover else []
+        down = (attempt_.unreachable(_nodes(cluster, ws)[0]) + lost.lost_in(cluster, ws, runs.read_events(run_dir))
+                if opts.recover else [])
         if down:
             runs.event(run_dir, "unreachable", nodes=down, by="probe")
             cluster = _replace(cluster, ws, run_dir, down, opts)

@@ -9,6 +9,7 @@ found. Adding a cloud means adding a room, not branches here.
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import time
 from typing import Iterable, Iterator
@@ -131,9 +132,12 @@ _ZONE_PART = re.compile(r'\.zone\["[^"]+"\]$')
 
 def beyond_recovery(plan: dict, indexes: list[int]) -> list[str]:
     """"<action> <address>" of every change in `plan` that replacing the nodes `indexes` does not
-    need: anything but their own node and data resources, and the creation of another zone's
-    parts. A non-empty answer means the configuration changed since the last apply."""
+    need: anything but their own node and data resources, the creation of another zone's parts,
+    and the deletion of a zone's parts that no other node uses (a refused try's subnet, left
+    behind when the replacement moves on to the next zone). A non-empty answer means the
+    configuration changed since the last apply."""
     out = []
+    others = _other_nodes(plan, indexes)
     for rc in plan.get("resource_changes", []):
         actions = rc["change"]["actions"]
         if rc.get("mode") == "data" or actions in (["no-op"], ["read"]):
@@ -141,10 +145,31 @@ def beyond_recovery(plan: dict, indexes: list[int]) -> list[str]:
         own = _NODE_PARTS.search(rc["address"])
         if own and int(own.group(2)) in indexes:
             continue
-        if actions == ["create"] and _ZONE_PART.search(rc["address"]):
+        if _ZONE_PART.search(rc["address"]) and (actions == ["create"] or (
+                actions == ["delete"] and not _used_by(rc["change"].get("before") or {}, others))):
             continue
         out.append(f"{'replace' if len(actions) > 1 else actions[0]} {rc['address']}")
     return sorted(out)
+
+
+def _other_nodes(plan: dict, indexes: list[int]) -> list[str]:
+    """The prior state's instances (`<type>.node[i]`) other than `indexes`, each as its values' text."""
+    out, stack = [], [((plan.get("prior_state") or {}).get("values") or {}).get("root_module") or {}]
+    while stack:
+        module = stack.pop()
+        stack.extend(module.get("child_modules") or [])
+        for r in module.get("resources") or []:
+            own = _NODE_PARTS.search(r.get("address", ""))
+            if own and own.group(1) == "node" and int(own.group(2)) not in indexes:
+                out.append(json.dumps(r.get("values") or {}))
+    return out
+
+
+def _used_by(before: dict, nodes: list[str]) -> bool:
+    """Whether a zone part (its values before the change) is named by any of `nodes`: its id (a
+    subnet the instance sits in) or the subnet it ties to (a route table association)."""
+    ids = [v for k, v in before.items() if k in ("id", "subnet_id", "vswitch_id") and isinstance(v, str) and v]
+    return any(f'"{i}"' in node for i in ids for node in nodes)
 
 
 def release_times(cloud: str, resources: Iterable[dict]) -> list[float]:

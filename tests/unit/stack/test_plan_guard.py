@@ -27,10 +27,29 @@ def test_a_recovery_plan_may_touch_the_lost_nodes_and_add_a_zone_only():
     assert beyond_recovery(ok, [1]) == []
     edited = plan(*ok["resource_changes"], change(M + "aws_ebs_volume.data[0]", ["update"]),
                   change(M + "aws_instance.node[0]", ["delete", "create"]),
-                  change(M + 'aws_subnet.zone["us-east-1b"]', ["delete"]), change(M + "aws_efs_file_system.this[0]", ["delete"]))
-    assert beyond_recovery(edited, [1]) == [
+                  change(M + 'aws_subnet.zone["us-east-1b"]', ["delete"], {"id": "subnet-b"}),
+                  change(M + "aws_efs_file_system.this[0]", ["delete"]))
+    edited["prior_state"] = _prior({"id": "i-0", "subnet_id": "subnet-b"}, {"id": "i-1", "subnet_id": "subnet-c"})
+    assert beyond_recovery(edited, [1]) == [      # node 0 sits in that zone's subnet: not the recovery's to delete
         f"delete {M}aws_efs_file_system.this[0]", f'delete {M}aws_subnet.zone["us-east-1b"]',
         f"replace {M}aws_instance.node[0]", f"update {M}aws_ebs_volume.data[0]"]
+
+
+def test_a_recovery_moving_on_deletes_the_zone_parts_only_its_refused_try_made():
+    """Refused in us-east-1b too, the replacement of node 1 moves on to us-east-1c: the subnet (and
+    its route table association) the refused try made in 1b goes, no survivor being in it."""
+    moving = plan(change(M + "aws_instance.node[1]", ["create"]),
+                  change(M + 'aws_subnet.zone["us-east-1b"]', ["delete"], {"id": "subnet-b"}),
+                  change(M + 'aws_route_table_association.zone["us-east-1b"]', ["delete"],
+                         {"id": "rtbassoc-1", "subnet_id": "subnet-b"}),
+                  change(M + 'aws_subnet.zone["us-east-1c"]', ["create"]))
+    moving["prior_state"] = _prior({"id": "i-0", "subnet_id": "subnet-a"})
+    assert beyond_recovery(moving, [1]) == []
+
+
+def _prior(*nodes: dict) -> dict:
+    return {"values": {"root_module": {"child_modules": [{"resources": [
+        {"address": f"{M}aws_instance.node[{i}]", "mode": "managed", "values": v} for i, v in enumerate(nodes)]}]}}}
 
 
 def test_storage_losses_are_the_disks_of_running_nodes_and_the_shared_file_system():
