@@ -34,6 +34,20 @@ def test_the_committed_reference_pages_are_what_the_code_gives(repo):
     assert stale == [], "run `make docs-pages` (python -m trainkit.docsgen) and commit:\n" + "\n".join(diff[:40])
 
 
+def test_the_cli_page_is_the_same_after_each_command_ran_alone(repo):
+    """click keeps a command's help option from the first context that built it: a command invoked
+    alone (no `trainkit` group, so no -h) before the page is made must not change the page (it did,
+    in whichever xdist worker ran such a test first)."""
+    import importlib
+
+    from click.testing import CliRunner
+
+    for target in COMMANDS.values():
+        module, attr = target.split(":")
+        assert CliRunner().invoke(getattr(importlib.import_module(module), attr), ["--help"]).exit_code == 0
+    assert docsgen.pages()["cli.md"] == (repo / "docs" / "cli.md").read_text()
+
+
 def test_stale_names_a_page_that_differs_and_write_repairs_it(tmp_path):
     assert set(docsgen.write(tmp_path)) == set(docsgen.pages())
     (tmp_path / "cli.md").write_text("# old\n")

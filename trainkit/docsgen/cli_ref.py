@@ -14,6 +14,9 @@ WIDTH = 100  # columns for the rendered help: wide enough for the option lists, 
 def _help(cmd: click.Command, path: list[str], parent: click.Context | None) -> tuple[str, click.Context]:
     # the root's context_settings (-h/--help) as `trainkit` has them; children inherit them from parent
     settings = {} if parent is not None else dict(cmd.context_settings)
+    # click (>= 8.2) keeps a command's help option from the first context that asked for it: a
+    # command invoked alone before (a test, another program) would print `--help` without `-h`
+    cmd._help_option = None
     ctx = click.Context(cmd, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH,
                         **settings)
     return cmd.get_help(ctx), ctx
