@@ -250,3 +250,25 @@ def clock_check(skew: float, th: Thresholds) -> Check:
     limit = th.skew_fail_s if status == FAILED else th.skew_warn_s
     return Check("clock", status, f"clock {'ahead' if skew >= 0 else 'behind'} by at least {size:.2f}s "
                  f"({'>' if status != OK else '<='} {limit:g}s)", skew, limit)
+
+
+# What the probe's shared check says when the storage itself refuses a write (strerror texts).
+STORAGE_WORDS = ("No space left on device", "Read-only file system", "Disk quota exceeded")
+
+
+def storage_failures(report: dict[str, Any]) -> list[str]:
+    """"node: check: detail" for failed checks that no replacement cures, because every node
+    (and a spare) mounts the same storage: the shared storage's free space (`shared_disk`), and
+    the shared mount refusing writes as full or read-only on every node that has it (one node
+    alone refusing is its own bad mount: a spare cures that)."""
+    def failed(node: dict[str, Any], name: str) -> list[dict[str, Any]]:
+        return [c for c in node["checks"] if c["name"] == name and c["status"] == FAILED]
+
+    with_shared = [n for n in report["nodes"] if any(c["name"] == "shared" for c in n["checks"])]
+    refused = [n for n in with_shared if any(w in c["detail"] for c in failed(n, "shared") for w in STORAGE_WORDS)]
+    everywhere = bool(refused) and len(refused) == len(with_shared)
+    out = []
+    for node in report["nodes"]:
+        bad = failed(node, "shared_disk") + (failed(node, "shared") if everywhere else [])
+        out += [f"{node['node']}: {c['name']}: {c['detail']}" for c in bad]
+    return out

@@ -9,7 +9,7 @@ where systemd is PID 1), it starts the job in its own process group and writes S
 
     {"status": "running" | "completed" | "preempted" | "failed" | "cancelled",
      "pid", "supervisor_pid", "exit_code", "started_at", "ended_at", "host", "notice",
-     "notice_error", "tree"}
+     "notice_error", "tree", "progress", "storage_error"}
 
 and appends events to STATE_FILE's sibling `<stem>.events.jsonl`. Status rules (the
 resumable-command contract, docs/runs.md): exit 0 = completed; exit 75, or the job's status file
@@ -19,6 +19,20 @@ the survivors of a lost node: they create STATE_FILE.cancel first), else preempt
 shutting down, as a reclaim without a notice does: whatever the job's exit code); a torchrun rendezvous that failed (launch.sh's
 end record --exit-file says `status=rendezvous`: a peer or the head is gone) = preempted; anything
 else = failed.
+
+Progress (the watchdog's input, docs/runs.md "Hung nodes"): the job gets $TRAINKIT_PROGRESS_FILE
+(STATE_FILE's sibling `<stem>.progress`), where the engine's local rank 0 rewrites `<step> <phase>`
+(trainkit/train/progress.py). Every TREE_POLL_S the supervisor reads it; when the pair changes,
+`progress` in the state becomes {"step", "phase", "at", "first_at", "step_s"}: `at` the time of
+the change on this node's CLOCK_BOOTTIME (/proc/uptime's clock: the controller reads both in one
+ssh and subtracts, never comparing two machines' clocks), `step_s` the measured seconds per step.
+
+Storage faults: the state file is padded to STATE_BYTES, so that when a write of a new file fails
+(ENOSPC, EDQUOT: a full disk) the same bytes are rewritten in place, needing no new block; when
+that fails too (EROFS: the disk went read-only), the state is kept in memory and written to
+memory_state_path() (/dev/shm, a tmpfs), which the controller reads in its place. Either way
+`storage_error` {"errno", "path", "message"} says what happened, and an event that cannot be
+appended is dropped, never fatal: the supervisor lives on to report how the job ends.
 
 The job's processes: the supervisor is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a
 process of the job that leaves its session (setsid, as torchrun's workers do) and loses its parent
@@ -43,6 +57,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
+import hashlib
 import json
 import os
 import signal
@@ -66,6 +82,11 @@ PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # trainkit's own stop (cancel, or the controller stopping survivors) creates STATE_FILE + this
 # before its SIGTERM; a SIGTERM without it comes from the machine shutting down: a preemption.
 CANCEL_SUFFIX = ".cancel"
+# The state file's size: every write is padded to it (spaces before the newline; JSON ignores
+# them) so an in-place rewrite on a full disk needs no new block. A state with a job's whole tree
+# (8 GPUs: torchrun, 8 ranks and their data workers, ~100 pids at ~20 bytes) fits in 4 KiB.
+STATE_BYTES = 8192
+STORAGE_ERRNOS = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT", errno.EROFS: "EROFS", errno.EIO: "EIO"}
 
 
 class Supervisor:
@@ -75,6 +96,8 @@ class Supervisor:
         self.argv = argv
         self.status_file = status_file
         self.exit_file = exit_file
+        self.progress_file = state_file.rsplit(".", 1)[0] + ".progress"
+        self.seen: tuple[int, str] | None = None   # the last (step, phase) read from progress_file
         self.state = {"status": "starting", "host": socket.gethostname(), "supervisor_pid": os.getpid(),
                       "supervisor_start": start_time(os.getpid()), "pid": None, "exit_code": None,
                       "started_at": time.time(), "ended_at": None, "notice": None, "tree": []}
@@ -84,18 +107,40 @@ class Supervisor:
         self.lock = threading.Lock()
 
     def write(self, **changes) -> None:
+        """The state, replaced atomically; on a storage fault, rewritten in place, else kept in
+        memory (module docstring). Never raises."""
         with self.lock:
             self.state.update(changes)
-            tmp = f"{self.state_file}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(self.state, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.state_file)
+            try:
+                write_state(self.state_file, self.state)
+                return
+            except OSError as err:
+                self._storage(err, self.state_file)
+            for state in (self.state, {**self.state, "tree": []}):   # the tree may not fit in place
+                try:
+                    rewrite_in_place(self.state_file, json.dumps(state))
+                    return
+                except (OSError, ValueError):
+                    continue
+            try:
+                write_state(memory_state_path(self.state_file), self.state)
+            except OSError:   # pragma: no cover - no /dev/shm: nothing left to write on
+                pass
+
+    def _storage(self, err: OSError, path: str) -> None:
+        """Keep the first storage fault in the state (an OSError of another kind is kept too)."""
+        if not self.state.get("storage_error"):
+            self.state["storage_error"] = {"errno": STORAGE_ERRNOS.get(err.errno, errno.errorcode.get(err.errno or 0,
+                                                                                                     "OSError")),
+                                           "path": path, "message": str(err)[:300], "time": time.time()}
 
     def event(self, kind: str, **data) -> None:
-        with self.lock, open(self.events_file, "a") as f:
-            f.write(json.dumps({"time": time.time(), "event": kind, "host": self.state["host"], **data}) + "\n")
+        """Append an event; one that cannot be written (a full or read-only disk) is dropped."""
+        try:
+            with self.lock, open(self.events_file, "a") as f:
+                f.write(json.dumps({"time": time.time(), "event": kind, "host": self.state["host"], **data}) + "\n")
+        except OSError as err:
+            self._storage(err, self.events_file)
 
     def running(self) -> bool:
         return self.proc is not None and not self.done.is_set()
@@ -118,7 +163,8 @@ class Supervisor:
         become_subreaper()
         self.write(status="starting")
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, start_new_session=True)
+            env = {**os.environ, "TRAINKIT_PROGRESS_FILE": self.progress_file}
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         except OSError as err:
             self.write(status="failed", exit_code=127, ended_at=time.time(), error=str(err))
             self.event("exited", exit_code=127, status="failed", error=str(err))
@@ -169,12 +215,32 @@ class Supervisor:
             time.sleep(0.1)
 
     def record_tree(self) -> None:
-        """Keep `tree` in the state up to date while the job runs (for a hard stop without us)."""
+        """Keep `tree` (for a hard stop without us) and `progress` in the state up to date while
+        the job runs."""
         while self.running():
             tree = tree_of([os.getpid()])
-            if tree != self.state.get("tree") and self.running():
-                self.write(tree=tree)
+            progress = self.read_progress()
+            if (tree != self.state.get("tree") or progress) and self.running():
+                self.write(tree=tree, **({"progress": progress} if progress else {}))
             time.sleep(TREE_POLL_S)
+
+    def read_progress(self) -> dict | None:
+        """The new `progress` when the job's (step, phase) changed since the last read, else None."""
+        try:
+            with open(self.progress_file) as f:
+                parts = f.read(64).split()
+        except OSError:
+            return None
+        if len(parts) < 2 or not parts[0].isdigit() or (int(parts[0]), parts[1]) == self.seen:
+            return None
+        now, (step, phase) = boottime(), (int(parts[0]), parts[1])
+        old = self.state.get("progress") or {}
+        step_s = old.get("step_s")
+        if old.get("phase") == "train" and phase == "train" and step > old.get("step", step):
+            step_s = round((now - old["at"]) / (step - old["step"]), 6)
+        self.seen = (step, phase)
+        return {"step": step, "phase": phase, "at": round(now, 3), "first_at": old.get("first_at", round(now, 3)),
+                "step_s": step_s}
 
     def classify(self, rc: int) -> str:
         if rc == 0:
@@ -307,6 +373,63 @@ def fetch_notice(url: str) -> str | None:
     return Notices(url).fetch()
 
 
+# ------------------------------------------------------------------ the state on disk
+
+def boottime() -> float:
+    """Seconds since boot on CLOCK_BOOTTIME, the clock /proc/uptime reads (monotonic; a time
+    namespace offsets both alike)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def write_state(path: str, state: dict) -> None:
+    """`state` as JSON padded to STATE_BYTES, written to a new file and renamed over `path`."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(padded(json.dumps(state)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    memory = memory_state_path(path)
+    if path != memory and os.path.exists(memory):
+        try:
+            os.unlink(memory)   # the disk took the state again: the memory copy is stale
+        except OSError:
+            pass
+
+
+def padded(text: str) -> str:
+    return text.ljust(STATE_BYTES - 1) + "\n" if len(text) < STATE_BYTES else text + "\n"
+
+
+def rewrite_in_place(path: str, text: str) -> None:
+    """`text` over the first bytes of the existing file `path`, no longer than it (ValueError), so
+    no block is allocated: what works on a full disk."""
+    data = padded(text).encode()
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        if len(data) > os.fstat(fd).st_size:
+            raise ValueError("the state does not fit the file")
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def memory_state_path(state_file: str) -> str:
+    """Where the state goes when its disk takes no write: /dev/shm (a tmpfs on every Linux with
+    glibc's POSIX shared memory), named by the state file's path. trainkit/runs/remote.py computes
+    the same name and reads it first."""
+    digest = hashlib.sha256(state_file.encode()).hexdigest()[:16]
+    return f"/dev/shm/trainkit-state-{digest}.json"
+
+
 # ------------------------------------------------------------------ the job's processes
 
 def become_subreaper() -> bool:
@@ -395,8 +518,9 @@ def hard_stop(state_file: str) -> int:
     its descendants, and the processes its state recorded that still run (same pid and start
     time). Each round gathers them all first, SIGSTOPs them, then SIGKILLs them; rounds repeat
     until none is found. Returns how many were killed."""
+    memory = memory_state_path(state_file)
     try:
-        with open(state_file) as f:
+        with open(memory if os.path.exists(memory) else state_file) as f:
             state = json.load(f)
     except (OSError, ValueError):
         state = {}
