@@ -263,7 +263,8 @@ def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, An
     return {"run_id": run_dir.name, "name": record.get("name"), "status": status,
             "step": live.get("step", summary.get("steps")), "best": best,
             "wall_s": round(wall, 1) if wall is not None else None,
-            "attempts": len(record.get("attempts") or []), "mode": record.get("mode")}
+            "attempts": len(record.get("attempts") or []), "mode": record.get("mode"),
+            "fault": record.get("fault")}   # a storage fault that ended it (runs/storage_faults.py)
 
 
 PATH_KEYS = ("onnx", "checkpoint", "checkpoint_dir")  # summary.json keys that hold a path (docs/training.md)
