@@ -17,8 +17,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from trainkit.runs import remote
 from trainkit.runs import record as runs
+from trainkit.runs import remote
 
 # torchrun gives its workers 30 s between its SIGTERM and SIGKILL (pytorch PR #61602,
 # torch/distributed/elastic/multiprocessing/api.py `_close(death_sig, timeout=30)`): a job that

@@ -16,6 +16,7 @@ Every step is an event in runs/<id>/events.jsonl; summary.json gains a cost ledg
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,7 +235,7 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                        last_step=out.last_step)
             if fault:
                 fencer.close()
-                storage_faults.close_run(run_dir, attempt, fault, lambda: finish(cluster, ws, run_dir, "failed"),
+                storage_faults.close_run(run_dir, attempt, fault, functools.partial(finish, cluster, ws, run_dir, "failed"),
                                          str(cluster.source))
             if out.status == "cancelled" or not opts.recover:
                 fencer.close()

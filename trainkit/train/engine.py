@@ -25,8 +25,8 @@ from trainkit.errors import OK, PREEMPTED, TRAIN
 from trainkit.train import artifacts, data, dist, parallel, rng, schedule
 from trainkit.train.config import TrainConfig, write_config
 from trainkit.train.model import loss_fn
-from trainkit.train.progress import Progress
 from trainkit.train.monitor import Monitor, setup_logging
+from trainkit.train.progress import Progress
 from trainkit.train.run import Result, Run, build_run, describe, make_saver, resume, summarize
 from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 
