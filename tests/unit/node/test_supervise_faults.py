@@ -91,10 +91,14 @@ def test_a_full_disk_does_not_silence_the_supervisor_and_names_enospc(tmp_path, 
     Path(lay.node_dir(0)).mkdir(parents=True)
     go = tmp_path / "go"
     sup = _start(tmp_path, lay, "bash", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done; exit 3")
-    _wait(lambda: remote.node_states([node], lay, 1)[0].status == "running")
-    _fill(small_disk)
-    go.touch()
-    assert sup.wait(timeout=30) == 3
+    try:
+        _wait(lambda: remote.node_states([node], lay, 1)[0].status == "running")
+        _fill(small_disk)
+        go.touch()
+        assert sup.wait(timeout=30) == 3
+    finally:
+        if sup.poll() is None:
+            os.killpg(sup.pid, signal.SIGKILL)
     [state] = remote.node_states([node], lay, 1)
     assert state.status == "failed" and state.state["exit_code"] == 3   # in place: not `lost`
     assert state.state["storage_error"]["errno"] == "ENOSPC"
