@@ -60,12 +60,9 @@ def dump_stacks(nodes: list, lay: remote.Layout, attempt: int, run_dir: Path) ->
     return [p for p in remote._pool(nodes, one) if p is not None]
 
 
-def stop_hung(nodes: list, lay: remote.Layout, attempt: int, run_dir: Path, stalls: list[dict],
-              stop) -> None:
-    """Dumps, then `stop(nodes, lay, attempt, [], wait_s=KILL_AFTER_S)` (recover.stop_survivors:
-    SIGTERM, then the hard stop); events `hung` (the stalled nodes, their step and age) and
-    `hang_dumps` (the files)."""
-    runs.event(run_dir, "hung", attempt=attempt, nodes=stalls)
+def stop_hung(nodes: list, lay: remote.Layout, attempt: int, run_dir: Path, stop) -> None:
+    """Dumps (an event `hang_dumps` naming the files), then `stop(nodes, lay, attempt, [],
+    wait_s=KILL_AFTER_S)` (recover.stop_survivors: SIGTERM, then the hard stop)."""
     dumps = dump_stacks(nodes, lay, attempt, run_dir)
     runs.event(run_dir, "hang_dumps", attempt=attempt, files=[str(p.relative_to(run_dir)) for p in dumps])
     stop(nodes, lay, attempt, [], wait_s=KILL_AFTER_S)

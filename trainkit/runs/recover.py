@@ -227,12 +227,12 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 fencer.close()
                 runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
                 return finish(cluster, ws, run_dir, "completed")
-            if out.status == "hung":   # stack dumps, then SIGTERM -> SIGKILL of every node's job
-                hang.stop_hung(nodes, lay, attempt, run_dir, out.detail["stalls"], stop_survivors)
             fault = storage_faults.find(nodes, lay, attempt)   # a full or read-only disk: no node is at fault
             reclaim = out.status in ("reclaimed", "preempted") and not fault
             runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
-                       last_step=out.last_step)
+                       last_step=out.last_step, **out.detail)
+            if out.status == "hung":   # stack dumps, then SIGTERM -> SIGKILL of every node's job
+                hang.stop_hung(nodes, lay, attempt, run_dir, stop_survivors)
             if fault:
                 fencer.close()
                 storage_faults.close_run(run_dir, attempt, fault, functools.partial(finish, cluster, ws, run_dir, "failed"),
