@@ -12,7 +12,12 @@ machines start, so that every machine sees one storage that can fill up):
   replaced; with the space freed, `--resume --recover` completes it, losing at most one interval;
 - the start gate: shared storage under doctor's 5 GiB fails every node alike, which replacing
   cannot cure: exit 14 and no spare put in;
-- `--resume --recover` of a completed run is refused before it writes or replaces anything.
+- `--resume --recover` of a completed run is refused before it writes or replaces anything;
+- skewed: the job's wall clock runs SKEW_S behind the controller's on every node (an LD_PRELOAD
+  shim built here offsets CLOCK_REALTIME for the job's processes alone: the kernel's clock, the
+  supervisor's and the controller's are untouched) and the worker is killed: the relaunch's
+  first step is seen at once, after the kill on the controller's clock (it was compared with
+  the node's wall time: a 300 s blind wait and a negative kill -> first step).
 
 Each row asserts kill -> first step (controller clock, never negative) and steps lost.
 The other faults: test_fault_matrix.py (nodes lost) and test_fault_matrix_control.py.
@@ -38,6 +43,23 @@ SHARED_SIZE = "256m"     # the runs' folders and checkpoints (a digits shard ~19
 HANG_AFTER_S = 10        # recover.hang_after_s of the hung row: the default window is 300 s at least
 NO_DOCTOR = ["--no-doctor"]  # doctor's 5 GiB floor fails a 256 MiB shared tmpfs: the gate row proves it
 STORAGE = 14             # trainkit.errors.STORAGE
+SKEW_S = -120            # the issue's head 120 s behind
+# CLOCK_REALTIME (time.time(), datetime.now()) offset by $TK_CLOCK_OFFSET_S; every other clock
+# (CLOCK_MONOTONIC: torch's timeouts, the rendezvous) passes through.
+CLOCK_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <time.h>
+int clock_gettime(clockid_t id, struct timespec *ts) {
+    static int (*real)(clockid_t, struct timespec *);
+    if (!real) real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    int rc = real(id, ts);
+    const char *off = getenv("TK_CLOCK_OFFSET_S");
+    if (rc == 0 && off && (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE)) ts->tv_sec += atol(off);
+    return rc;
+}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +230,43 @@ def test_resume_recover_of_a_completed_run_is_refused_before_it_touches_anything
     assert out.returncode == 2 and "completed: there is nothing to resume" in out.stdout, out.stdout
     assert (b.ref / "events.jsonl").read_text() == events and (b.ref / "run.json").read_text() == record
     assert b.active() == active
+
+
+def _clock_shim(base: Path) -> Path:
+    """The shim as a shared object, built with the machine's C compiler."""
+    src, lib = base / "clockshim.c", base / "clockshim.so"
+    src.write_text(CLOCK_SHIM)
+    built = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"], capture_output=True, text=True)
+    assert built.returncode == 0, f"the clock shim needs a C compiler (cc): {built.stderr}"
+    return lib
+
+
+def test_fault_matrix_skewed_row_a_job_clock_behind_the_controller_s_never_blinds_the_relaunch(bench):
+    b = bench
+    b.revive_all()
+    head, worker = b.active()
+    before = set(_runs(b.ws))
+    lib = _clock_shim(b.base)
+    config = _config(b, "digits-skew.yaml", {"env": {"LD_PRELOAD": str(lib), "TK_CLOCK_OFFSET_S": str(SKEW_S)}})
+    proc = b.start("train", *b.common, *config, *FAST, *NO_DOCTOR, "--recover")
+    try:
+        run = newest_run(b, before, proc)
+        metrics = b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl"
+        _wait_step(metrics, KILL_AT, proc)
+        fault_at = time.time()
+        b.cluster.kill(b.host(worker))
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, out
+    record, summary, events = completed_run(run)
+    step_times = [json.loads(x)["time"] for x in metrics.read_text().splitlines() if '"kind": "step"' in x]
+    assert step_times[0] < record["created_at"] + SKEW_S / 2, "the job's clock was not skewed"   # the fault is real
+    [resumed] = [e for e in events if e["event"] == "resumed"]
+    assert 0 <= resumed["lost_steps"] <= CKPT_EVERY, resumed
+    assert resumed["first_step_at"] >= fault_at, (resumed, fault_at)   # kill -> first step: never negative
+    relaunched = [e for e in events if e["event"] == "launched"][-1]["time"]
+    assert resumed["first_step_at"] >= relaunched and resumed["time"] >= resumed["first_step_at"], resumed
+    assert [e["node"] for e in events if e["event"] == "replaced"] == [worker], events
+    _assert_same_weights(b.shared / CLUSTER / "checkpoints", b.ref.name, run.name)
+    b.no_leftovers(run.name)
