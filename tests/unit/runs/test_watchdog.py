@@ -132,3 +132,30 @@ def test_recover_hang_after_s_is_read_or_refused_naming_the_field(tmp_path, valu
     plain = tmp_path / "plain.yaml"
     plain.write_text("epochs: 1\n")
     assert load_job(plain).hang_after_s is None   # the default: derived from the step time
+
+
+def test_doctor_s_gate_refuses_storage_wide_failures_with_exit_14_and_prints_warnings():
+    from trainkit.cluster import doctor
+    from trainkit.errors import STORAGE, TrainkitError
+
+    low = _report(("h1", [("shared_disk", v.FAILED, "/mnt/shared: 3.0 GiB free < 5 GiB")]))
+    with pytest.raises(TrainkitError) as err:
+        doctor._storage_refuses(low)
+    assert err.value.exit_code == STORAGE and "none was replaced" in err.value.message
+    doctor._storage_refuses(_report(("h1", [("gpu", v.FAILED, "1 of 2 GPUs")])))   # a node's own fault: no error
+    lines: list[str] = []
+    skewed = {"nodes": [{"node": "h1", "verdict": v.OK,
+                         "checks": [{"name": "clock", "status": v.WARN, "detail": "clock behind by at least 120.00s"}]}],
+              "failed": []}
+    doctor._judge(skewed, lines.append)
+    assert lines == ["warning: node h1: clock: clock behind by at least 120.00s"]
+
+
+def test_a_node_that_does_not_answer_with_no_spare_left_is_the_replacement_s_error_not_doctor_s():
+    from trainkit.cluster import doctor
+
+    gone = {"nodes": [{"node": "h2", "verdict": v.FAILED,
+                       "checks": [{"name": "reach", "status": v.FAILED, "detail": "probe did not run"}]}]}
+    sick = {"nodes": [{"node": "h2", "verdict": v.FAILED,
+                       "checks": [{"name": "gpu", "status": v.FAILED, "detail": "1 of 2 GPUs"}]}]}
+    assert doctor._all_unreachable(gone) and not doctor._all_unreachable(sick)
