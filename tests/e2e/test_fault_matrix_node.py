@@ -118,7 +118,8 @@ def test_fault_matrix_hung_row_the_watchdog_dumps_stops_and_relaunches_without_r
     stopped: list[int] = []
     try:
         run = newest_run(b, before, proc)
-        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT, proc)
+        # two steps past the checkpoint at KILL_AT: mid-interval, in the `train` phase (a save's window is longer)
+        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT + 2, proc)
         stopped = _job_pids(b, worker, run.name)
         assert stopped, "no torchrun on the worker"
         fault_at = time.time()
@@ -203,7 +204,8 @@ def test_fault_matrix_shared_full_row_is_a_storage_fault_then_resumes_once_freed
     assert again.returncode == 0, again.stdout
     record, summary, events = completed_run(run)
     [resumed] = [e for e in events if e["event"] == "resumed"]
-    assert resumed["step"] == KILL_AT and 0 <= resumed["lost_steps"] <= CKPT_EVERY, resumed
+    # old checkpoints pruned (checkpoint.keep) give the filled disk room for a save or two more
+    assert resumed["step"] >= KILL_AT and 0 <= resumed["lost_steps"] <= CKPT_EVERY, resumed
     assert resumed["first_step_at"] >= resumed_at > fault_at, resumed   # one clock: never before the relaunch
     assert b.active() == active
     _assert_same_weights(b.shared / CLUSTER / "checkpoints", b.ref.name, run.name)

@@ -17,9 +17,9 @@ The window follows the measured step time, bounded:
 
     window = min(HANG_MAX_S, max(HANG_MIN_S, STEPS_WINDOW x seconds per step))
 
-and while a checkpoint is written or an evaluation runs (the phase is not `train`), HANG_MAX_S.
 `recover.hang_after_s` in the train config sets a fixed window instead (0 turns the watchdog
-off). A node is judged only after its job logged a step (start-up, imports and data staging have
+off). While a checkpoint is written or an evaluation runs (the phase is not `train`), the window
+is LONG_PHASE_FACTOR times longer, at most HANG_MAX_S (with the derived window: HANG_MAX_S). A node is judged only after its job logged a step (start-up, imports and data staging have
 no step time to judge by). Pure functions; the actions on a hung node are trainkit/runs/hang.py's.
 """
 
@@ -35,17 +35,22 @@ HANG_MIN_S = 300.0
 HANG_MAX_S = 1800.0          # Alibaba PAI-DLC's default hang detection: no output for 1800 s
 STEPS_WINDOW = 50            # a step 50 times slower than measured is no slowdown: it is stuck
 HANG_FIXED_MIN_S = 5.0       # the least recover.hang_after_s (two polls of the supervisor and the controller)
+# A save or an evaluation may take several steps' windows (a full checkpoint of a big model, the
+# test set at the end): 6 x HANG_MIN_S is HANG_MAX_S, PAI-DLC's bound.
+LONG_PHASE_FACTOR = 6
 
 
 def window_s(step_s: float | None, phase: str | None, fixed: float | None = None) -> float | None:
     """Seconds without a change of step or phase after which a node is hung; None: not judged
     (fixed == 0: the watchdog is off)."""
+    if fixed == 0:
+        return None
     if fixed is not None:
-        return None if fixed == 0 else float(fixed)
-    if phase not in (None, "train"):
-        return HANG_MAX_S
-    derived = STEPS_WINDOW * step_s if step_s and step_s > 0 else HANG_MIN_S
-    return min(HANG_MAX_S, max(HANG_MIN_S, derived))
+        train = float(fixed)
+    else:
+        derived = STEPS_WINDOW * step_s if step_s and step_s > 0 else HANG_MIN_S
+        train = min(HANG_MAX_S, max(HANG_MIN_S, derived))
+    return train if phase in (None, "train") else max(train, min(HANG_MAX_S, LONG_PHASE_FACTOR * train))
 
 
 @dataclass(frozen=True)

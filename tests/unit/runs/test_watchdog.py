@@ -26,6 +26,8 @@ def test_the_window_follows_the_step_time_within_the_anchors_bounds():
     assert watchdog.window_s(None, "train") == watchdog.HANG_MIN_S           # no step time measured yet
     assert watchdog.window_s(0.01, "save") == watchdog.window_s(0.01, "eval") == watchdog.HANG_MAX_S
     assert watchdog.window_s(0.01, "train", fixed=20) == 20 and watchdog.window_s(5, "train", fixed=0) is None
+    assert watchdog.window_s(0.01, "eval", fixed=20) == 120      # a save or evaluation: 6 x longer
+    assert watchdog.window_s(0.01, "save", fixed=600) == 1800 and watchdog.window_s(0.01, "save", fixed=3600) == 3600
 
 
 def test_a_node_is_hung_only_past_its_window_on_its_own_clock():
