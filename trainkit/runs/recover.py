@@ -227,7 +227,8 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 fencer.close()
                 runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
                 return finish(cluster, ws, run_dir, "completed")
-            fault = storage_faults.find(nodes, lay, attempt)   # a full or read-only disk: no node is at fault
+            # a full or read-only disk when no node was lost: no node is at fault then
+            fault = storage_faults.find(nodes, lay, attempt) if not out.lost else None
             reclaim = out.status in ("reclaimed", "preempted") and not fault
             runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
                        last_step=out.last_step, **out.detail)

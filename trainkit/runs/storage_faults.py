@@ -23,18 +23,26 @@ from trainkit.runs import remote
 
 LOG_TAIL_BYTES = 65536   # the end of each log: the lines that ended the attempt
 # What the job's logs say on a storage fault: Python's strerror for each errno (glibc's
-# strerror texts), and the engine's own checkpoint message (trainkit/train/sharded.py).
+# strerror texts), and the engine's own checkpoint message (trainkit/train/sharded.py), which it
+# writes for ANY failed save (a lost peer's "Connection reset" too) with the room left there.
 PATTERNS = (("ENOSPC", "No space left on device"), ("EDQUOT", "Disk quota exceeded"),
-            ("EROFS", "Read-only file system"), ("ENOSPC", "MiB free there"))
-_GREP = "|".join(re.escape(text) for _, text in PATTERNS)
+            ("EROFS", "Read-only file system"))
+ENGINE_FREE = re.compile(r"([0-9.]+) MiB free there")
+# The engine's message is a full disk only with less room than this left: a failed save removes
+# its partial folder before the engine measures, so a disk it filled shows about the free space
+# it had before that save began; a digits save is 0.4 MB, and real shards are far larger.
+LOW_FREE_MIB = 64.0
+_GREP = "|".join([*(text for _, text in PATTERNS), ENGINE_FREE.pattern])   # letters, spaces, '-': ERE as written
 
 
 def classify(line: str) -> str | None:
-    """The errno name a log line reports, or None."""
+    """The errno name a log line reports, or None: an errno's text, or the engine's failed save
+    with under LOW_FREE_MIB left (any other failed save, as a peer lost mid-save, is not one)."""
     for name, text in PATTERNS:
         if text in line:
             return name
-    return None
+    m = ENGINE_FREE.search(line)
+    return "ENOSPC" if m and float(m.group(1)) < LOW_FREE_MIB else None
 
 
 def from_states(states: list) -> dict[str, Any] | None:
@@ -53,7 +61,7 @@ def from_logs(node_logs: dict[str, str]) -> dict[str, Any] | None:
     for node, text in node_logs.items():
         for line in text.splitlines():
             kind = classify(line)
-            if kind and (found is None or "MiB free there" in line or "MiB free there" not in found["message"]):
+            if kind and (found is None or ENGINE_FREE.search(line) or not ENGINE_FREE.search(found["message"])):
                 found = {"node": node, "errno": kind, "path": _path_in(line), "message": line.strip()[-500:],
                          "source": "log"}
     return found

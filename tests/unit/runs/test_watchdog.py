@@ -85,6 +85,10 @@ def test_the_engine_s_own_message_is_the_storage_fault_reported():
     assert found["node"] == "h2" and found["errno"] == "ENOSPC" and found["path"] == "/shared/ckpt/step-15"
     assert storage_faults.from_logs({"h1": "OSError: [Errno 30] Read-only file system: '/data/a'"})["errno"] == "EROFS"
     assert storage_faults.from_logs({"h1": "RuntimeError: NCCL timeout\n"}) is None
+    # the engine writes the same line for a save that failed because a peer was lost: room left, no fault
+    peer_lost = "checkpoint.dir: writing /s/step-15 failed (RuntimeError: gloo ... Connection reset by peer); " \
+                "212.3 MiB free there"
+    assert storage_faults.from_logs({"h1": peer_lost}) is None
 
 
 def test_storage_messages_say_read_only_or_full_with_their_own_fix():
