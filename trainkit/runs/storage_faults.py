@@ -42,7 +42,9 @@ def classify(line: str) -> str | None:
         if text in line:
             return name
     m = ENGINE_FREE.search(line)
-    return "ENOSPC" if m and float(m.group(1)) < LOW_FREE_MIB else None
+    if not m or "not for want of room" in line:   # the engine's own word that room was not the cause
+        return None
+    return "ENOSPC" if float(m.group(1)) < LOW_FREE_MIB else None
 
 
 def from_states(states: list) -> dict[str, Any] | None:

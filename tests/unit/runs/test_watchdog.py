@@ -89,6 +89,8 @@ def test_the_engine_s_own_message_is_the_storage_fault_reported():
     peer_lost = "checkpoint.dir: writing /s/step-15 failed (RuntimeError: gloo ... Connection reset by peer); " \
                 "212.3 MiB free there"
     assert storage_faults.from_logs({"h1": peer_lost}) is None
+    torch_s_own = "writing /s/step-15 failed (KeyError); 0.0 MiB free there, so not for want of room"
+    assert storage_faults.from_logs({"h1": torch_s_own}) is None
 
 
 def test_storage_messages_say_read_only_or_full_with_their_own_fix():
