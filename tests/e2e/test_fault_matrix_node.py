@@ -41,6 +41,7 @@ from test_recover_hosts import _assert_same_weights, _runs, _wait_step
 
 SHARED_SIZE = "256m"     # the runs' folders and checkpoints (a digits shard ~190 KB, keep 3) fit many times
 HANG_AFTER_S = 10        # recover.hang_after_s of the hung row: the default window is 300 s at least
+STOP_AT = 12             # the hung row stops the worker here: two steps after a checkpoint (every 5)
 NO_DOCTOR = ["--no-doctor"]  # doctor's 5 GiB floor fails a 256 MiB shared tmpfs: the gate row proves it
 STORAGE = 14             # trainkit.errors.STORAGE
 SKEW_S = -120            # the issue's head 120 s behind
@@ -118,8 +119,9 @@ def test_fault_matrix_hung_row_the_watchdog_dumps_stops_and_relaunches_without_r
     stopped: list[int] = []
     try:
         run = newest_run(b, before, proc)
-        # two steps past the checkpoint at KILL_AT: mid-interval, in the `train` phase (a save's window is longer)
-        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", KILL_AT + 2, proc)
+        # mid-interval and mid-epoch (digits: 19 steps an epoch), in the `train` phase: a save's or an
+        # evaluation's window is 6 times longer
+        _wait_step(b.shared / CLUSTER / "runs" / run.name / "metrics.jsonl", STOP_AT, proc)
         stopped = _job_pids(b, worker, run.name)
         assert stopped, "no torchrun on the worker"
         fault_at = time.time()
@@ -136,8 +138,8 @@ def test_fault_matrix_hung_row_the_watchdog_dumps_stops_and_relaunches_without_r
     assert proc.returncode == 0, out
     record, summary, events = completed_run(run)
     kinds = [e["event"] for e in events]
-    hung = next(e for e in events if e["event"] == "hung")
-    assert worker in [s["node"] for s in hung["stalls"]] and all(s["age_s"] >= HANG_AFTER_S for s in hung["stalls"])
+    hung = next(e for e in events if e["event"] == "hung")   # the stopped worker, or the head waiting on it
+    assert hung["stalls"] and all(s["age_s"] >= s["window_s"] >= HANG_AFTER_S for s in hung["stalls"]), hung
     dumps = next(e for e in events if e["event"] == "hang_dumps")["files"]
     worker_dump = (run / next(f for f in dumps if worker in f)).read_text()
     assert "State:\tT (stopped)" in worker_dump, worker_dump[:2000]
