@@ -116,6 +116,9 @@ def test_doctor_names_shared_storage_failures_that_no_replacement_cures():
     low = _report(("h1", [("shared_disk", v.FAILED, "/mnt/shared: 3.0 GiB free < 5 GiB")]),
                   ("h2", [("shared_disk", v.FAILED, "/mnt/shared: 3.0 GiB free < 5 GiB")]))
     assert len(v.storage_failures(low)) == 2
+    own_small_mount = _report(("h1", [("shared_disk", v.OK, "/mnt/shared: 90 GiB free")]),
+                              ("h3", [("shared_disk", v.FAILED, "/mnt/shared: 0.0 GiB free < 5 GiB")]))
+    assert v.storage_failures(own_small_mount) == []   # a spare whose NAS mount failed: another spare cures it
     full = "shared mount /mnt/shared: not writable: No space left on device"
     everywhere = _report(("h1", [("shared", v.FAILED, full)]), ("h2", [("shared", v.FAILED, full)]))
     assert len(v.storage_failures(everywhere)) == 2
