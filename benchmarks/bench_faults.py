@@ -11,7 +11,8 @@ again before the next fault. Per fault, from the run's events.jsonl:
                           against the checkpoint interval (ratio <= 1: at most one interval)
 
 Faults: one worker; the head (the rendezvous must form around a new head); both active nodes;
-the worker, then the spare put in its place while it is provisioned (the next spare takes over).
+the worker, then the spare put in its place while it is provisioned (the next spare takes over);
+and the node-side rows of benchmarks/faults_node.py: a hung worker (SIGSTOP), a full shared disk.
 Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next to other namespace users.
 """
 
@@ -46,17 +47,21 @@ FAULTS = [("one worker", ("worker",), False), ("the head", ("head",), False),
 
 
 def main() -> None:
+    from benchmarks import faults_node
+
     with four_hosts("bench_faults", "tkbf") as bench:
         if bench is None:
             return
         rows = [fault(*bench, *f) for f in FAULTS]
-    report(rows)
+    report(rows + faults_node.rows())   # hung, shared disk full (issue 39): their own machines
 
 
 @contextlib.contextmanager
-def four_hosts(name: str, tmp_prefix: str) -> Iterator[tuple | None]:
+def four_hosts(name: str, tmp_prefix: str, shared_size: str | None = None) -> Iterator[tuple | None]:
     """(the four namespace machines, base folder, spec arguments, environment) with the cluster
-    applied; None (and a line saying why) where namespace hosts cannot run. Stopped at the end."""
+    applied; None (and a line saying why) where namespace hosts cannot run. Stopped at the end.
+    `shared_size`: the shared folder is a tmpfs of that size, mounted before the machines start
+    (each one's mount namespace then holds the same tmpfs: one storage that can fill up)."""
     from netns import NetnsCluster, missing_tools
 
     missing = missing_tools()
@@ -69,17 +74,23 @@ def four_hosts(name: str, tmp_prefix: str) -> Iterator[tuple | None]:
         four = NetnsCluster(base, count=4, prefix=os.environ.get("TRAINKIT_E2E_NETNS_PREFIX", "tkbench"),
                             local_root=base / "node-local",
                             subnet=os.environ.get("TRAINKIT_E2E_NETNS_SUBNET", "198.51.100"))
+        if shared_size:
+            (base / "shared").mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={shared_size}", "tmpfs", str(base / "shared")],
+                           check=True)
         try:
             four.start()
             common, env = setup(four, base)
             yield four, base, common, env
         finally:
             four.stop()
+            if shared_size:
+                subprocess.run(["umount", "-l", str(base / "shared")], check=False)
 
 
 def setup(four, base: Path) -> tuple[list[str], dict]:
     shared, ws = base / "shared", base / "ws"
-    shared.mkdir()
+    shared.mkdir(exist_ok=True)
     (ws / "group_vars").mkdir(parents=True)
     (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))
     hosts = [{"name": h.name, "address": h.address, "user": "root", **({"spare": True} if i >= 2 else {})}

@@ -171,7 +171,12 @@ def _disk_full(exc: OSError) -> tuple[TrainkitError, Callable[[], None]]:
     """A full or read-only disk, naming the file; a write that names none is trainkit's own output
     (every file trainkit writes is named: workspace.write_atomic), so the disk that is full is the
     one its output goes to, which then is pointed at /dev/null (no second error at exit)."""
-    if exc.filename:
+    if exc.filename and exc.errno == errno.EROFS:
+        where, fix = redact(str(exc.filename)), ("that disk is read-only (mounted so, or remounted by the kernel "
+                                                 "after I/O errors: see `dmesg`); remount it read-write or use "
+                                                 "another --workdir, then run the command again; nothing in the "
+                                                 "workspace was left half-written")
+    elif exc.filename:
         where, fix = redact(str(exc.filename)), ("free space on that disk (df -h) and run the command again; "
                                                  "records and caches are replaced whole, so none was left half-written")
     else:

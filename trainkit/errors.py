@@ -27,6 +27,7 @@ MISSING_TOOL = 9
 PLAN_BLOCKED = 11
 DOCTOR = 12
 CREDENTIALS = 13
+STORAGE = 14
 PREEMPTED = 75
 INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT (128 + 2)
 
@@ -71,6 +72,10 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ExitCode(CREDENTIALS, "CREDENTIALS", "cloud credentials missing or rejected, whatever the command "
              "(`check`, `plan`, `apply`, `destroy`, data staging); the message names the variables to set",
              ("credentials are missing", "credentials missing", "missing credentials")),
+    ExitCode(STORAGE, "STORAGE", "`train` (and `doctor`): a disk of the run is full (ENOSPC) or read-only "
+             "(EROFS), on a node or the shared storage; the message names the node, the path and the engine's "
+             "own words; no node was replaced, since a new one would mount the same storage",
+             ("no space left", "read-only")),
     ExitCode(PREEMPTED, "PREEMPTED", "`train`: stopped by SIGTERM (spot reclaim) after a checkpoint; run "
              "`train --resume RUN` to continue (EX_TEMPFAIL from BSD sysexits.h: \"try again later\")"),
     ExitCode(INTERRUPTED, "INTERRUPTED", "interrupted (Ctrl-C)"),

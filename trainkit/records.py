@@ -156,6 +156,7 @@ class RunRecord(Record):
     shared: bool = False
     node_run_dir: Optional[str] = None
     checkpoint_dir: Optional[str] = None
+    fault: Optional[str] = None        # a storage fault that ended it (trainkit/runs/storage_faults.py)
 
 
 class Summary(Record):

@@ -79,7 +79,7 @@ class Bench:
     def __init__(self, cluster: NetnsCluster, base: Path):
         self.cluster, self.base = cluster, base
         self.shared = base / "shared"
-        self.shared.mkdir()
+        self.shared.mkdir(exist_ok=True)   # test_fault_matrix_node.py mounts a tmpfs there first
         self.ws = base / "ws"
         (self.ws / "group_vars").mkdir(parents=True)
         (self.ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(SITE_VARS))

@@ -223,11 +223,15 @@ def _network(cluster, nodes, probes, opts: Options, reports, echo) -> dict[str, 
 
 
 def _judge(report: dict[str, Any], echo) -> None:
-    """A warning line per slow node; TrainkitError (exit 12) naming every failed node and check."""
+    """A warning line per slow node and per warning (a skewed clock, application Xids);
+    TrainkitError (exit 12) naming every failed node and check."""
     for node in report["nodes"]:
         if node["verdict"] == v.SLOW:
             slow = "; ".join(c["detail"] for c in node["checks"] if c["status"] == v.SLOW)
             echo(f"warning: node {node['node']} is slow: {slow}")
+        for c in node["checks"]:
+            if c["status"] == v.WARN:
+                echo(f"warning: node {node['node']}: {c['name']}: {c['detail']}")
     if report["failed"]:
         lines = _failures(report)
         raise TrainkitError("doctor: node(s) failed their checks, the run was not started:\n  " + "\n  ".join(lines),
@@ -241,20 +245,43 @@ def _failures(report: dict[str, Any]) -> list[str]:
             for c in n["checks"] if c["status"] == v.FAILED]
 
 
+def _all_unreachable(report: dict[str, Any]) -> bool:
+    """Every failed node failed only because its probe never ran (it does not answer)."""
+    failed = [n for n in report["nodes"] if n["verdict"] == v.FAILED]
+    return bool(failed) and all({c["name"] for c in n["checks"] if c["status"] == v.FAILED} == {"reach"}
+                                for n in failed)
+
+
+def _storage_refuses(report: dict[str, Any]) -> None:
+    """TrainkitError (exit STORAGE) when a failure is the shared storage's, which no replacement
+    cures (doctor_verdict.storage_failures): nothing is replaced for it."""
+    found = v.storage_failures(report)
+    if found:
+        raise TrainkitError("doctor: the shared storage is full or refuses writes, on every node alike: replacing "
+                            "nodes cannot cure it, so none was replaced:\n  " + "\n  ".join(found),
+                            fix="free space on the shared storage (or grow it: storage.nas.size_gb, then "
+                                "`trainkit apply`), then train again; `trainkit doctor --min-free-gb` sets the bar",
+                            exit_code=errors.STORAGE)
+
+
 def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str = "",
-         opts: Options = Options(), trusted: set[str] = frozenset()) -> tuple[Cluster, list[dict[str, Any]]]:
+         opts: Options = Options(), trusted: set[str] = frozenset(),
+         record=None) -> tuple[Cluster, list[dict[str, Any]]]:
     """doctor before a run: a warning line per slow node; TrainkitError (exit 12) naming each failed
     node and check. With `tries` (train --recover), a failed node is first replaced as if reclaimed
     (a spare host, or a new instance) and the checks run again, up to `tries` times. Returns the
     cluster as it is then and the events of what was replaced (`doctor_failed`, then
     replace_lost's), for the run's events.jsonl: a resumed run records the nodes it lost.
     `trusted`: the nodes a running job already used (after a replacement: the survivors), which
-    decide which folder is the shared one when a replacement sees another."""
+    decide which folder is the shared one when a replacement sees another. `record`: called with
+    each of those events as it happens (a later failure still leaves them recorded). A failure of
+    the shared storage itself is TrainkitError STORAGE before anything is replaced."""
     from trainkit.cluster.replace import replace_lost  # terraform and ansible: only when a node failed
 
     events: list[dict[str, Any]] = []
     for left in range(tries, -1, -1):
         report = diagnose(cluster, ws, opts, echo, trusted)
+        _storage_refuses(report)
         if not report["failed"] or left == 0:
             break
         failures = _failures(report)
@@ -264,8 +291,13 @@ def gate(cluster: Cluster, ws: Workspace, echo, tries: int = 0, resume_hint: str
             cluster = replace_lost(cluster, ws, report["failed"], resume_hint, record=done.append)
         except TrainkitError as err:  # no spare left, or `local`: the failed node stays, exit 12 below
             echo(f"doctor: cannot replace {', '.join(report['failed'])}: {err.message}")
+            if _all_unreachable(report):   # a node gone with no spare: the replacement's error (75 "no spare")
+                raise
             break
-        events += [{"kind": "doctor_failed", "nodes": list(report["failed"]), "checks": failures}, *done]
+        found = [{"kind": "doctor_failed", "nodes": list(report["failed"]), "checks": failures}, *done]
+        events += found
+        for ev in found if record else ():
+            record(ev)
     _judge(report, echo)
     return cluster, events
 

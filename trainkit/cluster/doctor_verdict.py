@@ -250,3 +250,26 @@ def clock_check(skew: float, th: Thresholds) -> Check:
     limit = th.skew_fail_s if status == FAILED else th.skew_warn_s
     return Check("clock", status, f"clock {'ahead' if skew >= 0 else 'behind'} by at least {size:.2f}s "
                  f"({'>' if status != OK else '<='} {limit:g}s)", skew, limit)
+
+
+# What the probe's shared check says when the storage itself refuses a write (strerror texts).
+STORAGE_WORDS = ("No space left on device", "Read-only file system", "Disk quota exceeded")
+
+
+def storage_failures(report: dict[str, Any]) -> list[str]:
+    """"node: check: detail" for failed checks that no replacement cures, because every node
+    (and a spare) mounts the same storage: the shared storage's free space (`shared_disk`) under
+    the floor, or the shared mount refusing writes as full or read-only, on EVERY node that has
+    the check (one node alone failing has a mount of its own, a failed NAS mount over a small
+    local disk: a spare cures that)."""
+    def failed(node: dict[str, Any], name: str) -> list[dict[str, Any]]:
+        return [c for c in node["checks"] if c["name"] == name and c["status"] == FAILED]
+
+    def everywhere(name: str, words: tuple[str, ...] = ("",)) -> bool:
+        having = [n for n in report["nodes"] if any(c["name"] == name for c in n["checks"])]
+        hit = [n for n in having if any(w in c["detail"] for c in failed(n, name) for w in words)]
+        return bool(hit) and len(hit) == len(having)
+
+    names = [n for n in ("shared_disk",) if everywhere(n)] + (["shared"] if everywhere("shared", STORAGE_WORDS) else [])
+    return [f"{node['node']}: {c['name']}: {c['detail']}" for node in report["nodes"] for name in names
+            for c in failed(node, name)]

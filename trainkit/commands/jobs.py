@@ -297,6 +297,8 @@ def runs_(spec, workdir, fmt):
         wall = f"{r['wall_s']:.0f}s" if r["wall_s"] is not None else "-"
         click.echo(f"{r['run_id']:<34} {r['status']:<10} {r['step'] if r['step'] is not None else '-':>6} "
                    f"{best:<18} {wall:>8}")
+        if r.get("fault"):   # a full or read-only disk ended it, not the code or a lost node
+            click.echo(f"{'':<34} storage fault: {r['fault']}")
 
 
 @click.command()

@@ -9,7 +9,7 @@ where systemd is PID 1), it starts the job in its own process group and writes S
 
     {"status": "running" | "completed" | "preempted" | "failed" | "cancelled",
      "pid", "supervisor_pid", "exit_code", "started_at", "ended_at", "host", "notice",
-     "notice_error", "tree"}
+     "notice_error", "tree", "progress", "storage_error"}
 
 and appends events to STATE_FILE's sibling `<stem>.events.jsonl`. Status rules (the
 resumable-command contract, docs/runs.md): exit 0 = completed; exit 75, or the job's status file
@@ -19,6 +19,20 @@ the survivors of a lost node: they create STATE_FILE.cancel first), else preempt
 shutting down, as a reclaim without a notice does: whatever the job's exit code); a torchrun rendezvous that failed (launch.sh's
 end record --exit-file says `status=rendezvous`: a peer or the head is gone) = preempted; anything
 else = failed.
+
+Progress (the watchdog's input, docs/runs.md "Hung nodes"): the job gets $TRAINKIT_PROGRESS_FILE
+(STATE_FILE's sibling `<stem>.progress`), where the engine's local rank 0 rewrites `<step> <phase>`
+(trainkit/train/progress.py). Every TREE_POLL_S the supervisor reads it; when the pair changes,
+`progress` in the state becomes {"step", "phase", "at", "first_at", "step_s"}: `at` the time of
+the change on this node's CLOCK_BOOTTIME (/proc/uptime's clock: the controller reads both in one
+ssh and subtracts, never comparing two machines' clocks), `step_s` the measured seconds per step.
+
+Storage faults: the state file is padded to STATE_BYTES, so that when a write of a new file fails
+(ENOSPC, EDQUOT: a full disk) the same bytes are rewritten in place, needing no new block; when
+that fails too (EROFS: the disk went read-only), the state is kept in memory and written to
+memory_state_path() (/dev/shm, a tmpfs), which the controller reads in its place. Either way
+`storage_error` {"errno", "path", "message"} says what happened, and an event that cannot be
+appended is dropped, never fatal: the supervisor lives on to report how the job ends.
 
 The job's processes: the supervisor is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a
 process of the job that leaves its session (setsid, as torchrun's workers do) and loses its parent
@@ -42,7 +56,7 @@ logged loudly, once per kind, in the supervisor's log, the events and the state'
 from __future__ import annotations
 
 import argparse
-import ctypes
+import errno
 import json
 import os
 import signal
@@ -51,21 +65,45 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+
+if __package__:   # imported (the tests, the control side)
+    from trainkit.node.jobstate import (
+        become_subreaper,
+        boottime,
+        descendants,
+        hard_stop,
+        kill,
+        memory_state_path,
+        rewrite_in_place,
+        start_time,
+        tree_of,
+        write_state,
+    )
+    from trainkit.node.notices import TOKEN_TTL_S, Notices, fetch_notice
+else:             # run as a script on the node: both were copied beside it (python puts this folder first)
+    from jobstate import (
+        become_subreaper,
+        boottime,
+        descendants,
+        hard_stop,
+        kill,
+        memory_state_path,
+        rewrite_in_place,
+        start_time,
+        tree_of,
+        write_state,
+    )
+    from notices import TOKEN_TTL_S, Notices, fetch_notice
+
+__all__ = ["Notices", "fetch_notice", "TOKEN_TTL_S", "Supervisor", "hard_stop", "memory_state_path", "main"]
 
 PREEMPTED = 75       # EX_TEMPFAIL (sysexits.h): "try again later", trainkit's preempted code
-NOTICE_TIMEOUT_S = 2
-# The longest token both services issue: AWS EC2 user guide ("Use IMDSv2": TTL up to six hours)
-# and Alibaba ECS "Instance metadata" (X-aliyun-ecs-metadata-token-ttl-seconds: 1 to 21600).
-TOKEN_TTL_S = 21600
-TOKEN_REFRESH_S = 60         # take a new token this long before the old one expires
 TREE_POLL_S = 1.0            # how often the job's process tree is recorded in the state
 LEFTOVER_GRACE_S = 5.0       # SIGTERM -> SIGKILL for processes the job's main process left behind
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 # trainkit's own stop (cancel, or the controller stopping survivors) creates STATE_FILE + this
 # before its SIGTERM; a SIGTERM without it comes from the machine shutting down: a preemption.
 CANCEL_SUFFIX = ".cancel"
+STORAGE_ERRNOS = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT", errno.EROFS: "EROFS", errno.EIO: "EIO"}
 
 
 class Supervisor:
@@ -75,6 +113,8 @@ class Supervisor:
         self.argv = argv
         self.status_file = status_file
         self.exit_file = exit_file
+        self.progress_file = state_file.rsplit(".", 1)[0] + ".progress"
+        self.seen: tuple[int, str] | None = None   # the last (step, phase) read from progress_file
         self.state = {"status": "starting", "host": socket.gethostname(), "supervisor_pid": os.getpid(),
                       "supervisor_start": start_time(os.getpid()), "pid": None, "exit_code": None,
                       "started_at": time.time(), "ended_at": None, "notice": None, "tree": []}
@@ -84,18 +124,40 @@ class Supervisor:
         self.lock = threading.Lock()
 
     def write(self, **changes) -> None:
+        """The state, replaced atomically; on a storage fault, rewritten in place, else kept in
+        memory (module docstring). Never raises."""
         with self.lock:
             self.state.update(changes)
-            tmp = f"{self.state_file}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(self.state, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.state_file)
+            try:
+                write_state(self.state_file, self.state)
+                return
+            except OSError as err:
+                self._storage(err, self.state_file)
+            for state in (self.state, {**self.state, "tree": []}):   # the tree may not fit in place
+                try:
+                    rewrite_in_place(self.state_file, json.dumps(state))
+                    return
+                except (OSError, ValueError):
+                    continue
+            try:
+                write_state(memory_state_path(self.state_file), self.state)
+            except OSError:   # pragma: no cover - no /dev/shm: nothing left to write on
+                pass
+
+    def _storage(self, err: OSError, path: str) -> None:
+        """Keep the first storage fault in the state (an OSError of another kind is kept too)."""
+        if not self.state.get("storage_error"):
+            self.state["storage_error"] = {"errno": STORAGE_ERRNOS.get(err.errno, errno.errorcode.get(err.errno or 0,
+                                                                                                     "OSError")),
+                                           "path": path, "message": str(err)[:300], "time": time.time()}
 
     def event(self, kind: str, **data) -> None:
-        with self.lock, open(self.events_file, "a") as f:
-            f.write(json.dumps({"time": time.time(), "event": kind, "host": self.state["host"], **data}) + "\n")
+        """Append an event; one that cannot be written (a full or read-only disk) is dropped."""
+        try:
+            with self.lock, open(self.events_file, "a") as f:
+                f.write(json.dumps({"time": time.time(), "event": kind, "host": self.state["host"], **data}) + "\n")
+        except OSError as err:
+            self._storage(err, self.events_file)
 
     def running(self) -> bool:
         return self.proc is not None and not self.done.is_set()
@@ -118,7 +180,8 @@ class Supervisor:
         become_subreaper()
         self.write(status="starting")
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, start_new_session=True)
+            env = {**os.environ, "TRAINKIT_PROGRESS_FILE": self.progress_file}
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         except OSError as err:
             self.write(status="failed", exit_code=127, ended_at=time.time(), error=str(err))
             self.event("exited", exit_code=127, status="failed", error=str(err))
@@ -151,30 +214,50 @@ class Supervisor:
 
     def end_leftovers(self) -> None:
         """SIGTERM what the job left behind (descendants still alive), SIGKILL it after the grace."""
-        left = _descendants()
+        left = descendants()
         if not left:
             return
         self.event("leftovers", pids=left)
         for pid in left:
-            _kill(pid, signal.SIGTERM)
+            kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + LEFTOVER_GRACE_S
-        while _descendants() and time.monotonic() < deadline:
+        while descendants() and time.monotonic() < deadline:
             time.sleep(0.1)
         for _ in range(50):
-            left = _descendants()
+            left = descendants()
             if not left:
                 return
             for pid in left:
-                _kill(pid, signal.SIGKILL)
+                kill(pid, signal.SIGKILL)
             time.sleep(0.1)
 
     def record_tree(self) -> None:
-        """Keep `tree` in the state up to date while the job runs (for a hard stop without us)."""
+        """Keep `tree` (for a hard stop without us) and `progress` in the state up to date while
+        the job runs."""
         while self.running():
             tree = tree_of([os.getpid()])
-            if tree != self.state.get("tree") and self.running():
-                self.write(tree=tree)
+            progress = self.read_progress()
+            if (tree != self.state.get("tree") or progress) and self.running():
+                self.write(tree=tree, **({"progress": progress} if progress else {}))
             time.sleep(TREE_POLL_S)
+
+    def read_progress(self) -> dict | None:
+        """The new `progress` when the job's (step, phase) changed since the last read, else None."""
+        try:
+            with open(self.progress_file) as f:
+                parts = f.read(64).split()
+        except OSError:
+            return None
+        if len(parts) < 2 or not parts[0].isdigit() or (int(parts[0]), parts[1]) == self.seen:
+            return None
+        now, (step, phase) = boottime(), (int(parts[0]), parts[1])
+        old = self.state.get("progress") or {}
+        step_s = old.get("step_s")
+        if old.get("phase") == "train" and phase == "train" and step > old.get("step", step):
+            step_s = round((now - old["at"]) / (step - old["step"]), 6)
+        self.seen = (step, phase)
+        return {"step": step, "phase": phase, "at": round(now, 3), "first_at": old.get("first_at", round(now, 3)),
+                "step_s": step_s}
 
     def classify(self, rc: int) -> str:
         if rc == 0:
@@ -225,204 +308,6 @@ class Supervisor:
                 self.signal_job(signal.SIGTERM)
                 return
             time.sleep(every_s)
-
-
-class Notices:
-    """Reads a spot-termination URL as its metadata service requires: with a session token from
-    `token_url` (PUT, `ttl_header: TOKEN_TTL_S`; each GET sends `token_header`) when one is
-    given, else a plain GET. `fetch()` is the notice body or None; an answer that means "not
-    allowed" (401/403, a token refused) is kept, once per kind, for `take_errors()`."""
-
-    def __init__(self, url: str, token_url: str | None = None, ttl_header: str | None = None,
-                 token_header: str | None = None, ttl_s: int = TOKEN_TTL_S):
-        self.url, self.token_url, self.ttl_header, self.token_header = url, token_url, ttl_header, token_header
-        self.ttl_s = ttl_s
-        self.token: str | None = None
-        self.token_until = 0.0
-        self.seen: set[str] = set()
-        self.errors: list[tuple[str, str]] = []
-
-    def fetch(self) -> str | None:
-        if self.token_url and not self._token():
-            return None
-        status, body = self._get()
-        if status == 401 and self.token_url:   # IMDSv2: "the GET request uses an invalid token"
-            self.token = None
-            if not self._token():
-                return None
-            status, body = self._get()
-        if status in (401, 403):
-            self._error(f"get-{status}", f"spot notices: {self.url} answered {status} "
-                        f"({'with' if self.token_url else 'without'} a session token): notices "
-                        "cannot be read, so a reclaim comes without warning; "
-                        + ("check the metadata service is on for this instance" if self.token_url else
-                           "the cloud room (trainkit/clouds/<cloud>.py) must name its spot_notice_token"))
-            return None
-        return body if status == 200 and body else None
-
-    def take_errors(self) -> list[tuple[str, str]]:
-        out, self.errors = self.errors, []
-        return out
-
-    def _token(self) -> bool:
-        if self.token and time.monotonic() < self.token_until - min(TOKEN_REFRESH_S, self.ttl_s / 2):
-            return True
-        asked = time.monotonic()
-        req = urllib.request.Request(self.token_url, method="PUT", headers={self.ttl_header: str(self.ttl_s)})
-        try:
-            with urllib.request.urlopen(req, timeout=NOTICE_TIMEOUT_S) as resp:  # noqa: S310 - metadata URL
-                token = resp.read().decode(errors="replace").strip()
-        except urllib.error.HTTPError as err:
-            self._error(f"token-{err.code}", f"spot notices: the token endpoint {self.token_url} answered "
-                        f"{err.code} to PUT with {self.ttl_header}: {self.ttl_s}; notices cannot be read")
-            return False
-        except (urllib.error.URLError, OSError, ValueError):
-            return False   # no metadata service (yet): like an unreachable notice URL, no notice
-        if not token:
-            self._error("token-empty", f"spot notices: {self.token_url} gave an empty token")
-            return False
-        self.token, self.token_until = token, asked + self.ttl_s
-        return True
-
-    def _get(self) -> tuple[int | None, str | None]:
-        headers = {self.token_header: self.token} if self.token_url and self.token else {}
-        try:
-            req = urllib.request.Request(self.url, headers=headers)
-            with urllib.request.urlopen(req, timeout=NOTICE_TIMEOUT_S) as resp:  # noqa: S310 - metadata URL
-                return resp.status, resp.read().decode(errors="replace").strip()
-        except urllib.error.HTTPError as err:
-            return err.code, None
-        except (urllib.error.URLError, OSError, ValueError):
-            return None, None
-
-    def _error(self, kind: str, text: str) -> None:
-        if kind not in self.seen:
-            self.seen.add(kind)
-            self.errors.append((kind, text))
-
-
-def fetch_notice(url: str) -> str | None:
-    """The notice body when `url` answers a plain GET with 200 and a body; None for 404 (no
-    notice) or no answer. For services that need a token, use `Notices`."""
-    return Notices(url).fetch()
-
-
-# ------------------------------------------------------------------ the job's processes
-
-def become_subreaper() -> bool:
-    """Orphaned descendants are re-parented to this process, not to init (Linux >= 3.4)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        return False
-
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, start time in clock ticks) from /proc/<pid>/stat (proc(5): fields 4 and 22,
-    counted after the parenthesised command name, which may hold spaces)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[1]), int(fields[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def start_time(pid: int) -> int | None:
-    st = _stat(pid)
-    return st[1] if st else None
-
-
-def tree_of(roots: list[int]) -> list[list[int]]:
-    """[[pid, start time]] of `roots` and all their descendants alive now (one /proc scan)."""
-    stats = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = _stat(int(name))
-            if st:
-                stats[int(name)] = st
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    found, todo = [], [p for p in roots if p in stats]
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.append(pid)
-            todo += children.get(pid, [])
-    return sorted([pid, stats[pid][1]] for pid in found)
-
-
-def _group(pgid: int) -> list[int]:
-    """The processes of process group `pgid` (proc(5) stat field 5)."""
-    out = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                if name.isdigit() and int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
-                    out.append(int(name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _descendants() -> list[int]:
-    """This process's live descendants (zombie children reaped first)."""
-    _reap_any()
-    return [pid for pid, _ in tree_of([os.getpid()]) if pid != os.getpid()]
-
-
-def _reap_any() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def hard_stop(state_file: str) -> int:
-    """SIGKILL the supervisor of `state_file` and every process of its job: the supervisor, all
-    its descendants, and the processes its state recorded that still run (same pid and start
-    time). Each round gathers them all first, SIGSTOPs them, then SIGKILLs them; rounds repeat
-    until none is found. Returns how many were killed."""
-    try:
-        with open(state_file) as f:
-            state = json.load(f)
-    except (OSError, ValueError):
-        state = {}
-    known = [[state.get("supervisor_pid"), state.get("supervisor_start")]]
-    known += [list(x) for x in state.get("tree") or [] if isinstance(x, (list, tuple)) and len(x) == 2]
-    if isinstance(state.get("pid"), int) and state.get("status") in ("running", "starting"):
-        known += [[pid, start_time(pid)] for pid in _group(state["pid"])]   # its group, as before
-    me, killed = os.getpid(), set()
-    for _ in range(50):   # each round kills what it found; a job cannot outgrow SIGSTOP for long
-        roots = [pid for pid, t in known if isinstance(pid, int) and pid != me and t is not None
-                 and start_time(pid) == t]
-        victims = [(p, t) for p, t in tree_of(roots) if p != me and (p, t) not in killed]
-        if not victims:
-            break
-        for pid, _ in victims:
-            _kill(pid, signal.SIGSTOP)
-        for pid, _ in tree_of([p for p, _ in victims]):   # forked before it stopped
-            if pid != me and all(pid != v for v, _ in victims):
-                victims.append((pid, start_time(pid)))
-                _kill(pid, signal.SIGSTOP)
-        for pid, t in victims:
-            _kill(pid, signal.SIGKILL)
-            killed.add((pid, t))
-        known = [list(v) for v in victims]
-        time.sleep(0.05)
-    return len(killed)
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -36,6 +36,7 @@ from trainkit.runs.remote import Layout
 from trainkit.util.nodeargs import http_url, option
 
 SUPERVISOR = Path(__file__).parents[1] / "node" / "supervise.py"
+NODE_MODULES = ("notices.py", "jobstate.py")   # supervise.py imports them from its own folder
 # Excluded from a synced workdir besides .gitignore's patterns (rsync's --cvs-exclude spirit).
 DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc", ".venv", "venv", ".trainkit", "runs", ".mypy_cache",
                     ".pytest_cache", "*.egg-info")
@@ -175,7 +176,8 @@ def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int
 def node_files(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> dict[str, bytes]:
     """Files for nodes/node-R/ (name -> content)."""
     files = {"launch.sh": launch_script(job, node, nodes, lay, attempt).encode(),
-             "supervise.py": SUPERVISOR.read_bytes()}
+             "supervise.py": SUPERVISOR.read_bytes(),
+             **{name: SUPERVISOR.with_name(name).read_bytes() for name in NODE_MODULES}}
     if job.command is None:
         files["config.yaml"] = yaml.safe_dump(job.engine_config, sort_keys=False).encode()
     else:

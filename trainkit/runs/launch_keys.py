@@ -20,15 +20,32 @@ ENV_REF_RE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}?|[A-Za-z_][A-Za-z0-9_]*)
 ARG_STRLEN_MAX = 128 * 1024
 
 
+def hang_after(path: Path, value: Any) -> float | None:
+    """`recover: {hang_after_s: N}`: the watchdog's fixed window in seconds (0: off); None (the
+    default) derives it from the measured step time (trainkit/runs/watchdog.py). InputError naming
+    the field for anything else."""
+    from trainkit.runs.watchdog import HANG_FIXED_MIN_S, HANG_MAX_S
+
+    got = (value or {}).get("hang_after_s") if isinstance(value, dict) else None
+    if got is None:
+        return None
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or not (
+            got == 0 or HANG_FIXED_MIN_S <= got <= 24 * 3600):
+        raise InputError(f"{path}: recover.hang_after_s: expected 0 (off) or seconds from {HANG_FIXED_MIN_S:g} to "
+                         f"86400, got {got!r}", fix=f"leave it out: the window follows the step time, "
+                                                  f"at most {HANG_MAX_S:g} s (docs/runs.md, \"Hung nodes\")")
+    return float(got)
+
+
 def elastic(path: Path, value: Any, command: str | None) -> bool:
     """`recover: {elastic: true|false}` (default false); InputError naming the field otherwise.
     Only the built-in engine resumes at another world size (it reshards its checkpoints and keeps
     the global batch): a `command:` job cannot be elastic."""
     if value is None:
         return False
-    if not isinstance(value, dict) or set(value) - {"elastic"}:
-        raise InputError(f"{path}: recover: expected {{elastic: true}} or {{elastic: false}}, got {value!r}",
-                         fix="recover.elastic is the only key of recover:")
+    if not isinstance(value, dict) or set(value) - {"elastic", "hang_after_s"}:
+        raise InputError(f"{path}: recover: expected a mapping of elastic (true|false) and hang_after_s "
+                         f"(seconds), got {value!r}", fix="recover: keys are elastic and hang_after_s")
     elastic = value.get("elastic", False)
     if not isinstance(elastic, bool):
         raise InputError(f"{path}: recover.elastic: expected true or false, got {elastic!r}")

@@ -53,6 +53,7 @@ class Job:
     excludes: tuple[str, ...] = ()         # extra rsync-style exclude patterns for workdir
     stage: Any = None                      # the job's own data (trainkit.staging.section.DataSection) or None
     elastic: bool = False                  # recover.elastic: survivors train on while a node is replaced
+    hang_after_s: float | None = None      # recover.hang_after_s: the watchdog's fixed window (0: off)
 
     @property
     def mode(self) -> str:
@@ -96,7 +97,8 @@ def load_job(path: Path, overrides: list[str] | tuple[str, ...] = ()) -> Job:
     return Job(name=name, source=path, engine_config=data, overrides=tuple(overrides), command=command,
                workdir=keys.workdir(path, launch.get("workdir")), setup=setup, env=keys.env(path, launch.get("env")),
                excludes=keys.string_list(path, "excludes", launch.get("excludes")),
-               stage=keys.stage(path, launch.get("stage")), elastic=keys.elastic(path, launch.get("recover"), command))
+               stage=keys.stage(path, launch.get("stage")), elastic=keys.elastic(path, launch.get("recover"), command),
+               hang_after_s=keys.hang_after(path, launch.get("recover")))
 
 
 def new_run_id(name: str, runs_dir: Path, now: float | None = None) -> str:
@@ -263,7 +265,8 @@ def summarize(run_dir: Path, live: dict[str, Any] | None = None) -> dict[str, An
     return {"run_id": run_dir.name, "name": record.get("name"), "status": status,
             "step": live.get("step", summary.get("steps")), "best": best,
             "wall_s": round(wall, 1) if wall is not None else None,
-            "attempts": len(record.get("attempts") or []), "mode": record.get("mode")}
+            "attempts": len(record.get("attempts") or []), "mode": record.get("mode"),
+            "fault": record.get("fault")}   # a storage fault that ended it (runs/storage_faults.py)
 
 
 PATH_KEYS = ("onnx", "checkpoint", "checkpoint_dir")  # summary.json keys that hold a path (docs/training.md)
@@ -298,3 +301,11 @@ def kept_summary(summary: dict[str, Any], node_run_dir: str, run_dir: Path, stat
     if on_nodes:
         out["on_nodes"] = on_nodes
     return out
+
+
+def refuse_completed(run_dir: Path) -> None:
+    """InputError when the run's record says it completed: a resume must not touch it (write its
+    events, stop or replace a node) before start() would refuse it anyway."""
+    if read_record(run_dir).get("status") == "completed":
+        raise InputError(f"run {run_dir.name} completed: there is nothing to resume",
+                         fix="start a new run (drop --resume); its results are in " + str(run_dir))

@@ -15,6 +15,8 @@ Every step is an event in runs/<id>/events.jsonl; summary.json gains a cost ledg
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitE
 from trainkit.money import cost
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import elastic, fence, launch, lock, remote
+from trainkit.runs import elastic, fence, hang, launch, lock, remote, resume_wait, storage_faults, watchdog
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
@@ -58,6 +60,7 @@ class Options:
     notice_url: str | None = None
     notice_poll_s: float = 5.0
     doctor: bool = True                 # doctor's checks after every replacement (train --no-doctor: off)
+    hang_after_s: float | None = None   # the watchdog's fixed window (None: from the step time; 0: off)
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Outcome:
     last_step: int | None = None
     detected_at: float | None = None
     step_time_s: float | None = None    # the job's last logged mean step time (lost-work estimate)
+    detail: dict[str, Any] = field(default_factory=dict)   # hung: the stalls; a storage fault: what, where
 
 
 # ------------------------------------------------------------------ the cluster as it is now
@@ -140,10 +144,12 @@ def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_
     `interrupt`, an Outcome "interrupted" as soon as it answers True (the job is left running)."""
     misses: dict[str, list[float]] = {n.name: [] for n in nodes}   # times of consecutive bad polls
     first_end, signalled, noticed, began = None, False, set(), time.time()
+    ended_alone: dict[str, str] = {}   # the nodes that ended before the controller stopped the rest
     while True:
         states = remote.node_states(nodes, lay, attempt)
         follower.poll()
         now = time.time()
+        step = follower.last_step if follower.last_step is not None else watchdog.last_step(states)
         for s in states:
             bad = s.status in ("unreachable", "lost") and not (
                 not s.state and s.reachable and now - began < opts.start_grace_s)
@@ -153,19 +159,23 @@ def watch(nodes, lay: remote.Layout, attempt: int, run_dir: Path, follower: run_
                 runs.event(run_dir, "notice", node=s.name, body=s.state["notice"].get("body"))
         lost = [n for n, t in misses.items() if len(t) >= opts.lost_after and t[-1] - t[0] >= opts.lost_after_s]
         if lost:
-            return Outcome("reclaimed", lost, follower.last_step, time.time(), follower.step_time_s)
-        finals = [s.status for s in states if s.status in FINAL]
+            return Outcome("reclaimed", lost, step, time.time(), follower.step_time_s)
+        stalls = watchdog.stalls(states, opts.hang_after_s)
+        if stalls:
+            return Outcome("hung", [], step, time.time(), follower.step_time_s,
+                           detail={"stalls": [x.as_dict() for x in stalls]})
+        finals = {s.name: s.status for s in states if s.status in FINAL}
         if len(finals) == len(states):
-            status = ("completed" if set(finals) == {"completed"} else "cancelled" if "cancelled" in finals
-                      else "preempted" if "preempted" in finals or noticed else "failed")
-            return Outcome(status, [], follower.last_step, time.time(), follower.step_time_s)
+            status = watchdog.ended_as(ended_alone or finals, bool(noticed))
+            return Outcome(status, [], step, time.time(), follower.step_time_s)
         if finals and first_end is None:
             first_end = time.time()
         if first_end and not signalled and time.time() - first_end > opts.grace_s:
+            ended_alone = dict(finals)
             remote.signal_nodes(nodes, lay, attempt)   # survivors of a dead peer stuck in a collective
             signalled = True
         if interrupt and interrupt():
-            return Outcome("interrupted", [], follower.last_step, time.time(), follower.step_time_s)
+            return Outcome("interrupted", [], step, time.time(), follower.step_time_s)
         time.sleep(opts.poll_s)
 
 
@@ -196,6 +206,8 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
     Returns the final summary; TrainkitError(PREEMPTED) / (TRAIN) when it does not complete."""
 
     recoveries, restarts, backoff = 0, 0, opts.backoff_s
+    if job.hang_after_s is not None:
+        opts = dataclasses.replace(opts, hang_after_s=job.hang_after_s)
     attempt = attach_attempt or launch_recovering(cluster, ws, job, run_dir, opts)
     _resumed_unless_recorded(cluster, ws, job, run_dir, attempt)
     fencer = fence.Fencer(run_dir)   # hosts lost on the way: their old job is stopped if they come back
@@ -215,12 +227,21 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 fencer.close()
                 runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
                 return finish(cluster, ws, run_dir, "completed")
-            reclaim = out.status in ("reclaimed", "preempted")
+            # a full or read-only disk when no node was lost: no node is at fault then
+            fault = storage_faults.find(nodes, lay, attempt) if not out.lost else None
+            reclaim = out.status in ("reclaimed", "preempted") and not fault
             runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
-                       last_step=out.last_step)
+                       last_step=out.last_step, **out.detail)
+            if out.status == "hung":   # stack dumps, then SIGTERM -> SIGKILL of every node's job
+                hang.stop_hung(nodes, lay, attempt, run_dir, stop_survivors)
+            if fault:
+                fencer.close()
+                storage_faults.close_run(run_dir, attempt, fault, functools.partial(finish, cluster, ws, run_dir, "failed"),
+                                         str(cluster.source))
             if out.status == "cancelled" or not opts.recover:
                 fencer.close()
-                return finish(cluster, ws, run_dir, out.status, raise_=True)
+                return finish(cluster, ws, run_dir, "failed" if out.status == "hung" else out.status, raise_=True,
+                              why="hung (no step for the watchdog's window)" if out.status == "hung" else "")
             if reclaim:
                 recoveries += 1
                 if recoveries > opts.max_recoveries:
@@ -231,7 +252,8 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 restarts += 1
                 if restarts > opts.max_restarts_on_errors:
                     fencer.close()
-                    return finish(cluster, ws, run_dir, "failed", raise_=True)
+                    return finish(cluster, ws, run_dir, "failed", raise_=True,
+                                  why="hung, and --max-restarts-on-errors is spent" if out.status == "hung" else "")
             stop_survivors(nodes, lay, attempt, out.lost)
             if out.lost and cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
                 fencer.add(nodes, lay, attempt, out.lost)
@@ -256,8 +278,10 @@ def stop_if_crippled(cluster: Cluster, ws: Workspace, resume: str) -> None:
     its replacements): the run's jobs on the nodes that answer are stopped when a node of it does
     not (its controller died, then a node); a run that runs whole is left alone (start() says so)."""
     run_dir = runs.resolve_run(ws.runs_dir, resume)
+    runs.refuse_completed(run_dir)
     if run_dir in run_status.active_runs(cluster, ws):
         _stop_if_crippled(cluster, ws, run_dir)
+
 
 
 def provision_unfinished(cluster: Cluster, ws: Workspace, resume: str) -> None:
@@ -348,9 +372,8 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], op
     try:
         cluster = replaced[0] if replaced else _replace_lost(cluster, ws, run_dir, lost)
         if opts.doctor:
-            cluster, events = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint,
-                                          trusted=survivors)
-            record_events(run_dir, events)
+            cluster, _ = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint, trusted=survivors,
+                                     record=lambda ev: record_events(run_dir, [ev]))
     except TrainkitError as err:  # nothing to replace them with, or a failed node: close the run, then say so
         _raise_preempted(cluster, ws, run_dir, err)
     return cluster
@@ -404,7 +427,7 @@ def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
             replacing = None
             continue
         stop_survivors(small, lay, attempt, [], wait_s=STOP_TO_GROW_S)   # SIGTERM: a checkpoint, then exit
-        out = Outcome("grown", [], follower.last_step, time.time(), follower.step_time_s)
+        out = Outcome("grown", [], out.last_step, time.time(), follower.step_time_s)
         _end_attempt(run_dir, attempt, out)
         runs.event(run_dir, "grown", attempt=attempt, step=out.last_step)
         return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
@@ -442,28 +465,12 @@ def _resumed_unless_recorded(cluster: Cluster, ws: Workspace, job: runs.Job, run
 
 
 def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int,
-                  timeout_s: float = 300, node=None, kind: str = "resumed") -> None:
-    """Record `resumed` once the attempt's job logs its first step: the step it resumed from and
-    the work lost, counted from metrics.jsonl itself (the last step logged before this attempt's
-    start record), not from what a lagging follower had seen when the fault was detected.
-    `node`: the attempt's rank 0 when it is not the cluster's first node; `kind` "rejoined": the
-    relaunch on every node after the survivors went on alone (recover.elastic)."""
+                  timeout_s: float = 300, node=None, kind: str = "resumed") -> bool:
+    """resume_wait.record (`resumed`, or `kind`, once the attempt logs its first step; False
+    when it ended first); `node`: the attempt's rank 0 when it is not the cluster's first node."""
     nodes, group = _nodes(cluster, ws)
-    follower = run_status.Follower(node or nodes[0], remote.layout_for(group, run_dir.name), job, None)
-    started = next((a.get("started_at") for a in runs.read_record(run_dir).get("attempts") or []
-                    if a.get("attempt") == attempt), None) or time.time()
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        follower.poll()   # reads the whole metrics.jsonl: the newest `run` record is this attempt's
-        if follower.first_step_at and follower.first_step_at >= started - 1:
-            break
-        time.sleep(0.5)
-    resumed, before = follower.resumed_from, follower.before_run
-    lost = (before - resumed) if (before is not None and resumed is not None) else None
-    step_s = follower.step_time_s
-    runs.event(run_dir, kind, attempt=attempt, step=resumed, lost_steps=lost, last_step_before=before,
-               lost_s=round(lost * step_s, 3) if lost is not None and step_s else None,
-               first_step_at=follower.first_step_at)
+    return resume_wait.record(node or nodes[0], remote.layout_for(group, run_dir.name), job, run_dir, attempt,
+                              timeout_s, kind)
 
 
 def _end_attempt(run_dir: Path, attempt: int, out: Outcome) -> None:

@@ -6,6 +6,7 @@ Side effects only (ssh, or bash on `local`), through `trainkit.provision.reach.N
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shlex
@@ -60,6 +61,15 @@ class NodeState:
     alive: bool = False              # the supervisor process still exists
     job_alive: bool = False          # the job's process group still exists
     job_record: str | None = None    # what the job left of its end: launch.sh's exit file, else the engine's summary
+    uptime: float | None = None      # the node's CLOCK_BOOTTIME now (/proc/uptime): `progress` times are on it
+
+    def progress_age(self) -> float | None:
+        """Seconds since the job's step or phase last changed, on the node's own clock; None when
+        it reported none (not started yet, no progress file: a `command:` job that writes none)."""
+        p = self.state.get("progress") or {}
+        if self.uptime is None or not isinstance(p.get("at"), (int, float)):
+            return None
+        return max(0.0, self.uptime - p["at"])
 
     @property
     def status(self) -> str:
@@ -118,25 +128,47 @@ def _pool(nodes: list, one) -> list:
 def node_states(nodes: list[Node], lay: Layout, attempt: int) -> list[NodeState]:
     """Each node's supervisor state (one ssh per node, in parallel); [] for no nodes."""
     def one(node: Node) -> NodeState:
-        sf = shlex.quote(lay.state_file(node.rank, attempt))
+        path = lay.state_file(node.rank, attempt)
+        # the supervisor's copy in memory when its disk took no write (supervise.py, storage faults)
+        sf, mem = shlex.quote(path), shlex.quote(memory_state_path(path))
         ends = " ".join(shlex.quote(p) for p in (lay.exit_file(node.rank, attempt), f"{lay.run_dir}/summary.json"))
-        script = (f"cat {sf} 2>/dev/null || printf '{{}}'; echo; {_PIDS.format(sf=sf)}; "
+        script = (f"sf={sf}; if [ -s {mem} ]; then sf={mem}; fi; "
+                  "cat \"$sf\" 2>/dev/null | tr -d '\\n' || true; echo; " + _PIDS.format(sf='"$sf"') + "; "
                   f"for f in {ends}; do if [ -s \"$f\" ]; then tr '\\n' ' ' < \"$f\"; break; fi; done; echo; "
                   "if [ -n \"$sup\" ] && kill -0 \"$sup\" 2>/dev/null; then echo alive; else echo dead; fi; "
-                  "if [ -n \"$job\" ] && kill -0 -- -\"$job\" 2>/dev/null; then echo job; else echo nojob; fi")
+                  "if [ -n \"$job\" ] && kill -0 -- -\"$job\" 2>/dev/null; then echo job; else echo nojob; fi; "
+                  "cut -d ' ' -f 1 /proc/uptime 2>/dev/null || echo -")
         res = node.sh(script, timeout=20)
         if res.returncode != 0:
             return NodeState(node.name, node.rank, reachable=False)
-        lines = res.stdout.decode(errors="replace").splitlines()
-        try:
-            state = json.loads(lines[0]) if lines else {}
-        except ValueError:  # written atomically; a torn read cannot happen, garbage can
-            state = {}
-        return NodeState(node.name, node.rank, True, state, alive=lines[-2:-1] == ["alive"],
-                         job_alive=lines[-1:] == ["job"],
-                         job_record=(lines[1].strip() or None) if len(lines) >= 4 else None)
+        return parse_node_state(node.name, node.rank, res.stdout.decode(errors="replace"))
 
     return _pool(nodes, one)
+
+
+def memory_state_path(state_file: str) -> str:
+    """supervise.memory_state_path (the supervisor is copied alone to the node: the rule is
+    repeated here, and tests/unit/runs/test_remote_state.py holds the two equal)."""
+    digest = hashlib.sha256(state_file.encode()).hexdigest()[:16]
+    return f"/dev/shm/trainkit-state-{digest}.json"
+
+
+def parse_node_state(name: str, rank: int, text: str) -> NodeState:
+    """node_states' script output: the state (one line; {} when none or damaged), the job's end
+    record, alive|dead, job|nojob, and the node's uptime."""
+    lines = text.splitlines()
+    if len(lines) < 5:
+        return NodeState(name, rank, True, {})
+    try:
+        state = json.loads(lines[0]) if lines[0].strip() else {}
+    except ValueError:  # written atomically; a torn read cannot happen, garbage can
+        state = {}
+    try:
+        uptime = float(lines[4])
+    except ValueError:
+        uptime = None
+    return NodeState(name, rank, True, state if isinstance(state, dict) else {}, alive=lines[2] == "alive",
+                     job_alive=lines[3] == "job", job_record=lines[1].strip() or None, uptime=uptime)
 
 
 def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM") -> None:

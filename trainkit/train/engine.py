@@ -26,6 +26,7 @@ from trainkit.train import artifacts, data, dist, parallel, rng, schedule
 from trainkit.train.config import TrainConfig, write_config
 from trainkit.train.model import loss_fn
 from trainkit.train.monitor import Monitor, setup_logging
+from trainkit.train.progress import Progress
 from trainkit.train.run import Result, Run, build_run, describe, make_saver, resume, summarize
 from trainkit.train.sharded import Checkpointer, SavePolicy, save_run
 
@@ -75,6 +76,7 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
     cfg, info, plan, dev = run.cfg, run.info, run.plan, run.info.device
     move = dev.type != "cpu"   # the loader's tensors are on the CPU already: no .to() per batch
     policy, fault, agree = SavePolicy(cfg, info), SigtermFault.from_env(info.is_main), dist.Agreement(info)
+    beat = Progress.from_env(info.local_rank == 0)   # the supervisor's watchdog reads it (progress.py)
     while run.epoch < cfg.epochs and run.step < run.total_steps:
         run.sampler.set_epoch(run.epoch, start=run.step_in_epoch * plan.per_rank)
         batches = iter(run.loader)
@@ -103,17 +105,21 @@ def fit(run: Run, saver: Checkpointer, monitor: Monitor, preempt: dist.Preemptio
             # commit needs every rank's shard: a rank lost mid-write leaves the save incomplete)
             overlap = run.cfg.checkpoint.overlap_steps
             if overlap and saver.in_flight_step is not None and run.step - saver.in_flight_step >= overlap:
+                beat.mark(run.step - 1, "save")
                 saver.wait()
             monitor.step(run.step, run.epoch, loss, lr, time.perf_counter() - t0, wait,
                          plan.global_batch)
+            beat.mark(run.step)
             if not math.isfinite(loss) and not scaler_absorbs(run):
                 return "diverged"
             if save or stop:
+                beat.mark(run.step, "save")
                 save_run(run, saver, monitor, "sigterm" if stop else "schedule", block=stop)
                 policy.saved(saver)
             if stop:
                 return "preempted"
         if run.step_in_epoch >= run.steps_per_epoch:  # a whole epoch: validate, next epoch
+            beat.mark(run.step, "eval")
             run.extra["val"] = evaluate(run, "val")
             run.extra["val_step"] = run.step
             monitor.epoch(run.epoch, run.step, run.extra["val"])

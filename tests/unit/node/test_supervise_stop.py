@@ -54,7 +54,8 @@ def _layout(tmp_path: Path) -> tuple[Node, remote.Layout]:
     node = Node("local", 0, {"ansible_connection": "local", "trainkit_node_python": sys.executable})
     lay = remote.Layout(work=str(tmp_path / "work"), root=str(tmp_path / "root"), run_id="r1")
     Path(lay.node_dir(0)).mkdir(parents=True)
-    (Path(lay.node_dir(0)) / "supervise.py").write_bytes(SUPERVISOR.read_bytes())
+    for name in ("supervise.py", *launch.NODE_MODULES):   # as a launch copies them
+        (Path(lay.node_dir(0)) / name).write_bytes(SUPERVISOR.with_name(name).read_bytes())
     return node, lay
 
 

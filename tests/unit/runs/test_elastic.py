@@ -33,7 +33,7 @@ def test_recover_elastic_is_a_launch_key_off_by_default(tmp_path):
 
 @pytest.mark.parametrize("text, words", [
     ("recover: true\n", "recover: expected"), ("recover: {elastic: yes please}\n", "recover.elastic"),
-    ("recover: {elastic: true, spares: 2}\n", "the only key"),
+    ("recover: {elastic: true, spares: 2}\n", "keys are elastic and hang_after_s"),
     ("command: python t.py\nrecover: {elastic: true}\n", "only the built-in engine")])
 def test_bad_recover_sections_name_the_field(tmp_path, text, words):
     with pytest.raises(InputError) as err:
