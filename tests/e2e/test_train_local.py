@@ -33,7 +33,9 @@ FETCHED = {"config.yaml", "curves.png", "events.jsonl", "hparams.yaml", "logs/no
            "logs/rank-0.log", "logs/rank-1.log", "metrics.jsonl", "model.onnx", "run.json",
            "summary.json", "weights/best.pt", "weights/last.pt",
            "nodes/node-0/attempt-1.events.jsonl", "nodes/node-0/attempt-1.json", "nodes/node-0/attempt-1.exit",
-           "nodes/node-0/config.yaml", "nodes/node-0/launch.sh", "nodes/node-0/supervise.py"}
+           "nodes/node-0/attempt-1.progress",  # the engine's step for the hang watchdog
+           "nodes/node-0/config.yaml", "nodes/node-0/launch.sh", "nodes/node-0/supervise.py",
+           "nodes/node-0/jobstate.py", "nodes/node-0/notices.py"}  # the supervisor's own modules
 # Only where the supervisor is started with setsid (no systemd as PID 1, or not root).
 SETSID_ONLY = {"logs/supervisor-node-0.log"}
 UNNAMED = ("checkpoints/", "tb/")
