@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from trainkit.cli import main
 from trainkit.provision.inventory import inventory_for, inventory_hosts
-from trainkit.provision.reach import Node, ssh_argv
+from trainkit.provision.node import nodes_in
 from trainkit.runs import launch, remote
 from trainkit.runs import record as runs
 from trainkit.spec import resolve
@@ -114,6 +114,11 @@ def _inventory(path: Path, outputs: dict | None) -> dict:
     return back
 
 
+def _read_back(inv: dict) -> dict:
+    """The inventory's nodes as trainkit reads them back, by name."""
+    return {n.name: n for n in nodes_in(inv, inv["all"]["vars"])[0]}
+
+
 def _etc_hosts(inv: dict) -> list[list[str]]:
     """The /etc/hosts block the base role writes (its Jinja, rendered here), split into fields."""
     tasks = yaml.safe_load((REPO / "ansible/roles/base/tasks/main.yml").read_text())
@@ -131,7 +136,7 @@ def test_any_host_address_is_refused_or_one_literal_word(capsys, value, field):
     inv = _inventory(path, None)
     head = inventory_hosts(inv)["a"]
     if field == "address":
-        argv = ssh_argv(head)
+        argv = _read_back(inv)["a"].ssh_argv()
         assert argv[-2:] == ["--", f"ops@{value}"] and not value.startswith("-")
         assert shlex.split(shlex.join(argv)) == argv
     else:
@@ -152,7 +157,7 @@ def test_any_login_user_is_refused_or_one_literal_word(capsys, value, field):
     inv = _inventory(path, OUTPUTS if cloud else None)
     hosts = inventory_hosts(inv)
     node = hosts["demo-node-1" if cloud else "a"]
-    assert ssh_argv(node)[-1] == f"{value}@{node['ansible_host']}"
+    assert _read_back(inv)["demo-node-1" if cloud else "a"].ssh_argv()[-1] == f"{value}@{node['ansible_host']}"
     if cloud:  # the worker is reached through the head: ProxyCommand runs in a shell
         words = shlex.split(node["ansible_ssh_common_args"])
         proxy = next(w for w in words if w.startswith("ProxyCommand="))
@@ -174,9 +179,8 @@ def test_any_node_path_is_refused_or_one_literal_word(capsys, value, field):
         fstab = f"UUID=0f0e {gv[key]} xfs defaults,nofail 0 0"  # what ansible.posix.mount writes
         assert fstab.split()[1] == node_path(value) and len(fstab.split()) == 6 and "\n" not in fstab
         return
-    nodes = [Node(name, int(v["trainkit_node_rank"]), {**gv, **v})
-             for name, v in inventory_hosts(inv).items()]
-    lay = remote.layout_for(gv, "r1")
+    nodes, paths = nodes_in(inv, gv)
+    lay = remote.layout_for(paths, "r1")
     node = nodes[1]  # a worker: its torchrun meets the head's rendezvous
     python, run_dir = gv["trainkit_node_python"], f"{gv['trainkit_work_dir']}/runs/r1"
     env = launch.job_env(ENGINE, node, nodes, lay, 1)

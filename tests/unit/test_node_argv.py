@@ -5,7 +5,7 @@ very parser the node process uses (the supervisor's, the doctor probe's, the ben
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import shlex
 import subprocess
 from pathlib import Path
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainkit.errors import InputError
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node, Paths
 from trainkit.runs import launch, remote
 from trainkit.util.nodeargs import http_url
 
@@ -42,7 +42,7 @@ def words(script: str) -> list[str]:
 def test_the_supervisor_reads_back_the_notice_url_it_was_given_or_trainkit_refuses_it(url):
     from trainkit.node import supervise
 
-    node, lay = Node("n0", 0, {}), remote.Layout(work="/w", root="/r", run_id="r1")
+    node, lay = Node("n0", 0), remote.Layout(work="/w", root="/r", run_id="r1")
     try:
         script = launch.start_script(node, lay, 1, url, 5.0, True)
     except InputError as err:
@@ -62,7 +62,7 @@ def test_the_supervisor_reads_back_its_files_wherever_the_run_lives(work, run_id
     from trainkit.node import supervise
 
     aws = get("aws")
-    node, lay = Node("n0", 2, {}), remote.Layout(work=work, root="/r", run_id=run_id)
+    node, lay = Node("n0", 2), remote.Layout(work=work, root="/r", run_id=run_id)
     argv = words(launch.start_script(node, lay, 3, aws.spot_notice_url, 5.0, False, aws.spot_notice_token))
     start = argv.index(f"{lay.node_dir(2)}/supervise.py") + 1
     args, _ = supervise.parse(argv[start:argv.index("--", start) + 3])
@@ -94,11 +94,14 @@ def test_train_refuses_a_notice_url_that_is_an_option_before_anything_starts(cap
     assert not (tmp_path / "ws" / "runs").exists()
 
 
+@dataclasses.dataclass(frozen=True)
 class Recorder(Node):
     """A node whose `sh` records the script and answers with one JSON line."""
 
+    scripts: list = dataclasses.field(default_factory=list, compare=False)
+
     def sh(self, script, data=None, timeout=0):
-        self.vars["scripts"].append(script)
+        self.scripts.append(script)
         return subprocess.CompletedProcess([], 0, b'{"ok": true}\n', b"")
 
 
@@ -115,14 +118,13 @@ def test_the_doctor_probe_reads_back_its_paths_and_tag(data, shared, tag):
     from trainkit.cluster import doctor
     from trainkit.node import doctor_probe
 
-    node = Recorder("n0", 0, {"scripts": [], "disks_enabled": True, "disks_mount_point": data,
-                              "nas_enabled": True, "nas_mount_point": shared})
+    node = Recorder("n0", 0, paths=Paths(disk=data, shared_mount=shared))
     if "--" in (data, shared, tag):  # argparse drops `--x=--`' value: refused, never passed on
         with pytest.raises(ValueError):
             doctor.probe_node(node, tag)
         return
     doctor.probe_node(node, tag)
-    args = doctor_probe.parser().parse_args(_after_dash(node.vars["scripts"][0]))
+    args = doctor_probe.parser().parse_args(_after_dash(node.scripts[0]))
     assert (args.data, args.shared, args.tag, args.mark) == (data, shared, tag, "node-0")
 
 
@@ -132,10 +134,10 @@ def test_the_allreduce_bench_reads_back_its_numbers(size, iters, n):
     from trainkit.cluster import doctor
     from trainkit.node import allreduce_bench
 
-    nodes = [Recorder(f"n{i}", i, {"scripts": []}) for i in range(n)]
+    nodes = [Recorder(f"n{i}", i) for i in range(n)]
     doctor.run_bench(nodes, "gloo", size, iters)
     for node in nodes:
-        args = allreduce_bench.parser().parse_args(_after_dash(node.vars["scripts"][0]))
+        args = allreduce_bench.parser().parse_args(_after_dash(node.scripts[0]))
         assert (args.backend, args.bytes, args.iters) == ("gloo", size, iters)
 
 
@@ -152,7 +154,7 @@ def test_torchrun_and_trainkit_run_read_back_every_override(overrides, work):
 
     job = launch.Job(name="digits", source=Path("digits.yaml"), engine_config={"epochs": 1},
                      overrides=tuple(overrides))
-    nodes = [Node("n0", 0, {}), Node("n1", 1, {})]
+    nodes = [Node("n0", 0), Node("n1", 1)]
     lay = remote.Layout(work=work, root="/r", run_id="r1")
     argv = words(launch.launch_script(job, nodes[1], nodes, lay, 1).replace("$TRAINKIT_", "TRAINKIT_"))
     start = argv.index("torch.distributed.run") + 1
@@ -186,19 +188,12 @@ def test_an_override_key_that_is_not_dotted_names_is_refused(tmp_path_factory, i
 
 @FAST
 @given(work=st.one_of(PATH, OPTIONISH), data=st.one_of(PATH, OPTIONISH))
-def test_the_top_sampler_reads_back_its_paths(monkeypatch, work, data):
+def test_the_top_sampler_reads_back_its_paths(work, data):
     from trainkit.cluster import top
 
-    seen = []
-
-    def fake_run(argv, **kwargs):
-        seen.append(argv)
-        return subprocess.CompletedProcess(argv, 0, json.dumps({"cpu_pct": 1.0}) + "\n", "")
-
-    monkeypatch.setattr(top.subprocess, "run", fake_run)
-    node = top.Node("n0", ("ssh", "--", "u@h"), "/opt/py", work, data)
+    node = Recorder("n0", 0, address="h", user="u", python="/opt/py", paths=Paths(work_dir=work, disk=data))
     top.sample_node(node, 1.0)
-    argv = words(seen[-1][-1])
+    argv = words(node.scripts[-1])
     assert argv[:2] == ["/opt/py", "-"] and argv[2:5] == [work, data, "1.0"]  # positional, after `-`
 
 
@@ -207,9 +202,9 @@ def test_the_top_sampler_reads_back_its_paths(monkeypatch, work, data):
 def test_the_hard_stop_reads_back_the_state_file(work, attempt):
     from trainkit.node import supervise
 
-    node, lay = Recorder("n0", 1, {"scripts": []}), remote.Layout(work=work, root="/r", run_id="r1")
+    node, lay = Recorder("n0", 1), remote.Layout(work=work, root="/r", run_id="r1")
     remote.signal_nodes([node], lay, attempt, "KILL")
-    argv = words(node.vars["scripts"][0])
+    argv = words(node.scripts[0])
     start = argv.index(f"{lay.node_dir(1)}/supervise.py") + 1
     args, _ = supervise.parse(argv[start:argv.index("2>/dev/null", start)])
     assert args.hard_stop and args.state_file == lay.state_file(1, attempt)

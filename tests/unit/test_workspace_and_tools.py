@@ -52,13 +52,13 @@ def test_missing_terraform_is_a_clear_error_with_exit_9(tmp_path, repo):
 
 
 def test_ssh_to_a_worker_goes_through_the_head_node():
-    from trainkit.provision.reach import ssh_argv
+    from trainkit.provision.node import node_from_vars
 
     host = {"ansible_host": "10.0.1.6", "ansible_user": "ubuntu", "ansible_port": 22,
             "ansible_ssh_private_key_file": "/ws/ssh/id_ed25519",
             "ansible_ssh_common_args": "-o IdentitiesOnly=yes -o ProxyCommand='ssh -W %h:%p -q "
                                        "-i /ws/ssh/id_ed25519 ubuntu@203.0.113.9'"}
-    argv = ssh_argv(host)
+    argv = node_from_vars("w1", 1, host).ssh_argv()
     assert argv[-1] == "ubuntu@10.0.1.6"
     assert "ProxyCommand=ssh -W %h:%p -q -i /ws/ssh/id_ed25519 ubuntu@203.0.113.9" in argv
     assert argv[argv.index("-i") + 1] == "/ws/ssh/id_ed25519"

@@ -2,7 +2,7 @@
 
 Side effects at the edge, verdicts pure (trainkit/cluster/doctor_verdict.py):
 1. the probe (trainkit/node/doctor_probe.py, standard library) on every node at once, over the
-   project's ssh reach (trainkit/provision/reach.py): GPUs, ECC, Xids, DCGM, free disk, the
+   project's one way to run a node script (trainkit/provision/node.py, Node.sh): GPUs, ECC, Xids, DCGM, free disk, the
    shared mount, the node's clock (bracketed by the controller's send and receive times);
 2. where there is shared storage, each node looks for the marker every other node wrote there;
 3. with 2+ reachable nodes, an all-reduce test (trainkit/node/allreduce_bench.py) with
@@ -25,7 +25,7 @@ from typing import Any
 from trainkit import errors, records
 from trainkit.cluster import doctor_verdict as v
 from trainkit.errors import TrainkitError
-from trainkit.provision.reach import Node, nodes_from_inventory
+from trainkit.provision.node import Node, read_nodes
 from trainkit.spec.resolve import Cluster
 from trainkit.util.nodeargs import option
 from trainkit.workspace import Workspace, write_atomic
@@ -47,14 +47,7 @@ class Options:
 def node_paths(node: Node) -> tuple[str, str | None]:
     """(data path, shared path or None) a node's probe checks, from its inventory variables:
     the data disk's mount point (else launch.root), and the NAS mount point when there is one."""
-    vars_ = node.vars
-    data = vars_["disks_mount_point"] if vars_.get("disks_enabled") else vars_.get("trainkit_root", "/opt/trainkit")
-    has_nas = vars_.get("nas_enabled") or vars_.get("trainkit_shared_work_dir")
-    return str(data), (str(vars_.get("nas_mount_point", "/mnt/shared")) if has_nas else None)
-
-
-def _python(node: Node) -> str:
-    return str(node.vars.get("trainkit_node_python") or "python3")
+    return node.paths.disk or node.paths.root, node.paths.shared_mount
 
 
 def _run_py(node: Node, source: Path, args: list[str], env: dict[str, str], timeout: float,
@@ -62,8 +55,8 @@ def _run_py(node: Node, source: Path, args: list[str], env: dict[str, str], time
     """Pipe `source` to the node's Python (python3 where that does not exist) with `args` and `env`;
     NCCL/gloo use the interface that holds the node's private IP and the network role's nccl.env,
     as launch.sh does, so doctor measures the network the job will use."""
-    py = shlex.quote(python or _python(node))
-    env_file = shlex.quote(f"{node.vars.get('trainkit_root', '/opt/trainkit')}/nccl.env")  # ansible role `network`
+    py = shlex.quote(python or node.python)
+    env_file = shlex.quote(f"{node.paths.root}/nccl.env")  # ansible role `network`
     exports = " ".join(f"{k}={shlex.quote(val)}" for k, val in env.items())
     script = ("ifname=$(ip -o -4 addr show 2>/dev/null | awk -v ip=\"$TK_IP\" "
               "'index($4, ip \"/\") == 1 {print $2; exit}' || true); "
@@ -71,8 +64,8 @@ def _run_py(node: Node, source: Path, args: list[str], env: dict[str, str], time
               f"if [ -r {env_file} ]; then set -a; . {env_file}; set +a; fi; "  # the job's own settings
               f"if [ -x {py} ]; then py={py}; else py=python3; fi; "
               f'exec "$py" - {shlex.join(args)}')
-    ip = str(node.vars.get("trainkit_private_ip", "127.0.0.1"))
-    return node.sh(f"export TK_IP={shlex.quote(ip)} {exports}; {script}", data=source.read_bytes(), timeout=timeout)
+    return node.sh(f"export TK_IP={shlex.quote(node.private_ip)} {exports}; {script}", data=source.read_bytes(),
+                   timeout=timeout)
 
 
 def _last_json(proc) -> dict[str, Any]:
@@ -90,7 +83,7 @@ def probe_node(node: Node, tag: str) -> dict[str, Any]:
     data, shared = node_paths(node)
     args = [option("data", data), option("tag", tag), option("mark", f"node-{node.rank}")] + \
         ([option("shared", shared)] if shared else [])
-    if not node.vars.get("disks_enabled"):
+    if node.paths.disk is None:
         args.append("--data-on-demand")  # launch.root: made by the first run, not a mount point
     sent = time.time()
     try:
@@ -113,14 +106,14 @@ def visibility(node: Node, shared: str, tag: str, hosts: list[str]) -> list[str]
 def run_bench(nodes: list[Node], backend: str, size: int, iters: int) -> dict[str, Any]:
     """The all-reduce bench on every node at once; rank 0's JSON (RuntimeError naming a node)."""
     head = nodes[0]
-    port = int(head.vars.get("trainkit_rdzv_port", 29400)) + 1  # beside the job's rendezvous port
+    port = head.rdzv_port + 1  # beside the job's rendezvous port
     # with 2 nodes the world test is the one pair: not run twice
     pairs = ",".join(f"{a}-{b}" for a, b in v.pairs_for(len(nodes))) if len(nodes) > 2 else ""
     args = [option("backend", backend), option("bytes", size), option("iters", iters), option("pairs", pairs)]
 
     def one(i: int):
         env = {"RANK": str(i), "WORLD_SIZE": str(len(nodes)), "LOCAL_RANK": "0", "OMP_NUM_THREADS": "1",
-               "MASTER_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")), "MASTER_PORT": str(port)}
+               "MASTER_ADDR": head.private_ip, "MASTER_PORT": str(port)}
         return _run_py(nodes[i], BENCH, args, env, BENCH_TIMEOUT_S)
 
     with ThreadPoolExecutor(len(nodes)) as pool:
@@ -145,7 +138,7 @@ def diagnose(cluster: Cluster, ws: Workspace, opts: Options = Options(), echo=la
     """Probe, cross-check and measure every node of the applied cluster; the report (also saved
     as <workspace>/doctor.json): {"cluster", "time", "nodes": [...], "network": {...} | None, "failed"}.
     `trusted`: nodes known to be on the shared storage (doctor_verdict.not_seen)."""
-    nodes, _ = nodes_from_inventory(ws.inventory_yml)
+    nodes, _ = read_nodes(ws.inventory_yml)
     tag, th, t0 = secrets.token_hex(6), opts.thresholds, time.monotonic()
     with ThreadPoolExecutor(len(nodes)) as pool:
         probes = list(pool.map(lambda n: probe_node(n, tag), nodes))

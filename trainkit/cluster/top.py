@@ -1,7 +1,7 @@
 """`trainkit top`: a per-node view of a running cluster (GPU, CPU, memory, disk, network, the job).
 
-Each node runs trainkit/node/top_sampler.py (standard library; piped to its Python over ssh with the
-inventory's ssh options, or run here for `local`), which reads its counters twice one second apart.
+Each node runs trainkit/node/top_sampler.py (standard library; piped to its Python by `Node.sh`, over
+ssh, or here for `local`), which reads its counters twice one second apart.
 `collect` gathers one row per node in parallel; `verdict` (pure) flags a row against the thresholds
 trainkit's monitor uses (data wait > 10% of step time, after torchtitan's data_loading(%) metric;
 NVML GPU utilisation < 80%); `table` renders rows with rich.
@@ -11,66 +11,36 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
-from trainkit.provision.inventory import inventory_hosts
-from trainkit.provision.reach import ssh_argv
+from trainkit.provision.node import Node
 from trainkit.train.monitor import DATA_BOUND_PCT, GPU_BUSY_PCT
 
 SAMPLER = Path(__file__).parents[1] / "node" / "top_sampler.py"
 SSH_TIMEOUT_S = 20
 
 
-@dataclass(frozen=True)
-class Node:
-    """Where a node's sampler runs: `ssh` argv prefix (None: this machine) and the paths it reads."""
-
-    name: str
-    ssh: tuple[str, ...] | None
-    python: str
-    work_dir: str
-    data_path: str
-
-
-def nodes_from_inventory(inventory: dict[str, Any]) -> list[Node]:
-    """One Node per inventory host (head first), from the inventory trainkit wrote (pure)."""
-
-    allvars = inventory["all"].get("vars") or {}
-    work = allvars.get("trainkit_work_dir", "/opt/trainkit/work")
-    data = allvars.get("disks_mount_point", "/data") if allvars.get("disks_enabled") else work
-    out = []
-    for name, host in inventory_hosts(inventory).items():
-        merged = {**allvars, **host}
-        local = merged.get("ansible_connection") == "local"
-        out.append(Node(name, None if local else tuple(ssh_argv(merged, ("-o", "BatchMode=yes"))),
-                        sys.executable if local else merged.get("trainkit_node_python", "python3"),
-                        merged.get("trainkit_work_dir", work), data))
-    return out
-
-
 def sample_node(node: Node, secs: float = 1.0) -> dict[str, Any]:
-    """Run the sampler on `node`; the row, or {"node", "error"} when it could not be reached."""
-    args = [node.work_dir, node.data_path, str(secs)]
-    if node.ssh is None:
-        argv, stdin = [node.python, str(SAMPLER), *args], None
+    """Run the sampler on `node` (its work dir, and its data disk or else the work dir); the row,
+    or {"node", "error"} when it could not be reached."""
+    args = shlex.join([node.paths.work_dir, node.paths.disk or node.paths.work_dir, str(secs)])
+    if node.local:  # this machine: the controller's own Python
+        script = f"{shlex.quote(sys.executable)} - {args}"
     else:  # python falls back to python3 when the node has no trainkit venv yet
-        remote = f"{shlex.quote(node.python)} - {shlex.join(args)} 2>/dev/null || python3 - {shlex.join(args)}"
-        argv, stdin = [*node.ssh, remote], SAMPLER.read_text()
+        script = f"{shlex.quote(node.python)} - {args} 2>/dev/null || python3 - {args}"
     try:
-        proc = subprocess.run(argv, input=stdin, capture_output=True, text=True,
-                              timeout=SSH_TIMEOUT_S + secs)
+        proc = node.sh(script, SAMPLER.read_bytes(), timeout=SSH_TIMEOUT_S + secs)
+        out, err = proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace")
         if proc.returncode != 0:
-            raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (OSError, RuntimeError, ValueError, IndexError, subprocess.TimeoutExpired) as err:
+            raise RuntimeError((err.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+        row = json.loads(out.strip().splitlines()[-1])
+    except (OSError, RuntimeError, ValueError, IndexError) as err:
         return {"node": node.name, "error": str(err)[:200]}
     row["node"] = node.name
     row["flagged"], row["verdict"] = verdict(row)

@@ -32,8 +32,7 @@ from trainkit.commands.options import (
 )
 from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError, LockedError
-from trainkit.provision.inventory import inventory_hosts, load_inventory
-from trainkit.provision.reach import ssh_argv
+from trainkit.provision.node import read_nodes
 from trainkit.runs import closing
 from trainkit.runs import status as run_status
 from trainkit.stack.review_render import money, to_markdown, to_text
@@ -349,14 +348,14 @@ def ssh(spec, workdir, node, fmt):
         with ws.lock("ssh"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
     require_applied(cluster, ws)
-    hosts = inventory_hosts(load_inventory(ws.inventory_yml))
-    name = node or next(iter(hosts))
-    if name not in hosts:
-        raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(hosts)}")
+    nodes = {n.name: n for n in read_nodes(ws.inventory_yml)[0]}
+    name = node or next(iter(nodes))
+    if name not in nodes:
+        raise InputError(f"no node {name!r}", fix=f"nodes: {', '.join(nodes)}")
     if fmt == "json":
-        click.echo(dump_json({"cluster": cluster.name, "node": name, "argv": ssh_argv(hosts[name])}))
+        click.echo(dump_json({"cluster": cluster.name, "node": name, "argv": nodes[name].ssh_argv()}))
         return
-    os.execvp("ssh", ssh_argv(hosts[name]))
+    os.execvp("ssh", nodes[name].ssh_argv())
 
 
 def refuse_upgrade_image(cluster, upgrade_image: bool) -> None:

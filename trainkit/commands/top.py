@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 from trainkit.cluster.doctor import busbw_line, last_report, node_busbw
-from trainkit.cluster.top import collect, full_width, nodes_from_inventory, view
+from trainkit.cluster.top import collect, full_width, view
 from trainkit.commands.options import (
     Finite,
     format_option,
@@ -22,7 +22,7 @@ from trainkit.commands.options import (
     workdir_option,
 )
 from trainkit.errors import InputError
-from trainkit.provision.inventory import load_inventory
+from trainkit.provision.node import read_nodes
 
 
 @click.command()
@@ -51,7 +51,7 @@ def top(spec, workdir, once, fmt, interval, wide):
     cluster, ws = load(spec, workdir)
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
-    nodes = nodes_from_inventory(load_inventory(ws.inventory_yml))
+    nodes, _ = read_nodes(ws.inventory_yml)
     try:
         report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
     except InputError as err:  # only shown here: say so, and watch the nodes all the same

@@ -322,13 +322,13 @@ def _data_vars(cluster: Cluster, work: str) -> dict:
             "trainkit_data_once": section.target == "nas" and shared}
 
 
-def stage_vars(section: Any, group: dict[str, Any]) -> dict:
+def stage_vars(section: Any, roots: dict[str, str], data_root: str | None, shared: bool) -> dict:
     """Extra vars that make ansible/stage.yml stage `section` (a job's `stage:`, a DataSection)
-    instead of the spec's `data:`, into the root the inventory's group vars give its target."""
-    roots = group.get("trainkit_data_roots") or {}
-    root = roots.get(section.target) or group.get("trainkit_data_root")
-    return {"trainkit_data": section.model_dump(mode="json"), "trainkit_data_root": root,
-            "trainkit_data_once": section.target == "nas" and bool(group.get("trainkit_shared_work_dir"))}
+    instead of the spec's `data:`, into its target's root among `roots` (else `data_root`), as the
+    inventory gives them (trainkit.provision.node.Paths); `shared`: the work dir is on the NAS."""
+    return {"trainkit_data": section.model_dump(mode="json"),
+            "trainkit_data_root": roots.get(section.target) or data_root,
+            "trainkit_data_once": section.target == "nas" and shared}
 
 
 def _training_vars(cluster: Cluster, ws: Workspace) -> dict:

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 from trainkit import clouds
 from trainkit.clouds.base import MetadataToken
 from trainkit.errors import BAD_INPUT, TRAIN, TrainkitError
-from trainkit.provision import reach
 from trainkit.provision.inventory import stage_vars
+from trainkit.provision.node import Node, Paths, read_nodes
 from trainkit.provision.playbook import run_playbook
 from trainkit.runs import launch, lock, remote
 from trainkit.runs import record as runs
@@ -30,26 +30,26 @@ from trainkit.spec.resolve import Cluster
 from trainkit.util.nodeargs import http_url
 from trainkit.workspace import Workspace
 
-PROBE_TIMEOUT_S = 15      # one `true` over ssh (ConnectTimeout 5 s, reach.Node) and a margin
+PROBE_TIMEOUT_S = 15      # one `true` over ssh (ConnectTimeout 5 s, node.Node.sh) and a margin
 STATE_WAIT_S = 30         # a supervisor just started writes its state file within a second or two
 
 
-def nodes_of(cluster: Cluster, ws: Workspace) -> tuple[list[reach.Node], dict]:
-    """The nodes in rank order and the group vars; TrainkitError before the cluster is applied."""
+def nodes_of(cluster: Cluster, ws: Workspace) -> tuple[list[Node], Paths]:
+    """The nodes in rank order and the cluster's node paths; TrainkitError before the cluster is applied."""
     if not ws.inventory_yml.exists():
         raise TrainkitError(f"cluster {cluster.name} is not set up in {ws.root}: apply first",
                             fix=f"run `trainkit apply {cluster.source}` first", exit_code=BAD_INPUT)
-    return reach.nodes_from_inventory(ws.inventory_yml)
+    return read_nodes(ws.inventory_yml)
 
 
-def subset(nodes: list[reach.Node], names: list[str]) -> list[reach.Node]:
+def subset(nodes: list[Node], names: list[str]) -> list[Node]:
     """The nodes named in `names`, in their rank order, ranked again from 0 (a smaller world:
     the first of them hosts the rendezvous)."""
     kept = [n for n in nodes if n.name in names]
     return [dataclasses.replace(n, rank=i) for i, n in enumerate(kept)]
 
 
-def unreachable(nodes: list[reach.Node]) -> list[str]:
+def unreachable(nodes: list[Node]) -> list[str]:
     """Names of the `nodes` that do not run `true` over ssh (in parallel), in rank order."""
     ok = remote._pool(nodes, lambda n: n.sh("true", timeout=PROBE_TIMEOUT_S).returncode == 0)
     return [n.name for n, up in zip(nodes, ok) if not up]
@@ -75,13 +75,13 @@ def notice_token(cluster: Cluster, url: str | None) -> MetadataToken | None:
     return None
 
 
-def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: dict) -> None:
+def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: Paths) -> None:
     """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
     attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
     if cluster.spec.data.sources:
         run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
     if job.stage:
-        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group), exit_code=TRAIN)
+        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group.data_roots, group.data_root, group.shared_work_dir), exit_code=TRAIN)
 
 
 def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts,
@@ -101,8 +101,7 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     url = notice_url(cluster, opts.notice_url)
     names, t0 = [n.name for n in nodes], time.time()
     record.update(node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
-                  shared=bool(group.get("trainkit_shared_work_dir")) or nodes[0].local,
-                  nproc_per_node=int(nodes[0].vars.get("trainkit_nproc_per_node", 1)))
+                  shared=group.shared_work_dir or nodes[0].local, nproc_per_node=nodes[0].nproc)
     try:
         how = launch.launch(job, nodes, lay, attempt, notice_url=url, notice_poll=opts.notice_poll_s,
                             notice_token=notice_token(cluster, url))
@@ -124,14 +123,14 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     return attempt
 
 
-def roll_back(nodes: list[reach.Node], lay: remote.Layout, attempt: int) -> dict[str, int]:
+def roll_back(nodes: list[Node], lay: remote.Layout, attempt: int) -> dict[str, int]:
     """Stop `attempt` where its launch worked: wait (at most STATE_WAIT_S) for each supervisor's
     state file, then the hard stop (supervise.py --hard-stop: the supervisor and its whole job
     tree). Returns {node: processes killed} (-1: the node did not answer)."""
-    def one(node: reach.Node) -> int:
+    def one(node: Node) -> int:
         q = shlex.quote
         sf = q(lay.state_file(node.rank, attempt))
-        py = q(str(node.vars.get("trainkit_node_python", "python3")))
+        py = q(node.python)
         script = (f"for i in $(seq {STATE_WAIT_S * 2}); do grep -qs supervisor_pid {sf} && break; sleep 0.5; done; "
                   f"{py} {q(lay.node_dir(node.rank) + '/supervise.py')} --hard-stop {sf}")
         res = node.sh(script, timeout=STATE_WAIT_S + 30)

@@ -13,7 +13,7 @@ from typing import Any
 
 from trainkit.cluster import teardown
 from trainkit.errors import DESTROY, InputError, TrainkitError
-from trainkit.provision import reach
+from trainkit.provision.node import read_nodes
 from trainkit.runs import lock, remote
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
@@ -77,7 +77,7 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
         if record.get("status") in runs.OPEN:
             finish(cluster, ws, run_dir, status)
         return status, True, run_dir
-    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
+    nodes, group = read_nodes(ws.inventory_yml)
     attempt = len(record.get("attempts") or [])
     stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
     runs.event(run_dir, "cancelled", attempt=attempt)
@@ -108,7 +108,7 @@ def stop_foreign_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120) -> l
                       "nodes: stopping it and fetching its results first")
         stop_survivors(nodes, h.lay, h.attempt, [], wait_s=wait_s)
         run_dir = ws.runs_dir / h.run_id
-        remote.fetch_run(nodes, h.lay, run_dir, shared=bool(group.get("trainkit_shared_work_dir")))
+        remote.fetch_run(nodes, h.lay, run_dir, shared=group.shared_work_dir)
         now = time.time()
         runs.write_record(run_dir, {"run_id": h.run_id, "status": "cancelled", "created_at": now, "ended_at": now,
                                     "attempts": [{"attempt": h.attempt, "ended_at": now}],

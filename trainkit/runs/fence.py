@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node
 from trainkit.runs import record as runs
 from trainkit.runs import remote
 from trainkit.util import progress

@@ -48,7 +48,7 @@ def dump_stacks(nodes: list, lay: remote.Layout, attempt: int, run_dir: Path) ->
     def one(node) -> Path | None:
         sf = shlex.quote(lay.state_file(node.rank, attempt))
         mem = shlex.quote(remote.memory_state_path(lay.state_file(node.rank, attempt)))
-        py = shlex.quote(str(node.vars.get("trainkit_node_python", "python3")))
+        py = shlex.quote(node.python)
         script = f"sf={sf}; if [ -s {mem} ]; then sf={mem}; fi; " + _DUMP.replace("{sf}", '"$sf"').replace("{py}", py)
         res = node.sh(script, timeout=120)
         if res.returncode != 0 and not res.stdout:

@@ -24,13 +24,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from trainkit.clouds.base import MetadataToken
 from trainkit.errors import TRAIN, InputError, TrainkitError
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node, Paths
 from trainkit.runs.record import Job
 from trainkit.runs.remote import Layout
 from trainkit.util.nodeargs import http_url, option
@@ -53,18 +52,14 @@ RENDEZVOUS_ERROR = r"Rendezvous[A-Za-z]*Error"
 def job_env(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> dict[str, str]:
     """The launch environment every node gets (docs/runs.md lists it)."""
     head = nodes[0]
-    port = str(node.vars.get("trainkit_rdzv_port", 29400))
-    nproc = int(node.vars.get("trainkit_nproc_per_node", 1))
+    port, nproc = str(node.rdzv_port), node.nproc
     env = {"TRAINKIT_RUN_ID": lay.run_id, "TRAINKIT_ATTEMPT": str(attempt),
            "TRAINKIT_NODE_RANK": str(node.rank), "TRAINKIT_NUM_NODES": str(len(nodes)),
-           "TRAINKIT_HEAD_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")),
-           "TRAINKIT_RDZV_ENDPOINT": f"{head.vars.get('trainkit_private_ip', '127.0.0.1')}:{port}",
+           "TRAINKIT_HEAD_ADDR": head.private_ip, "TRAINKIT_RDZV_ENDPOINT": f"{head.private_ip}:{port}",
            "TRAINKIT_GPUS_PER_NODE": str(nproc), "TRAINKIT_CHECKPOINT_DIR": lay.checkpoint_dir,
            "TRAINKIT_RUN_DIR": lay.run_dir, "TRAINKIT_STATUS_FILE": f"{lay.node_dir(node.rank)}/status",
-           "TRAINKIT_PRIVATE_IP": str(node.vars.get("trainkit_private_ip", "127.0.0.1")),
-           "TRAINKIT_PYTHON": str(node.vars.get("trainkit_node_python", "python3")),
-           "TRAINKIT_DATA_ROOT": data_root(job, node.vars),
-           "MASTER_ADDR": str(head.vars.get("trainkit_private_ip", "127.0.0.1")), "MASTER_PORT": port,
+           "TRAINKIT_PRIVATE_IP": node.private_ip, "TRAINKIT_PYTHON": node.python,
+           "TRAINKIT_DATA_ROOT": data_root(job, node.paths), "MASTER_ADDR": head.private_ip, "MASTER_PORT": port,
            "NNODES": str(len(nodes)), "NODE_RANK": str(node.rank), "NPROC_PER_NODE": str(nproc),
            "WORLD_SIZE": str(len(nodes) * nproc), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     if job.workdir:
@@ -88,12 +83,11 @@ def command_rank_logs(lay: Layout, node_rank: int) -> str:
     return f"{lay.run_dir}/logs/torchrun/node-{node_rank}"
 
 
-def data_root(job: Job, node_vars: dict[str, Any]) -> str:
+def data_root(job: Job, paths: Paths) -> str:
     """Where the job's staged datasets are: its own `stage:` target's root, else the spec's."""
-    roots = node_vars.get("trainkit_data_roots") or {}
-    if job.stage and roots.get(job.stage.target):
-        return str(roots[job.stage.target])
-    return str(node_vars.get("trainkit_data_root") or f"{node_vars.get('trainkit_work_dir', '/opt/trainkit/work')}/datasets")
+    if job.stage and paths.data_roots.get(job.stage.target):
+        return paths.data_roots[job.stage.target]
+    return paths.data_root or f"{paths.work_dir}/datasets"
 
 
 def launch_script(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
@@ -151,8 +145,7 @@ def _recorded(exit_file: str, status_file: str, log: str) -> list[str]:
 
 def _torchrun(job: Job, node: Node, nodes: list[Node], lay: Layout, attempt: int) -> str:
     q = shlex.quote
-    py = str(node.vars.get("trainkit_node_python", "python3"))
-    argv = [py, "-m", "torch.distributed.run"]
+    argv = [node.python, "-m", "torch.distributed.run"]
     if len(nodes) == 1:
         argv += ["--standalone"]
     else:  # a fresh rendezvous id per attempt: a relaunch never meets a stale round
@@ -251,7 +244,7 @@ def start_script(node: Node, lay: Layout, attempt: int, notice_url: str | None, 
     polls `notice_url` (IMDSv2 and Alibaba's hardening mode answer a tokenless GET with 401)."""
     q = shlex.quote
     nd = lay.node_dir(node.rank)
-    py = q(str(node.vars.get("trainkit_node_python", "python3")))
+    py = q(node.python)
     status = f"{lay.run_dir}/summary.json" if engine else f"{nd}/status"
     sup = [f"{nd}/supervise.py", lay.state_file(node.rank, attempt), option("status-file", status),
            option("exit-file", lay.exit_file(node.rank, attempt))]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainkit.errors import LockedError
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node
 from trainkit.runs import remote
 
 LOCK_NAME = "run.lock"

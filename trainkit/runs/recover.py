@@ -395,7 +395,7 @@ def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
     handles it as any attempt's, with the replacement done); None when the survivors cannot carry
     the run (elastic.why_not) or their launch failed: the caller recovers as without elastic."""
     survivors = [n.name for n in nodes if n.name not in lost]
-    nproc = int(nodes[0].vars.get("trainkit_nproc_per_node", 1))
+    nproc = nodes[0].nproc
     why = elastic.why_not(job, len(survivors) * nproc)
     if why:
         progress.info(f"recover.elastic: {why}; waiting for the replacement")

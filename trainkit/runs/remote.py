@@ -1,7 +1,7 @@
 """A run as its nodes hold it: the node paths of a run (`Layout`), each node's supervisor state,
 signals to every node's job, and reading or fetching the run's files back to the controller.
 
-Side effects only (ssh, or bash on `local`), through `trainkit.provision.reach.Node`.
+Side effects only (ssh, or bash on `local`), through `trainkit.provision.node.Node.sh`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node, Paths
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,10 @@ class Layout:
         return f"{self.node_dir(rank)}/attempt-{attempt}.exit"
 
 
-def layout_for(group: dict[str, Any], run_id: str) -> Layout:
-    """Where a run lives on the nodes. `trainkit_checkpoint_root` (local: the workspace's runs/)
-    keeps checkpoints out of the node folder that `destroy` removes."""
-    return Layout(work=str(group.get("trainkit_work_dir", "/opt/trainkit/work")),
-                  root=str(group.get("trainkit_root", "/opt/trainkit")), run_id=run_id,
-                  checkpoint_root=str(group.get("trainkit_checkpoint_root") or ""))
+def layout_for(paths: Paths, run_id: str) -> Layout:
+    """Where a run lives on the nodes. `checkpoint_root` (local: the workspace's runs/) keeps
+    checkpoints out of the node folder that `destroy` removes."""
+    return Layout(work=paths.work_dir, root=paths.root, run_id=run_id, checkpoint_root=paths.checkpoint_root)
 
 
 @dataclass
@@ -180,7 +178,7 @@ def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM"
     def one(node: Node) -> None:
         sf = shlex.quote(lay.state_file(node.rank, attempt))
         if sig == "KILL":
-            py = shlex.quote(str(node.vars.get("trainkit_node_python", "python3")))
+            py = shlex.quote(node.python)
             helper = shlex.quote(f"{lay.node_dir(node.rank)}/supervise.py")
             node.sh(f"{py} {helper} --hard-stop {sf} 2>/dev/null || {{ {_PIDS.format(sf=sf)}; "
                     "{ if [ -n \"$job\" ]; then kill -KILL -- -\"$job\"; fi; "

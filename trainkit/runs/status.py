@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from trainkit.errors import InputError
-from trainkit.provision import reach
+from trainkit.provision.node import Node, read_nodes
 from trainkit.runs import record as runs
 from trainkit.runs import remote
 from trainkit.spec.resolve import Cluster
@@ -31,8 +31,8 @@ def live_status(cluster: Cluster, ws: Workspace, run_dir: Path) -> str:
         return status
     if not attempt:
         return "starting"
-    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
-    states = remote.node_states(nodes, remote.layout_for(group, run_dir.name), attempt)
+    nodes, paths = read_nodes(ws.inventory_yml)
+    states = remote.node_states(nodes, remote.layout_for(paths, run_dir.name), attempt)
     return runs.combined_status([s.status for s in states])
 
 
@@ -53,7 +53,7 @@ def active_runs(cluster: Cluster, ws: Workspace) -> list[Path]:
 class Follower:
     """Reads the head's log and metrics.jsonl incrementally; prints the log when asked to."""
 
-    def __init__(self, head: reach.Node, lay: remote.Layout, job: runs.Job, echo: Callable[[str], None] | None):
+    def __init__(self, head: Node, lay: remote.Layout, job: runs.Job, echo: Callable[[str], None] | None):
         self.head, self.lay, self.echo = head, lay, echo
         name = "rank-0.log" if job.command is None else "node-0.log"
         self.log = f"{lay.run_dir}/logs/{name}"
@@ -97,8 +97,8 @@ def run_row(ws: Workspace, run_dir: Path) -> dict:
     record = runs.read_record(run_dir)
     if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
         return runs.summarize(run_dir)
-    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
-    lay = remote.layout_for(group, run_dir.name)
+    nodes, paths = read_nodes(ws.inventory_yml)
+    lay = remote.layout_for(paths, run_dir.name)
     states = remote.node_states(nodes, lay, len(record.get("attempts") or []))
     config = Path(record.get("config", ""))
     job = runs.load_job(config, record.get("overrides") or []) if config.is_file() else \
@@ -132,7 +132,7 @@ def _newest(paths: list[Path]) -> Path | None:
     return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
 
 
-def _rank_log_on(node: reach.Node, lay: remote.Layout, record: dict, rank: int) -> str:
+def _rank_log_on(node: Node, lay: remote.Layout, record: dict, rank: int) -> str:
     """The path of rank `rank`'s log of an open `command:` run on `node`: torchrun's per-rank file
     (the newest), else node-N.log with one process per node; InputError when there is none."""
     q = shlex.quote
@@ -174,9 +174,9 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
         return
     if not ws.inventory_yml.exists():
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
-    nodes, group = reach.nodes_from_inventory(ws.inventory_yml)
+    nodes, paths = read_nodes(ws.inventory_yml)
     node = _log_node(nodes, record, rank, node_index)
-    lay = remote.layout_for(group, run_dir.name)
+    lay = remote.layout_for(paths, run_dir.name)
     path, offset, attempt = f"{lay.run_dir}/logs/{name}", 0, len(record.get("attempts") or [])
     if per_rank:
         path = _rank_log_on(node, lay, record, rank)
@@ -197,13 +197,13 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
         time.sleep(poll_s)
 
 
-def _log_node(nodes: list[reach.Node], record: dict, rank: int | None, node_index: int | None) -> reach.Node:
+def _log_node(nodes: list[Node], record: dict, rank: int | None, node_index: int | None) -> Node:
     """The node whose disk holds the log (all of them on shared storage: the head)."""
     if node_index is not None:
         if node_index >= len(nodes):
             raise InputError(f"--node {node_index}: the cluster has {len(nodes)} node(s)")
         return nodes[node_index]
-    per, r = int(nodes[0].vars.get("trainkit_nproc_per_node", 1)), rank or 0
+    per, r = nodes[0].nproc, rank or 0
     if r >= per * len(nodes):
         raise InputError(f"--rank {r}: the cluster runs {per * len(nodes)} rank(s) "
                          f"({len(nodes)} node(s) x {per})", fix=f"give --rank 0 to {per * len(nodes) - 1}")

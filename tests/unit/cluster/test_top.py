@@ -11,6 +11,7 @@ import pytest
 
 from trainkit.cluster import top
 from trainkit.node import top_sampler
+from trainkit.provision.node import Node, Paths, nodes_in
 
 pytestmark = pytest.mark.unit
 
@@ -56,7 +57,7 @@ def test_rows_below_the_thresholds_are_flagged_with_a_verdict(r, flagged, words)
 
 
 def test_an_unreachable_node_is_a_row_not_a_crash():
-    node = top.Node("gone", ("ssh", "-o", "ConnectTimeout=1", "-p", "1", "root@127.0.0.1"), "python3", "/w", "/d")
+    node = Node("gone", 0, address="127.0.0.1", port=1, paths=Paths(work_dir="/w", disk="/d"))  # port 1: refused
     got = top.sample_node(node, 0.1)
     assert got["node"] == "gone" and got["error"]
 
@@ -64,14 +65,12 @@ def test_an_unreachable_node_is_a_row_not_a_crash():
 def test_ssh_options_go_before_the_destination_and_the_sampler_after_it():
     """ssh reads everything after user@host as the remote command: an option placed there
     would reach the node's shell (bash then fails with its usage message)."""
-    from trainkit.cluster.top import nodes_from_inventory
-
     inv = {"all": {"vars": {}, "children": {"head": {"hosts": {"n0": {
         "ansible_host": "198.51.100.11", "ansible_user": "root", "ansible_port": 2222}}},
         "workers": {"hosts": {}}}}}
-    argv = list(nodes_from_inventory(inv)[0].ssh)
+    argv = nodes_in(inv, {})[0][0].argv("python3 - /w /d 1.0")
     dash = argv.index("--")
-    assert argv[dash + 1:] == ["root@198.51.100.11"]
+    assert argv[dash + 1:] == ["root@198.51.100.11", "python3 - /w /d 1.0"]
     assert "BatchMode=yes" in argv[:dash] and argv[argv.index("-p") + 1] == "2222"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from trainkit.cluster.doctor import node_paths
 from trainkit.node import doctor_probe
-from trainkit.provision.reach import Node
+from trainkit.provision.node import node_from_vars
 
 pytestmark = pytest.mark.unit
 
@@ -42,10 +42,11 @@ def test_a_missing_shared_mount_or_data_path_is_reported_not_raised(tmp_path):
 
 
 def test_node_paths_come_from_the_inventory_vars():
-    node = Node("a", 0, {"disks_enabled": True, "disks_mount_point": "/data", "nas_enabled": True,
-                         "nas_mount_point": "/mnt/shared", "trainkit_root": "/opt/trainkit"})
+    node = node_from_vars("a", 0, {"disks_enabled": True, "disks_mount_point": "/data", "nas_enabled": True,
+                                   "nas_mount_point": "/mnt/shared", "trainkit_root": "/opt/trainkit"})
     assert node_paths(node) == ("/data", "/mnt/shared")
-    bare = Node("b", 1, {"disks_enabled": False, "trainkit_root": "/opt/tk", "trainkit_shared_work_dir": False})
+    bare = node_from_vars("b", 1, {"disks_enabled": False, "trainkit_root": "/opt/tk",
+                                   "trainkit_shared_work_dir": False})
     assert node_paths(bare) == ("/opt/tk", None)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node
 from trainkit.runs import launch, remote
 from trainkit.runs.record import load_job
 
@@ -51,7 +51,7 @@ def _wait(cond, timeout_s: float = 20) -> None:
 
 
 def _layout(tmp_path: Path) -> tuple[Node, remote.Layout]:
-    node = Node("local", 0, {"ansible_connection": "local", "trainkit_node_python": sys.executable})
+    node = Node("local", 0, local=True, python=sys.executable)
     lay = remote.Layout(work=str(tmp_path / "work"), root=str(tmp_path / "root"), run_id="r1")
     Path(lay.node_dir(0)).mkdir(parents=True)
     for name in ("supervise.py", *launch.NODE_MODULES):   # as a launch copies them
@@ -124,12 +124,12 @@ def test_a_single_process_command_job_gets_rank_with_world_size(tmp_path):
     (tmp_path / "job.yaml").write_text("command: echo hi\n")
     job = load_job(tmp_path / "job.yaml")
     lay = remote.Layout(work="/w", root="/r", run_id="r1")
-    one = Node("n0", 0, {"trainkit_nproc_per_node": 1})
+    one = Node("n0", 0, nproc=1)
     env = launch.job_env(job, one, [one], lay, 1)
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("0", "1", "0")
-    two = [Node("n0", 0, {}), Node("n1", 1, {})]
+    two = [Node("n0", 0), Node("n1", 1)]
     assert launch.job_env(job, two[1], two, lay, 1)["RANK"] == "1"   # one process per node
-    many = Node("n0", 0, {"trainkit_nproc_per_node": 4})
+    many = Node("n0", 0, nproc=4)
     assert "RANK" not in launch.job_env(job, many, [many], lay, 1)   # torchrun sets it per worker
 
 
@@ -137,7 +137,7 @@ def test_the_supervisor_is_started_with_the_rooms_token_endpoint_beside_the_noti
     from trainkit import clouds
 
     aws = clouds.get("aws")
-    node = Node("n0", 0, {"trainkit_node_python": "/usr/bin/python3"})
+    node = Node("n0", 0, python="/usr/bin/python3")
     lay = remote.Layout(work="/w", root="/r", run_id="r1")
     script = launch.start_script(node, lay, 1, aws.spot_notice_url, 5.0, True, aws.spot_notice_token)
     for arg in ("--notice-url", aws.spot_notice_url, "--notice-token-url", aws.spot_notice_token.url,

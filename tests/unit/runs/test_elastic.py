@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainkit.errors import InputError, TrainkitError
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node
 from trainkit.runs import elastic
 from trainkit.runs import record as runs
 from trainkit.runs.attempt import subset
@@ -50,7 +50,7 @@ def test_the_survivors_carry_the_run_only_when_the_global_batch_splits_over_them
 
 
 def test_the_survivors_are_ranked_again_from_zero_in_their_order():
-    nodes = [Node("h0", 0, {}), Node("h1", 1, {}), Node("h2", 2, {})]
+    nodes = [Node("h0", 0), Node("h1", 1), Node("h2", 2)]
     assert [(n.name, n.rank) for n in subset(nodes, ["h2", "h1"])] == [("h1", 0), ("h2", 1)]
     assert [(n.name, n.rank) for n in subset(nodes, ["h0", "h2"])] == [("h0", 0), ("h2", 1)]
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from trainkit.provision.reach import Node
+from trainkit.provision.node import Node
 from trainkit.runs import remote, resume_wait
 
 pytestmark = pytest.mark.unit
@@ -38,7 +38,7 @@ def head_with(tmp_path, state: dict | None, exit_record: str | None = None, metr
         (node_dir / "attempt-2.json").write_text(json.dumps(state))
     if exit_record is not None:
         (node_dir / "attempt-2.exit").write_text(exit_record)
-    return Node("head", 0, {"ansible_connection": "local"}), lay
+    return Node("head", 0, local=True), lay
 
 
 @pytest.mark.parametrize("state, exit_record, ended", [

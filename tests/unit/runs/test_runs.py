@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainkit.errors import InputError
-from trainkit.provision import reach
+from trainkit.provision.node import Node, node_from_vars, paths_from_vars
 from trainkit.runs import launch, remote
 from trainkit.runs import record as runs
 
@@ -82,10 +82,12 @@ def test_workdir_tar_leaves_out_gitignored_and_default_excludes(tmp_path):
     assert set(names) == {".gitignore", "train.py", "keep", "keep/x.txt", "pkg"}
 
 
-def _node(**more) -> reach.Node:
-    return reach.Node("n0", 0, {"ansible_connection": "local", "trainkit_private_ip": "10.0.0.1",
-                                 "trainkit_nproc_per_node": 2, "trainkit_node_python": "/usr/bin/python3",
-                                 **more})
+NODE_VARS = {"ansible_connection": "local", "trainkit_private_ip": "10.0.0.1", "trainkit_nproc_per_node": 2,
+             "trainkit_node_python": "/usr/bin/python3"}
+
+
+def _node(**more) -> Node:
+    return node_from_vars("n0", 0, {**NODE_VARS, **more})
 
 
 @settings(max_examples=40, deadline=None)
@@ -103,7 +105,7 @@ def test_env_values_reach_the_job_as_literals(tmp_path_factory, value):
 
 def test_engine_launcher_runs_torchrun_with_the_run_paths(tmp_path):
     job = runs.Job(name="j", source=tmp_path / "j.yaml", engine_config={"epochs": 1}, overrides=("epochs=2",))
-    nodes = [_node(), reach.Node("n1", 1, {**_node().vars, "trainkit_private_ip": "10.0.0.2"})]
+    nodes = [_node(), node_from_vars("n1", 1, {**NODE_VARS, "trainkit_private_ip": "10.0.0.2"})]
     lay = remote.Layout("/w", "/r", "j-1")
     script = launch.launch_script(job, nodes[1], nodes, lay, 3)
     assert "export TRAINKIT_NODE_RANK=1" in script and "export TRAINKIT_RDZV_ENDPOINT=10.0.0.1:29400" in script
@@ -176,13 +178,15 @@ def test_a_jobs_stage_section_lands_in_its_targets_root_and_the_job_is_told_wher
              "trainkit_data_roots": {"disk": "/data/datasets", "nas": "/mnt/shared/c/datasets"}}
     disk = load_section({"sources": [{"url": "https://example.org/a.tar"}]})
     nas = load_section({"target": "nas", "sources": [{"url": "https://example.org/a.tar"}]})
-    assert stage_vars(disk, group)["trainkit_data_root"] == "/data/datasets"
-    assert not stage_vars(disk, group)["trainkit_data_once"]
-    assert (stage_vars(nas, group)["trainkit_data_root"], stage_vars(nas, group)["trainkit_data_once"]) == (
+    paths = paths_from_vars(group)  # as the inventory's group vars read back
+    read = (paths.data_roots, paths.data_root, paths.shared_work_dir)
+    assert stage_vars(disk, *read)["trainkit_data_root"] == "/data/datasets"
+    assert not stage_vars(disk, *read)["trainkit_data_once"]
+    assert (stage_vars(nas, *read)["trainkit_data_root"], stage_vars(nas, *read)["trainkit_data_once"]) == (
         "/mnt/shared/c/datasets", True)
     job = runs.Job(name="j", source=Path("j.yaml"), engine_config={}, stage=disk)
-    assert launch.data_root(job, group) == "/data/datasets"
-    assert launch.data_root(runs.Job(name="j", source=Path("j.yaml"), engine_config={}), group) == \
+    assert launch.data_root(job, paths) == "/data/datasets"
+    assert launch.data_root(runs.Job(name="j", source=Path("j.yaml"), engine_config={}), paths) == \
         "/mnt/shared/c/datasets"  # no stage: of its own -> the spec's data root
     lay = remote.Layout("/w", "/r", "j-1")
     assert "export TRAINKIT_DATA_ROOT=/data/datasets" in launch.launch_script(job, _node(**group), [_node(**group)], lay, 1)
