@@ -58,6 +58,9 @@ WORKSPACE_FILES = [
     ("inventory-hand-edited", {"inventory.yml": "all:\n  hosts: {localhost: {}}\n"}, ["top", "--once"],
      "inventory.yml: not an inventory as trainkit writes it (no 'children' in it"),
     ("inventory-a-list", {"inventory.yml": "- localhost\n"}, ["train", "--detach"], "inventory.yml"),
+    ("inventory-user-an-option", {"inventory.yml": GOOD_INVENTORY.replace(
+        "{ansible_connection: local}", "{ansible_host: 10.0.0.1, ansible_user: '-oProxyCommand=x'}")},
+     ["top", "--once"], "inventory.yml: host localhost: ansible_user: '-oProxyCommand=x' is not a POSIX login name"),
     ("group-vars-bad-yaml", {"inventory.yml": GOOD_INVENTORY, "group_vars/all.yml": "a: [\n"},
      ["train", "--detach"], "group_vars/all.yml"),
     ("run-json-truncated", {"inventory.yml": GOOD_INVENTORY, "runs/digits-1/run.json": RECORD[:30]},
