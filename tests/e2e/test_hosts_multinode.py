@@ -164,6 +164,16 @@ def test_hosts_in_namespaces_train_across_both_survive_sigterm_and_destroy_clean
         assert row["mem_total_gb"] > 0 and row["job"]["run_id"] == run_dir.name, row
         assert row["job"]["samples_per_s"] > 0 and row["verdict"], row
 
+    # ssh: the command line `trainkit ssh` runs (the head by default, else the node named) logs in
+    # to that host with the inventory's key and port
+    for args, host in (((), h1), ((h2.name,), h2)):
+        out = trainkit(cluster, "ssh", *common, *args, "--json", timeout=60)
+        assert out.returncode == 0, out.stdout
+        argv = json.loads(out.stdout[out.stdout.index("{"):])["argv"]
+        login = subprocess.run(argv + ["hostname"], capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+        assert login.stdout.strip() == host.name, login.stderr
+
     # destroy: trainkit's folder leaves both hosts; the hosts stay up
     out = trainkit(cluster, "destroy", *common, "--yes")
     assert out.returncode == 0, out.stdout
