@@ -1,9 +1,10 @@
 """`trainkit doctor`: prove every node healthy and its links fast before a paid run starts.
 
 Side effects at the edge, verdicts pure (trainkit/cluster/doctor_verdict.py):
-1. the probe (trainkit/node/doctor_probe.py, standard library) on every node at once, over the
-   project's one way to run a node script (trainkit/provision/node.py, Node.sh): GPUs, ECC, Xids, DCGM, free disk, the
-   shared mount, the node's clock (bracketed by the controller's send and receive times);
+1. the probe (trainkit/node/doctor_probe.py, standard library) on every node at once, through the
+   project's one way to run a script on a node (trainkit/provision/node.py, Node.sh): GPUs, ECC,
+   Xids, DCGM, free disk, the shared mount, the node's clock (bracketed by the controller's send
+   and receive times);
 2. where there is shared storage, each node looks for the marker every other node wrote there;
 3. with 2+ reachable nodes, an all-reduce test (trainkit/node/allreduce_bench.py) with
    torch.distributed, one process per node in the node's Python: NCCL when every node has a GPU,

@@ -75,13 +75,14 @@ def notice_token(cluster: Cluster, url: str | None) -> MetadataToken | None:
     return None
 
 
-def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, group: Paths) -> None:
+def stage_data(cluster: Cluster, ws: Workspace, job: runs.Job, paths: Paths) -> None:
     """Stage the spec's `data:` and then the job's own `stage:` section on the nodes, before every
     attempt (cheap when the files are present and verified: trainkit/staging/fetch.py)."""
     if cluster.spec.data.sources:
         run_playbook("stage.yml", cluster, ws, exit_code=TRAIN)
     if job.stage:
-        run_playbook("stage.yml", cluster, ws, stage_vars(job.stage, group.data_roots, group.data_root, group.shared_work_dir), exit_code=TRAIN)
+        extra = stage_vars(job.stage, paths.data_roots, paths.data_root, paths.shared_work_dir)
+        run_playbook("stage.yml", cluster, ws, extra, exit_code=TRAIN)
 
 
 def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts,
@@ -90,18 +91,18 @@ def launch_attempt(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path
     survivors, ranked 0.. in their order; their data is staged already); returns K+1 (recorded in
     run.json and events.jsonl). LaunchError when it failed on some node, after the others were
     rolled back (module doc)."""
-    nodes, group = nodes_of(cluster, ws)
+    nodes, paths = nodes_of(cluster, ws)
     if only is None:
-        stage_data(cluster, ws, job, group)
+        stage_data(cluster, ws, job, paths)
     else:
         nodes = subset(nodes, only)
     record = runs.read_record(run_dir)
     attempt = len(record.get("attempts") or []) + 1
-    lay = remote.layout_for(group, run_dir.name)
+    lay = remote.layout_for(paths, run_dir.name)
     url = notice_url(cluster, opts.notice_url)
     names, t0 = [n.name for n in nodes], time.time()
     record.update(node_run_dir=lay.run_dir, checkpoint_dir=lay.checkpoint_dir,
-                  shared=group.shared_work_dir or nodes[0].local, nproc_per_node=nodes[0].nproc)
+                  shared=paths.shared_work_dir or nodes[0].local, nproc_per_node=nodes[0].nproc)
     try:
         how = launch.launch(job, nodes, lay, attempt, notice_url=url, notice_poll=opts.notice_poll_s,
                             notice_token=notice_token(cluster, url))
