@@ -95,10 +95,8 @@ def app_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
 
 
 class Checkpointer:
-    """The run's checkpoints: collective saves (every rank calls `save`; the module doc says what a
-    save writes and when it counts as complete) and the complete steps under `root`, keeping the
-    newest `keep` (>= 2). The only writer a run uses; the older single-file format is read by
-    restore.py and written only by checkpoint.save_single."""
+    """The run's one checkpoint writer: collective saves (every rank calls `save`) and the complete
+    steps under `root`, keeping the newest `keep` (>= 2). restore.py reads both formats."""
 
     def __init__(self, root: Path, keep: int, rank: int = 0, group=None, distributed: bool = False,
                  fault: KillFault | None = None, staged: bool = True) -> None:
@@ -231,8 +229,7 @@ class Checkpointer:
             raise self._failed(err, folder) from None
         self.in_flight_step = None
 
-    def _join(self) -> None:
-        """Join the background write (if any) and re-raise the error it stored."""
+    def _join(self) -> None:  # the background write (if any), re-raising the error it stored
         if self._thread is not None:
             self._thread.join()
             self._thread = None
