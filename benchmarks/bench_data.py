@@ -25,11 +25,11 @@ def engine(run_dir: str, workers: str) -> tuple[float, float]:
     from pathlib import Path
 
     from benchmarks.bench_train import _cfg
-    from trainkit.train import checkpoint as ckpt
     from trainkit.train import data, dist
     from trainkit.train.engine import fit
     from trainkit.train.monitor import Monitor
     from trainkit.train.run import build_run
+    from trainkit.train.sharded import Checkpointer
 
     cfg = _cfg(run_dir, workers=workers, max_steps=STEPS)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -37,7 +37,7 @@ def engine(run_dir: str, workers: str) -> tuple[float, float]:
     monitor = Monitor(Path(run_dir), True, cfg.log_every, False, None)
     preempt = dist.Preemption()
     try:
-        fit(run, ckpt.Checkpointer(Path(run_dir) / "ck", 2), monitor, preempt)
+        fit(run, Checkpointer(Path(run_dir) / "ck", 2), monitor, preempt)
     finally:
         data.close_loader(run.loader)
         preempt.restore(), monitor.close()

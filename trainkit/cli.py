@@ -19,7 +19,7 @@ try:  # Ctrl-C while click loads (the first ~50 ms): exit 130 as main() does, no
 
     from trainkit import __version__
     from trainkit.errors import INTERRUPTED, UNEXPECTED, TrainkitError
-    from trainkit.util.redact import redact
+    from trainkit.redact import redact
 except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
     sys.exit(130)

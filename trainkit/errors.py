@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from trainkit.util.redact import redact  # one redaction rule: no URL credential in any message
+from trainkit.redact import redact  # one redaction rule: no URL credential in any message
 
 OK = 0
 UNEXPECTED = 1

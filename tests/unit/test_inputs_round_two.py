@@ -301,7 +301,7 @@ def test_credentials_planted_in_a_staging_url_appear_in_no_output(capsys, caplog
     ("https://h/plain/path", "https://h/plain/path"),
 ])
 def test_redact_url_masks_userinfo_and_signature_parameters(url, expected):
-    from trainkit.util.redact import redact_url
+    from trainkit.redact import redact_url
 
     assert redact_url(url) == expected
 
@@ -315,7 +315,7 @@ secret_text = st.text(alphabet=st.sampled_from(list("abcXYZ019")), min_size=6, m
        scheme=st.sampled_from(["https", "http", "s3", "oss", "cos", "obs"]),
        around=st.sampled_from(["{}", "error: {}: boom", "'{}'", "({})", "data source {!r}"]))
 def test_a_planted_secret_never_survives_redaction(secret, where, scheme, around):
-    from trainkit.util.redact import redact
+    from trainkit.redact import redact
 
     secret = "S3CR" + secret
     if where == "user":

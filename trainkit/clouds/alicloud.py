@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from trainkit.clouds.base import (
+    Billed,
+    BillingRule,
     CapacityCode,
     CapacityProblem,
     Cloud,
@@ -116,22 +118,18 @@ def capacity_error(text: str) -> CapacityProblem | None:
                           type_re=r"InstanceType[\"=: ]+(ecs\.[a-z0-9.-]+)")
 
 
-def _billed(r: dict) -> dict | None:
-    """What one resource bills as (see Cloud.billed): alicloud_instance (spot_strategy other than
-    NoSpot is spot, instance_charge_type PrePaid is a subscription), alicloud_ecs_disk."""
-    v = r["values"]
-    if r["type"] == "alicloud_instance":
-        spot = (v.get("spot_strategy") or "NoSpot") != "NoSpot"
-        billing = "subscription" if v.get("instance_charge_type") == "PrePaid" else "spot" if spot else "on_demand"
-        billing = billing if "spot_strategy" in v or "instance_charge_type" in v else None
-        return {"node": v.get("instance_type"), "billing": billing,
-                "max_price": v.get("spot_price_limit") or None if spot else None,
-                "system_disk": (v.get("system_disk_category"), v.get("system_disk_size"))}
-    if r["type"] in ("alicloud_ecs_disk", "alicloud_disk"):
-        return {"disk": (v.get("category"), v.get("size"))}
-    if r["type"] == "alicloud_nas_file_system":
-        return {"nas": True}
-    return None
+BILLING = {   # what each resource bills as (Cloud.billing): spot_strategy other than NoSpot is spot,
+    # instance_charge_type PrePaid a subscription (resource_alicloud_instance.go)
+    "alicloud_instance": Billed(
+        node=("instance_type",),
+        billing=(BillingRule(("instance_charge_type",), {"PrePaid": "subscription"}),
+                 BillingRule(("spot_strategy",), {"NoSpot": None}, other="spot")),
+        billing_keys=("spot_strategy", "instance_charge_type"), max_price=("spot_price_limit",),
+        system_disk=(("system_disk_category",), ("system_disk_size",))),
+    "alicloud_ecs_disk": Billed(disk=(("category",), ("size",))),
+    "alicloud_disk": Billed(disk=(("category",), ("size",))),
+    "alicloud_nas_file_system": Billed(nas=True),
+}
 
 
 def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
@@ -140,7 +138,7 @@ def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
     stopped instance, ECS API 2014-05-26). A spot node is replaced instead (base.SPOT_RESIZE)."""
     if rtype != "alicloud_instance":
         return None
-    resize = node_resize(_billed, rtype, before, after, "the provider stops the instance, calls "
+    resize = node_resize(BILLING, rtype, before, after, "the provider stops the instance, calls "
                          "ModifyInstanceSpec and starts it again")
     if resize or before.get("vswitch_id") == after.get("vswitch_id") or after.get("vswitch_id") is None:
         return resize
@@ -190,7 +188,7 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     capacity_error=capacity_error,
-    billed=_billed,
+    billing=BILLING,
     in_place=_in_place,
     spec_rules=_spec_rules,
     # Alibaba OpenAPI common error codes (Alibaba Cloud docs, "Common error codes").

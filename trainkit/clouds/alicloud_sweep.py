@@ -21,7 +21,7 @@ import functools
 import json
 from typing import Any
 
-from trainkit.clouds.prices_alicloud import _env
+from trainkit.clouds.prices_alicloud import env_value
 from trainkit.clouds.sweep_common import (
     batches,
     gone_ok,
@@ -71,8 +71,8 @@ class _Api:
 
         self.region, self.version = cluster.spec.region, version
         config = api_models.Config(
-            access_key_id=_env("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALICLOUD_ACCESS_KEY", "ALIBABACLOUD_ACCESS_KEY_ID"),
-            access_key_secret=_env("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALICLOUD_SECRET_KEY",
+            access_key_id=env_value("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALICLOUD_ACCESS_KEY", "ALIBABACLOUD_ACCESS_KEY_ID"),
+            access_key_secret=env_value("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALICLOUD_SECRET_KEY",
                                    "ALIBABACLOUD_ACCESS_KEY_SECRET"),
             region_id=self.region)
         endpoint = (getattr(cluster.spec, "endpoints", None) or {}).get(product)

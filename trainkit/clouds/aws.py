@@ -15,6 +15,8 @@ import re
 from typing import Any, Iterator
 
 from trainkit.clouds.base import (
+    Billed,
+    BillingRule,
     CapacityCode,
     CapacityProblem,
     Cloud,
@@ -180,24 +182,18 @@ def _ingress(r: dict) -> Iterator[Ingress]:
 
 
 
-def _billed(r: dict) -> dict | None:
-    """What one resource bills as (see Cloud.billed): aws_instance (spot when its lifecycle or market
-    type says so) with its root volume, aws_ebs_volume."""
-    v = r["values"]
-    if r["type"] == "aws_instance":
-        market = next(iter(v.get("instance_market_options") or []), {}) or {}
-        spot = v.get("instance_lifecycle") == "spot" or market.get("market_type") == "spot"
-        price = next(iter(market.get("spot_options") or []), {}).get("max_price") if spot else None
-        root = next(iter(v.get("root_block_device") or []), {}) or {}
-        known = "instance_market_options" in v or "instance_lifecycle" in v
-        return {"node": v.get("instance_type"), "billing": ("spot" if spot else "on_demand") if known else None,
-                "max_price": float(price) if price else None,
-                "system_disk": (root.get("volume_type"), root.get("volume_size"))}
-    if r["type"] == "aws_ebs_volume":
-        return {"disk": (v.get("type"), v.get("size"))}
-    if r["type"] == "aws_efs_file_system":
-        return {"nas": True}
-    return None
+BILLING = {   # what each resource bills as (Cloud.billing): aws_instance is spot when its lifecycle or
+    # market type says so, with its root volume as the system disk
+    "aws_instance": Billed(
+        node=("instance_type",),
+        billing=(BillingRule(("instance_lifecycle",), {"spot": "spot"}),
+                 BillingRule(("instance_market_options", 0, "market_type"), {"spot": "spot"})),
+        billing_keys=("instance_market_options", "instance_lifecycle"),
+        max_price=("instance_market_options", 0, "spot_options", 0, "max_price"),
+        system_disk=(("root_block_device", 0, "volume_type"), ("root_block_device", 0, "volume_size"))),
+    "aws_ebs_volume": Billed(disk=(("type",), ("size",))),
+    "aws_efs_file_system": Billed(nas=True),
+}
 
 
 def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
@@ -206,7 +202,7 @@ def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
     Guide, "Stop a Spot Instance": only persistent requests can be stopped), so it is replaced."""
     if rtype != "aws_instance":
         return None
-    return node_resize(_billed, rtype, before, after, "EC2 stops the instance, changes its type and starts it",
+    return node_resize(BILLING, rtype, before, after, "EC2 stops the instance, changes its type and starts it",
                        spot_refused="a one-time Spot Instance cannot be stopped to change its type (EC2)")
 
 
@@ -271,7 +267,7 @@ CLOUD = Cloud(
     capacity_error=capacity_error,
     duplicate_error=r"InvalidPermission\.Duplicate",
     import_id=_import_id,
-    billed=_billed,
+    billing=BILLING,
     spec_rules=_spec_rules,
     # AWS SDK / provider messages: aws-sdk-go-v2 credential chain ("no valid credential sources",
     # the IMDS fallback's 403), STS/EC2/S3 error codes (AWS docs "Common Errors" per API).

@@ -120,6 +120,43 @@ def _first_group(pattern: str | None, text: str) -> str | None:
     return next((g for g in found.groups() if g), None) if found else None
 
 
+# A place in a resource's values: keys, and indexes into the lists Terraform makes of nested blocks
+# (("root_block_device", 0, "volume_size")).
+ValuePath = tuple
+
+
+@dataclass(frozen=True)
+class BillingRule:
+    """One value that decides an instance's billing: the value at `path` looked up in `values`
+    (-> billing; None: this value decides nothing), `other` for a value not listed. An empty or
+    missing value decides nothing."""
+
+    path: ValuePath
+    values: dict[str, "str | None"]
+    other: str | None = None
+
+
+@dataclass(frozen=True)
+class Billed:
+    """One row of a room's billing table (`Cloud.billing`, keyed by Terraform resource type): which
+    of that resource's values say what it bills as (`Cloud.billed` reads it: `billed_as`).
+
+    An instance row names the value paths of its type (`node`), its billing rules (the first that
+    decides wins; a rule deciding "spot" anywhere makes the node spot, so its `max_price` is read),
+    and its system disk's (category, size). Without a deciding rule the billing is on_demand when
+    one of `billing_keys` is among the values, else None (not known: the cost model fills it in
+    from the spec); with no `billing_keys`, only a deciding rule makes it known. A data disk row
+    gives `disk` (category, size); the shared file system's row `nas`."""
+
+    node: ValuePath | None = None
+    billing: tuple[BillingRule, ...] = ()
+    billing_keys: tuple[str, ...] = ()
+    max_price: ValuePath | None = None
+    system_disk: tuple[ValuePath, ValuePath] | None = None
+    disk: tuple[ValuePath, ValuePath] | None = None
+    nas: bool = False
+
+
 @dataclass(frozen=True)
 class Cloud:
     """Everything trainkit's Python knows about one cloud. Immutable; one instance per room."""
@@ -179,13 +216,10 @@ class Cloud:
     public_ip_node: Callable[[dict], "int | None"] = lambda r: None
     unencrypted: Callable[[dict], Iterator[str]] = lambda r: iter(())
     ingress_rules: Callable[[dict], Iterator[Ingress]] = lambda r: iter(())
-    # What one resource `{type, values}` (planned or in the state) bills as: {"node": type, "billing":
-    # on_demand|spot|subscription, "max_price": float|None, "system_disk": (category, GiB)} for an
-    # instance, {"disk": (category, GiB)} for a data disk, {"nas": True} for the shared file system,
-    # None for anything else. A value the resource does not hold (unknown until apply) is None;
-    # the cost model fills it from the spec. The cost of "what
-    # runs now" (review, status) is priced from these, never from the spec.
-    billed: Callable[[dict], "dict | None"] = lambda r: None
+    # Which values of the instance, data disk and shared file system resources say what they bill
+    # as: resource type -> Billed (a table, read by `billed`). The cost of "what runs now" (review,
+    # status) is priced from these, never from the spec.
+    billing: dict[str, Billed] = field(default_factory=dict)
     # How the cloud carries out an in-place update of one resource (`type`, state `before`, planned
     # `after`): ("refused", cause) where the cloud (or trainkit, for a spot node) will not make that
     # change in place, so the plan replaces the resource instead; ("stops", cause) where the node is
@@ -236,6 +270,14 @@ class Cloud:
     # region from `region_variables`.
     object_store: tuple[str, str | None] | None = None
 
+    def billed(self, resource: dict) -> "dict | None":
+        """What one resource `{type, values}` (planned or in the state) bills as: {"node": type,
+        "billing": on_demand|spot|subscription, "max_price": float|None, "system_disk": (category,
+        GiB)} for an instance, {"disk": (category, GiB)} for a data disk, {"nas": True} for the
+        shared file system, None for anything else. A value the resource does not hold (unknown
+        until apply) is None; the cost model fills it from the spec."""
+        return billed_as(self.billing, resource)
+
     def credential_variables(self) -> list[str]:
         """Every environment variable name this cloud's provider and backend may read."""
         names: list[str] = []
@@ -271,12 +313,13 @@ def port_range(text: str | None) -> tuple[int | None, int | None]:
 SPOT_RESIZE = "a spot node is replaced, not stopped and resized: its capacity is not held while it is stopped"
 
 
-def node_resize(billed: Callable[[dict], "dict | None"], rtype: str, before: dict, after: dict,
+def node_resize(billing: dict[str, Billed], rtype: str, before: dict, after: dict,
                 stops: str, spot_refused: str = SPOT_RESIZE) -> "tuple[str, str] | None":
-    """The disruption of an instance-type change read through the room's `billed`: refused for a spot
-    node (`spot_refused`), else the node stops (`stops`: how the cloud resizes); None when the type
-    does not change (or is not known yet)."""
-    old, new = billed({"type": rtype, "values": before}), billed({"type": rtype, "values": after})
+    """The disruption of an instance-type change read through the room's billing table: refused for
+    a spot node (`spot_refused`), else the node stops (`stops`: how the cloud resizes); None when
+    the type does not change (or is not known yet)."""
+    old = billed_as(billing, {"type": rtype, "values": before})
+    new = billed_as(billing, {"type": rtype, "values": after})
     if not old or not new or not old.get("node") or not new.get("node") or old["node"] == new["node"]:
         return None
     what = f"instance type {old['node']} -> {new['node']}"
@@ -284,3 +327,42 @@ def node_resize(billed: Callable[[dict], "dict | None"], rtype: str, before: dic
         return "refused", f"{what}: {spot_refused}"
     return "stops", f"{what}: {stops}"
 
+
+def billed_as(billing: dict[str, Billed], resource: dict) -> "dict | None":
+    """What `resource` ({type, values}) bills as, read through a room's billing table (the record
+    `Cloud.billed` describes); None for a type the table does not list."""
+    row = billing.get(resource["type"])
+    if row is None:
+        return None
+    v = resource["values"]
+    if row.nas:
+        return {"nas": True}
+    if row.disk:
+        return {"disk": (value_at(v, row.disk[0]), value_at(v, row.disk[1]))}
+    decided = [_decides(rule, value_at(v, rule.path)) for rule in row.billing]
+    known = any(k in v for k in row.billing_keys)
+    billing_ = next((b for b in decided if b), "on_demand" if known else None)
+    price = value_at(v, row.max_price) if row.max_price and "spot" in decided else None
+    system_disk = tuple(value_at(v, p) for p in row.system_disk) if row.system_disk else (None, None)
+    return {"node": value_at(v, row.node) if row.node else None, "billing": billing_,
+            "max_price": float(price) if price else None, "system_disk": system_disk}
+
+
+def _decides(rule: BillingRule, value: Any) -> "str | None":
+    """The billing `value` decides through `rule` (None: it decides nothing)."""
+    if not value:
+        return None
+    return rule.values[value] if isinstance(value, str) and value in rule.values else rule.other
+
+
+def value_at(values: Any, path: ValuePath) -> Any:
+    """The value at `path` (keys and list indexes) in a resource's values; None where a key, an
+    index or a block is missing (unknown until apply, or not set)."""
+    for step in path:
+        if isinstance(step, int):
+            values = values[step] if isinstance(values, list) and len(values) > step else None
+        else:
+            values = values.get(step) if isinstance(values, dict) else None
+        if values is None:
+            return None
+    return values

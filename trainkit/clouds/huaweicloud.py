@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from trainkit.clouds.base import (
+    Billed,
+    BillingRule,
     CapacityCode,
     CapacityProblem,
     Cloud,
@@ -97,21 +99,14 @@ def capacity_error(text: str) -> CapacityProblem | None:
                           type_re=r"\b([a-z][a-z0-9]*\.[a-z0-9]+\.\d+)\b")
 
 
-def _billed(r: dict) -> dict | None:
-    """What one resource bills as (see Cloud.billed): huaweicloud_compute_instance (charging_mode
-    spot / prePaid / postPaid), huaweicloud_evs_volume."""
-    v = r["values"]
-    if r["type"] == "huaweicloud_compute_instance":
-        mode = v.get("charging_mode")
-        billing = {"spot": "spot", "prePaid": "subscription"}.get(mode, "on_demand") if mode else None
-        price = v.get("spot_maximum_price") if billing == "spot" else None
-        return {"node": v.get("flavor_id"), "billing": billing, "max_price": float(price) if price else None,
-                "system_disk": (v.get("system_disk_type"), v.get("system_disk_size"))}
-    if r["type"] == "huaweicloud_evs_volume":
-        return {"disk": (v.get("volume_type"), v.get("size"))}
-    if r["type"] == "huaweicloud_sfs_turbo":
-        return {"nas": True}
-    return None
+BILLING = {   # what each resource bills as (Cloud.billing): charging_mode spot / prePaid / postPaid
+    "huaweicloud_compute_instance": Billed(
+        node=("flavor_id",),
+        billing=(BillingRule(("charging_mode",), {"spot": "spot", "prePaid": "subscription"}, other="on_demand"),),
+        max_price=("spot_maximum_price",), system_disk=(("system_disk_type",), ("system_disk_size",))),
+    "huaweicloud_evs_volume": Billed(disk=(("volume_type",), ("size",))),
+    "huaweicloud_sfs_turbo": Billed(nas=True),
+}
 
 
 def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
@@ -125,7 +120,7 @@ def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
     modes = (before.get("charging_mode"), after.get("charging_mode"))
     if after.get("charging_mode") and modes[0] != modes[1] and "spot" in modes:
         return "refused", f"charging_mode {modes[0]} -> {modes[1]}: a spot ECS cannot change its billing"
-    return node_resize(_billed, rtype, before, after, "the server is stopped, resized and started",
+    return node_resize(BILLING, rtype, before, after, "the server is stopped, resized and started",
                        spot_refused="Spot ECSs do not support specifications modification (ECS API)")
 
 
@@ -160,7 +155,7 @@ CLOUD = Cloud(
     unencrypted=_unencrypted,
     ingress_rules=_ingress,
     capacity_error=capacity_error,
-    billed=_billed,
+    billing=BILLING,
     in_place=_in_place,
     spec_rules=_spec_rules,
     # ECS docs, "Setting Auto-Deletion Time" (auto_terminate_time): at least 30 minutes and at most

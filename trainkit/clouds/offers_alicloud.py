@@ -21,7 +21,7 @@ from alibabacloud_ecs20140526 import models
 from Tea.exceptions import TeaException  # base of the SDK's errors (darabonba, tea-openapi)
 
 from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
-from trainkit.clouds.prices_alicloud import _client
+from trainkit.clouds.prices_alicloud import api_client
 from trainkit.errors import InputError
 
 ENDPOINT_KEY = "ecs"   # the spec's `endpoints:` entry this API is reached through (cluster/preflight.py)
@@ -30,7 +30,7 @@ IN_STOCK, NO_STOCK = ("WithStock", "ClosedWithStock"), ("WithoutStock", "ClosedW
 
 def offers(region: str, types: list[str], spot: bool, endpoint: str | None = None, **_: Any
            ) -> dict[tuple[str, str], str]:
-    client, found = _client(region, endpoint), {}
+    client, found = api_client(region, endpoint), {}
     for kind in dict.fromkeys(types):
         try:
             body = client.describe_available_resource(models.DescribeAvailableResourceRequest(

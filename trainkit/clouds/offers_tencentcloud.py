@@ -18,7 +18,7 @@ from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentClo
 from tencentcloud.cvm.v20170312 import models
 
 from trainkit.clouds.base import OFFER_AVAILABLE, OFFER_LISTED, OFFER_SOLD_OUT
-from trainkit.clouds.prices_tencentcloud import _client
+from trainkit.clouds.prices_tencentcloud import api_client
 from trainkit.errors import InputError
 
 ENDPOINT_KEY = "cvm"   # the spec's `endpoints:` entry this API is reached through (cluster/preflight.py)
@@ -33,7 +33,7 @@ def offers(region: str, types: list[str], spot: bool, endpoint: str | None = Non
         {"Name": "instance-type", "Values": list(types)},
         {"Name": "instance-charge-type", "Values": [charge]}]}))
     try:
-        resp = _client(region, endpoint).DescribeZoneInstanceConfigInfos(req)
+        resp = api_client(region, endpoint).DescribeZoneInstanceConfigInfos(req)
     except TencentCloudSDKException as err:
         raise InputError(f"Tencent DescribeZoneInstanceConfigInfos in {region} failed: "
                          f"{err.code} {err.message}") from None

@@ -22,20 +22,23 @@ SOURCE = "Alibaba ECS DescribePrice (TradePrice, pay-as-you-go) + DescribeSpotPr
 
 
 def fetch(region: str, types: list[str], endpoint: str | None = None, **_: Any) -> dict[str, Any]:
-    client = _client(region, endpoint)
+    client = api_client(region, endpoint)
     prices = {t: {"on_demand": on_demand(client, region, t), "spot": spot(client, region, t)} for t in types}
     return {"currency": "CNY", "source": SOURCE, "prices": prices}
 
 
-def _env(*names: str) -> str | None:
+def env_value(*names: str) -> str | None:
+    """The first of the environment variables `names` that is set and not empty, else None."""
     return next((os.environ[n] for n in names if os.environ.get(n)), None)
 
 
-def _client(region: str, endpoint: str | None) -> Client:
+def api_client(region: str, endpoint: str | None) -> Client:
+    """An ECS API client for `region` with the keys from the environment (`endpoint`: an emulator's
+    scheme://host, else the SDK's own). Shared with offers_alicloud.py."""
     config = api_models.Config(
-        access_key_id=_env("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALICLOUD_ACCESS_KEY", "ALIBABACLOUD_ACCESS_KEY_ID"),
-        access_key_secret=_env("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALICLOUD_SECRET_KEY",
-                               "ALIBABACLOUD_ACCESS_KEY_SECRET"),
+        access_key_id=env_value("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALICLOUD_ACCESS_KEY", "ALIBABACLOUD_ACCESS_KEY_ID"),
+        access_key_secret=env_value("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "ALICLOUD_SECRET_KEY",
+                                    "ALIBABACLOUD_ACCESS_KEY_SECRET"),
         region_id=region)
     if endpoint:
         scheme, _, host = endpoint.rpartition("://")

@@ -29,7 +29,7 @@ def fetch(region: str, types: list[str], endpoint: str | None = None, zone: str 
           image: str | None = None) -> dict[str, Any]:
     if not zone:
         raise InputError("--zone: Tencent prices are quoted per zone", fix="add --zone, e.g. ap-guangzhou-3")
-    client = _client(region, endpoint)
+    client = api_client(region, endpoint)
     prices = {}
     for t in types:
         prices[t] = {"on_demand": _quote(client, zone, image, t, spot=False),
@@ -37,7 +37,9 @@ def fetch(region: str, types: list[str], endpoint: str | None = None, zone: str 
     return {"currency": "CNY", "source": SOURCE, "prices": prices}
 
 
-def _client(region: str, endpoint: str | None):
+def api_client(region: str, endpoint: str | None):
+    """A CVM API client for `region` with the keys from the environment (`endpoint`: an emulator's
+    scheme://host, else the SDK's own). Shared with offers_tencentcloud.py."""
     cred = credential.Credential(os.environ.get("TENCENTCLOUD_SECRET_ID", ""),
                                  os.environ.get("TENCENTCLOUD_SECRET_KEY", ""))
     http = HttpProfile(endpoint=endpoint.split("://", 1)[-1], protocol=endpoint.split("://")[0]) \

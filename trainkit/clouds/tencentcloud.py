@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from trainkit.clouds.base import (
+    Billed,
+    BillingRule,
     CapacityCode,
     CapacityProblem,
     Cloud,
@@ -106,28 +108,22 @@ def _in_place(rtype: str, before: dict, after: dict) -> tuple[str, str] | None:
         return None
     if before.get("placement_group_id") and not after.get("placement_group_id") and "placement_group_id" in after:
         return "refused", "placement_group_id cannot be removed from an instance in place (provider)"
-    resize = node_resize(_billed, rtype, before, after, "ResetInstancesType shuts the instance down and starts it")
+    resize = node_resize(BILLING, rtype, before, after, "ResetInstancesType shuts the instance down and starts it")
     disk = before.get("system_disk_type")
     if resize and disk and disk not in RESIZABLE_SYSTEM_DISKS:
         return "refused", f"ResetInstancesType does not change instances whose system disk is {disk}"
     return resize
 
 
-def _billed(r: dict) -> dict | None:
-    """What one resource bills as (see Cloud.billed): tencentcloud_instance (SPOTPAID is spot,
-    PREPAID a subscription), tencentcloud_cbs_storage."""
-    v = r["values"]
-    if r["type"] == "tencentcloud_instance":
-        charge = v.get("instance_charge_type")
-        billing = {"SPOTPAID": "spot", "PREPAID": "subscription"}.get(charge, "on_demand") if charge else None
-        price = v.get("spot_max_price") if billing == "spot" else None
-        return {"node": v.get("instance_type"), "billing": billing, "max_price": float(price) if price else None,
-                "system_disk": (v.get("system_disk_type"), v.get("system_disk_size"))}
-    if r["type"] == "tencentcloud_cbs_storage":
-        return {"disk": (v.get("storage_type"), v.get("storage_size"))}
-    if r["type"] == "tencentcloud_cfs_file_system":
-        return {"nas": True}
-    return None
+BILLING = {   # what each resource bills as (Cloud.billing): SPOTPAID is spot, PREPAID a subscription
+    "tencentcloud_instance": Billed(
+        node=("instance_type",),
+        billing=(BillingRule(("instance_charge_type",), {"SPOTPAID": "spot", "PREPAID": "subscription"},
+                             other="on_demand"),),
+        max_price=("spot_max_price",), system_disk=(("system_disk_type",), ("system_disk_size",))),
+    "tencentcloud_cbs_storage": Billed(disk=(("storage_type",), ("storage_size",))),
+    "tencentcloud_cfs_file_system": Billed(nas=True),
+}
 
 
 CLOUD = Cloud(
@@ -179,7 +175,7 @@ CLOUD = Cloud(
     # configures that network; the network role checks it (ansible/roles/network/tasks/tencent_rdma.yml).
     rdma_agent_types=("HCCPNV4sn", "HCCPNV4sne"),
     capacity_error=capacity_error,
-    billed=_billed,
+    billing=BILLING,
     # Tencent Cloud API 3.0 common error codes (docs "Common Error Codes": AuthFailure.*,
     # UnauthorizedOperation).
     credential_errors=(

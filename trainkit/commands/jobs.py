@@ -1,7 +1,7 @@
 """Commands for runs: train (start / attach / resume / recover), logs, runs, cancel.
 
-Glue only: parse, take the workspace lock where state changes, call trainkit.runs.recover /
-trainkit.runs.launch / trainkit.runs.record, render. docs/runs.md explains runs, recovery and the contract.
+Glue only: parse, call trainkit.runs.start (a run's start: lock, record, launch, follow) /
+trainkit.runs.closing / trainkit.runs.status, render. docs/runs.md explains runs, recovery and the contract.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds
-from trainkit.cluster import doctor, lifecycle
-from trainkit.cluster.replace import effective_cluster
+from trainkit.cluster import lifecycle
 from trainkit.commands import complete
 from trainkit.commands.down import torn_down
 from trainkit.commands.ops import apply_cluster
@@ -31,12 +29,10 @@ from trainkit.commands.options import (
     yes_option,
 )
 from trainkit.commands.options import load as _load
-from trainkit.errors import FORMAT_VERSION, InputError, TrainkitError
-from trainkit.runs import closing, launch, recover
+from trainkit.errors import FORMAT_VERSION, InputError
+from trainkit.runs import closing, recover, start
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
-from trainkit.spec.train_config import check_train_config, world_size
-from trainkit.util import resources
 from trainkit.util.nodeargs import http_url
 
 
@@ -90,33 +86,18 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
       trainkit train examples/clusters/local.yaml --up --down --yes   # apply, train, destroy
     """
-    if attach and (resume or detach or config or overrides):
-        raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
-                               "--config/overrides (to continue a stopped run: --resume RUN)")
-    if force and not resume:
-        raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
-    if down and detach:
-        raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down)")
+    _check_flags(attach, resume, detach, config, overrides, force, down)
     cluster, ws = _load(spec, workdir, warn=up)  # --up: the sizing warnings, as `trainkit apply` prints them
-    if resume and config is None and not overrides:  # the run's own config, as it was started
-        config, overrides = _resumed_config(ws, resume)
-    config_path = None if attach else resources.train_config(config)
-    job = runs.load_job(config_path, list(overrides)) if config_path is not None else None
-    if job is not None and job.command is None:
-        check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
-    if job is not None and job.workdir:
-        launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
     opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
-    if detach and recover_:
-        raise InputError("--recover needs a controller that stays: drop --detach",
-                         fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
+    req = start.checked(cluster, ws, start.Request(spec, config, overrides, attach, resume, force, opts))
     if up:  # before anything exists: an example's placeholders are refused, nothing to tear down
         lifecycle.refuse_placeholders(cluster)
     with torn_down(lambda: _load(spec, workdir), spec, workdir) if down else nullcontext():
         if up:
             apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
             cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up
-        result = _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts)
+        require_applied(cluster, ws)
+        result = start.run(cluster, ws, req, say=_say, echo=_echo)
     if fmt == "json":
         click.echo(dump_json(result))
     elif detach:
@@ -127,73 +108,15 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         _next(spec_args(cluster, ws), result, down, fmt)
 
 
-def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opts) -> dict:
-    """The run itself, on an applied cluster: attach to RUN, or start (or resume) one and follow
-    it. Returns the run's result ({run_id, run_dir, status: running} when detached)."""
-    require_applied(cluster, ws)
-    cluster = effective_cluster(cluster, ws)
-    if attach:
-        run_dir = runs.resolve_run(ws.runs_dir, attach)
-        record = runs.read_record(run_dir)
-        if record.get("status") not in runs.OPEN or not record.get("attempts"):
-            raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
-                             fix=f"its results are in {run_dir}; see `trainkit runs {spec}`")
-        job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
-        return _drive(spec, cluster, ws, job, run_dir, opts, len(record["attempts"]))
-    started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
-    try:
-        with ws.lock("train"):
-            if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
-                lifecycle.sync(cluster, ws, need_ssh=True)
-            recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
-            if resume and opts.recover:
-                # Before doctor touches the nodes: stop what is left of a run that lost a node, and finish
-                # provisioning a replacement its last controller died setting up.
-                recover.stop_if_crippled(cluster, ws, resume)
-                recover.provision_unfinished(cluster, ws, resume)
-            replaced: list[dict] = []
-            if opts.doctor:  # exit 12 naming a failed node (--recover: replaced first); a warning for a slow one
-                cluster, replaced = doctor.gate(cluster, ws, lambda m: click.echo(m, err=True),
-                                                opts.max_recoveries if opts.recover else 0, f"trainkit train {spec}")
-            job, run_dir = recover.start(cluster, ws, config_path, list(overrides), resume=resume, force=force,
-                                         recover=opts.recover)
-            started.append(run_dir)
-            recover.record_events(run_dir, replaced)
-            attempt = recover.launch_recovering(cluster, ws, job, run_dir, opts)  # under the lock: one start at a time
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        raise _interrupted_start(spec, started) from None
-    if opts.detach:
-        click.echo(f"started run {run_dir.name}; follow it with: trainkit logs {spec} {run_dir.name} --follow",
-                   err=True)
-        return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running"}
-    click.echo(f"run {run_dir.name} starting", err=True)
-    return _drive(spec, cluster, ws, job, run_dir, opts, attempt)
-
-
-def _drive(spec, cluster, ws, job, run_dir: Path, opts, attempt: int) -> dict:
-    """Follow the run to its end and return its result; Ctrl-C leaves it running on the nodes and
-    says how to get back."""
-    try:
-        result = recover.drive(cluster, ws, job, run_dir, opts, echo=_echo, attach_attempt=attempt)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        raise TrainkitError(f"interrupted: run {run_dir.name} keeps running on the nodes (it is detached); "
-                            "its results are fetched when you attach again", exit_code=130,
-                            fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
-                                f"trainkit cancel {spec} {run_dir.name}") from None
-    return result
-
-
-def _interrupted_start(spec, started: list[Path]) -> TrainkitError:
-    """Ctrl-C before the run is followed (sync, doctor, start, launch): whether a run may go on, and
-    how to see and stop it (exit 130)."""
-    if not started:
-        return TrainkitError("interrupted before the run started: no job of it was launched on the nodes", exit_code=130,
-                             fix=f"start it again: trainkit train {spec} ...")
-    run = started[0].name
-    return TrainkitError(f"interrupted while run {run} was starting: it may be running on some or all nodes "
-                         "(a launch cut off part-way is not rolled back)", exit_code=130,
-                         fix=f"see it: trainkit runs {spec} (or trainkit logs {spec} {run}); follow it: trainkit "
-                             f"train {spec} --attach {run}; stop it: trainkit cancel {spec} {run}")
+def _check_flags(attach, resume, detach, config, overrides, force, down) -> None:
+    """UsageError for flags that do not go together."""
+    if attach and (resume or detach or config or overrides):
+        raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
+                               "--config/overrides (to continue a stopped run: --resume RUN)")
+    if force and not resume:
+        raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
+    if down and detach:
+        raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down)")
 
 
 def _run_id(value: str | None, option: str) -> str | None:
@@ -204,12 +127,8 @@ def _run_id(value: str | None, option: str) -> str | None:
     return value
 
 
-def _resumed_config(ws, resume: str) -> tuple[str, tuple[str, ...]]:
-    """(config path, overrides) the run `resume` was started with (`--resume` without --config)."""
-    record = runs.read_record(runs.resolve_run(ws.runs_dir, resume))
-    if not record.get("config"):
-        raise InputError(f"run {resume}: its run.json names no config", fix="pass --config TRAIN")
-    return record["config"], tuple(record.get("overrides") or ())
+def _say(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _echo(line: str) -> None:

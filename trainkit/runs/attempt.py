@@ -51,7 +51,7 @@ def subset(nodes: list[Node], names: list[str]) -> list[Node]:
 
 def unreachable(nodes: list[Node]) -> list[str]:
     """Names of the `nodes` that do not run `true` over ssh (in parallel), in rank order."""
-    ok = remote._pool(nodes, lambda n: n.sh("true", timeout=PROBE_TIMEOUT_S).returncode == 0)
+    ok = remote.on_nodes(nodes, lambda n: n.sh("true", timeout=PROBE_TIMEOUT_S).returncode == 0)
     return [n.name for n, up in zip(nodes, ok) if not up]
 
 
@@ -138,4 +138,4 @@ def roll_back(nodes: list[Node], lay: remote.Layout, attempt: int) -> dict[str, 
         words = res.stdout.decode(errors="replace").split()
         return int(words[1]) if res.returncode == 0 and len(words) > 1 and words[1].isdigit() else -1
 
-    return dict(zip((n.name for n in nodes), remote._pool(nodes, one)))
+    return dict(zip((n.name for n in nodes), remote.on_nodes(nodes, one)))

@@ -17,7 +17,9 @@ from trainkit.provision.node import read_nodes
 from trainkit.runs import lock, remote
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
-from trainkit.runs.recover import _nodes, finish, stop_survivors
+from trainkit.runs.attempt import nodes_of
+from trainkit.runs.ending import finish
+from trainkit.runs.recover import stop_survivors
 from trainkit.spec.resolve import Cluster
 from trainkit.util import progress
 from trainkit.workspace import Workspace
@@ -43,7 +45,7 @@ def close_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120,
 def _stop_for_good(cluster: Cluster, ws: Workspace, run_dir: Path, attempt: int, wait_s: float,
                    unreachable_ok: bool) -> str:
     """Stop `run_dir`'s attempt if it still runs; its final status (see close_runs)."""
-    nodes, group = _nodes(cluster, ws)
+    nodes, group = nodes_of(cluster, ws)
     if nodes[0].sh("true", timeout=15).returncode != 0:
         if not unreachable_ok:
             raise TrainkitError(f"run {run_dir.name}: its results are on {nodes[0].name}, which cannot be "
@@ -101,7 +103,7 @@ def stop_foreign_runs(cluster: Cluster, ws: Workspace, wait_s: float = 120) -> l
     """Runs of other workspaces still running on these nodes (their run lock): each is stopped
     (as `cancel` does), fetched into this workspace's runs/<id>/ with a run.json saying whose it
     was, and closed as cancelled. Returns [(run id, "cancelled")]."""
-    nodes, group = _nodes(cluster, ws)
+    nodes, group = nodes_of(cluster, ws)
     done = []
     for h in lock.foreign_live(nodes, remote.layout_for(group, "-"), ws.runs_dir):
         progress.info(f"run {h.run_id} of workspace {h.workspace} (on {h.controller}) runs on these "

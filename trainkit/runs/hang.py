@@ -57,7 +57,7 @@ def dump_stacks(nodes: list, lay: remote.Layout, attempt: int, run_dir: Path) ->
         path.write_bytes(res.stdout)
         return path
 
-    return [p for p in remote._pool(nodes, one) if p is not None]
+    return [p for p in remote.on_nodes(nodes, one) if p is not None]
 
 
 def stop_hung(nodes: list, lay: remote.Layout, attempt: int, run_dir: Path, stop) -> None:

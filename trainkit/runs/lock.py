@@ -50,12 +50,12 @@ def take(nodes: list[Node], lay: remote.Layout, attempt: int, workspace: Path) -
                        "controller": socket.gethostname(), "time": time.time()})
     path = shlex.quote(lock_path(lay))
     script = f"mkdir -p {shlex.quote(lay.root)} && cat > {path}.tmp && mv -f {path}.tmp {path}"
-    remote._pool(nodes, lambda n: n.sh(script, body.encode(), timeout=30))
+    remote.on_nodes(nodes, lambda n: n.sh(script, body.encode(), timeout=30))
 
 
 def holders(nodes: list[Node], lay: remote.Layout) -> list[Holder]:
     """The runs named by the locks on `nodes` (each once), unreadable locks left out."""
-    res = remote._pool(nodes, lambda n: n.sh(f"cat {shlex.quote(lock_path(lay))} 2>/dev/null; true", timeout=30))
+    res = remote.on_nodes(nodes, lambda n: n.sh(f"cat {shlex.quote(lock_path(lay))} 2>/dev/null; true", timeout=30))
     found: dict[str, Holder] = {}
     for r in res:
         try:

@@ -152,6 +152,12 @@ def event(run_dir: Path, kind: str, **data: Any) -> dict[str, Any]:
     return entry
 
 
+def record_events(run_dir: Path, events: list[dict[str, Any]]) -> None:
+    """Events of work done for the run outside its attempts (doctor's replacements) into its events.jsonl."""
+    for ev in events:
+        event(run_dir, **ev)
+
+
 def read_events(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     if not path.is_file():

@@ -1,7 +1,7 @@
 """Run a job to its end: launch, watch, and (with --recover) replace what was reclaimed and resume.
 
-`start()` names the run and writes its record; `watch()` follows one attempt until every node's
-supervisor has a final state or a node is lost; `drive()` loops over attempts:
+`watch()` follows one attempt until every node's supervisor has a final state or a node is lost;
+`drive()` loops over attempts (a run's start is start.py, its closing ending.py):
 
     reclaim (a notice, exit 75 / "preempted", a node unreachable or its processes gone)
         -> stop the survivors -> replace lost nodes (hosts: a spare; the lost host is fenced if it
@@ -18,25 +18,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import records
 from trainkit.cluster import doctor, lost
 from trainkit.cluster.replace import effective_cluster, replace_lost
-from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
-from trainkit.money import cost
-from trainkit.provision.playbook import prepare_inventory, run_site
+from trainkit.errors import PREEMPTED, TRAIN, TrainkitError
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import elastic, fence, hang, launch, lock, remote, resume_wait, storage_faults, watchdog
+from trainkit.runs import elastic, fence, hang, launch, remote, resume_wait, storage_faults, watchdog
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
+from trainkit.runs.attempt import nodes_of
+from trainkit.runs.ending import FINAL, Outcome, end_attempt, finish, give_up, raise_preempted
 from trainkit.spec.resolve import Cluster
 from trainkit.util import progress
-from trainkit.workspace import Workspace, write_atomic
+from trainkit.workspace import Workspace
 
-FINAL = ("completed", "failed", "preempted", "cancelled")
 LOST_PEER_WAIT_S = 10  # survivors of a lost node: time to end alone before the hard stop
 # recover.elastic: the survivors' time to write their checkpoint and exit before the hard stop;
 # torchrun gives its ranks 30 s after a SIGTERM before SIGKILL (pytorch PR #61602), and a margin.
@@ -61,78 +59,6 @@ class Options:
     notice_poll_s: float = 5.0
     doctor: bool = True                 # doctor's checks after every replacement (train --no-doctor: off)
     hang_after_s: float | None = None   # the watchdog's fixed window (None: from the step time; 0: off)
-
-
-@dataclass
-class Outcome:
-    status: str                         # completed | failed | preempted | cancelled | reclaimed
-    lost: list[str] = field(default_factory=list)
-    last_step: int | None = None
-    detected_at: float | None = None
-    step_time_s: float | None = None    # the job's last logged mean step time (lost-work estimate)
-    detail: dict[str, Any] = field(default_factory=dict)   # hung: the stalls; a storage fault: what, where
-
-
-# ------------------------------------------------------------------ the cluster as it is now
-
-
-_nodes = attempt_.nodes_of
-
-
-# ------------------------------------------------------------------ start / attach
-
-def check_free(cluster: Cluster, ws: Workspace) -> None:
-    """LockedError while a run of another workspace holds the cluster's nodes (their run lock).
-    Asked before anything else runs on the nodes (doctor's all-reduce, a launch)."""
-    nodes, group = _nodes(cluster, ws)
-    lock.check_free(nodes, remote.layout_for(group, "-"), ws.runs_dir, str(cluster.source))
-
-
-def start(cluster: Cluster, ws: Workspace, config: Path, overrides: list[str], *,
-          resume: str | None = None, force: bool = False, recover: bool = False) -> tuple[runs.Job, Path]:
-    """A new run (or `resume`'s) with its record written. InputError on a changed config or a
-    completed run to resume; LockedError while a run is still running on the cluster (two jobs
-    would share its GPUs, rendezvous port and, on resume, checkpoints). With `recover`, a run to
-    resume that still runs on some nodes while others do not answer (its controller died, then a
-    node) is a run that cannot go on: what is left of it is stopped and it is resumed."""
-    job = runs.load_job(config, overrides)
-    check_job(cluster, job)
-    check_free(cluster, ws)
-    busy = run_status.active_runs(cluster, ws)
-    if resume:
-        run_dir = runs.resolve_run(ws.runs_dir, resume)
-        record = runs.read_record(run_dir)
-        if recover and run_dir in busy and _stop_if_crippled(cluster, ws, run_dir):
-            busy.remove(run_dir)
-        status = run_status.live_status(cluster, ws, run_dir)
-        if run_dir in busy:
-            raise LockedError(f"run {run_dir.name} is still running: a second attempt would write the same "
-                              "checkpoints", fix=f"follow it: trainkit train {cluster.source} --attach {run_dir.name}")
-        if status == "completed":
-            raise InputError(f"run {run_dir.name} completed: there is nothing to resume",
-                             fix="start a new run (drop --resume); its results are in " + str(run_dir))
-        runs.check_resume(record, job, force)
-    if busy:
-        names = ", ".join(p.name for p in busy)
-        raise LockedError(f"cluster {cluster.name} is busy: run {names} is still running on it",
-                          fix=f"wait for it (trainkit train {cluster.source} --attach {busy[-1].name}) or stop "
-                              f"it (trainkit cancel {cluster.source} {busy[-1].name}), then train again")
-    if resume:
-        return job, run_dir
-    run_id = runs.new_run_id(job.name, ws.runs_dir)
-    run_dir = ws.runs_dir / run_id
-    runs.write_record(run_dir, {"run_id": run_id, "name": job.name, "config": str(config.resolve()),
-                                "overrides": list(overrides), "config_hash": job.fingerprint(),
-                                "mode": job.mode, "created_at": time.time(), "status": "starting",
-                                "attempts": []})
-    return job, run_dir
-
-
-def check_job(cluster: Cluster, job: runs.Job) -> None:
-    """What a job asks of the cluster it runs on; InputError (exit 2) before any node is touched."""
-    if job.stage and job.stage.target == "nas" and not cluster.nas.get("enabled"):
-        raise InputError(f"{job.source}: stage.target: nas, but cluster {cluster.name} has no NAS",
-                         fix="use stage.target: disk, or enable storage.nas in the cluster spec")
 
 
 # ------------------------------------------------------------------ watch one attempt
@@ -204,7 +130,6 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
           echo: Callable[[str], None] | None = None, attach_attempt: int | None = None) -> dict[str, Any]:
     """Run (or re-attach to) `run_dir` until it ends; with opts.recover, through reclaims.
     Returns the final summary; TrainkitError(PREEMPTED) / (TRAIN) when it does not complete."""
-
     recoveries, restarts, backoff = 0, 0, opts.backoff_s
     if job.hang_after_s is not None:
         opts = dataclasses.replace(opts, hang_after_s=job.hang_after_s)
@@ -215,118 +140,71 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
     try:
         while True:
             cluster = effective_cluster(cluster, ws)
-            nodes, group = _nodes(cluster, ws)
+            nodes, group = nodes_of(cluster, ws)
             lay = remote.layout_for(group, run_dir.name)
-            if ended is None:
-                follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
-                out = watch(nodes, lay, attempt, run_dir, follower, opts)
-            else:
-                out, ended = ended, None
-            _end_attempt(run_dir, attempt, out)
+            out, ended = ended or _watch_all(nodes, lay, attempt, run_dir, job, opts, echo), None
+            end_attempt(run_dir, attempt, out)
             if out.status == "completed":
                 fencer.close()
                 runs.event(run_dir, "completed", attempt=attempt, step=out.last_step)
                 return finish(cluster, ws, run_dir, "completed")
-            # a full or read-only disk when no node was lost: no node is at fault then
-            fault = storage_faults.find(nodes, lay, attempt) if not out.lost else None
-            reclaim = out.status in ("reclaimed", "preempted") and not fault
-            runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
-                       last_step=out.last_step, **out.detail)
-            if out.status == "hung":   # stack dumps, then SIGTERM -> SIGKILL of every node's job
-                hang.stop_hung(nodes, lay, attempt, run_dir, stop_survivors)
-            if fault:
+            reclaim = _assess(cluster, ws, run_dir, nodes, lay, attempt, out, fencer)
+            recoveries, restarts = recoveries + reclaim, restarts + (not reclaim)
+            closed = give_up(out, reclaim, opts.recover, opts.max_recoveries, opts.max_restarts_on_errors,
+                             recoveries, restarts)
+            if closed:
                 fencer.close()
-                storage_faults.close_run(run_dir, attempt, fault, functools.partial(finish, cluster, ws, run_dir, "failed"),
-                                         str(cluster.source))
-            if out.status == "cancelled" or not opts.recover:
-                fencer.close()
-                return finish(cluster, ws, run_dir, "failed" if out.status == "hung" else out.status, raise_=True,
-                              why="hung (no step for the watchdog's window)" if out.status == "hung" else "")
-            if reclaim:
-                recoveries += 1
-                if recoveries > opts.max_recoveries:
-                    fencer.close()
-                    return finish(cluster, ws, run_dir, "preempted", raise_=True,
-                                  why=f"gave up after {opts.max_recoveries} recoveries")
-            else:
-                restarts += 1
-                if restarts > opts.max_restarts_on_errors:
-                    fencer.close()
-                    return finish(cluster, ws, run_dir, "failed", raise_=True,
-                                  why="hung, and --max-restarts-on-errors is spent" if out.status == "hung" else "")
+                return finish(cluster, ws, run_dir, closed[0], raise_=True, why=closed[1])
             stop_survivors(nodes, lay, attempt, out.lost)
             if out.lost and cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
                 fencer.add(nodes, lay, attempt, out.lost)
-            if out.lost and job.elastic:
-                went_on = _on_survivors(cluster, ws, job, run_dir, opts, nodes, out.lost, echo)
-                if went_on is not None:
-                    cluster, attempt, ended = went_on
-                    continue
-            if out.lost:
-                cluster = _replace(cluster, ws, run_dir, out.lost, opts)
-            runs.event(run_dir, "backoff", seconds=backoff)
-            time.sleep(backoff)
+            went_on = _on_survivors(cluster, ws, job, run_dir, opts, nodes, out.lost, echo) \
+                if out.lost and job.elastic else None
+            if went_on is not None:
+                cluster, attempt, ended = went_on
+                continue
+            cluster, attempt = _relaunch(cluster, ws, job, run_dir, opts, out.lost, backoff)
             backoff = min(backoff * 2, opts.backoff_max_s)
-            attempt = launch_recovering(cluster, ws, job, run_dir, opts)
-            _await_resume(cluster, ws, job, run_dir, attempt)
     finally:
         fencer.stop()
 
 
-def stop_if_crippled(cluster: Cluster, ws: Workspace, resume: str) -> None:
-    """`train --resume RUN --recover` before anything else runs on the nodes (doctor's checks,
-    its replacements): the run's jobs on the nodes that answer are stopped when a node of it does
-    not (its controller died, then a node); a run that runs whole is left alone (start() says so)."""
-    run_dir = runs.resolve_run(ws.runs_dir, resume)
-    runs.refuse_completed(run_dir)
-    if run_dir in run_status.active_runs(cluster, ws):
-        _stop_if_crippled(cluster, ws, run_dir)
+def _watch_all(nodes, lay: remote.Layout, attempt: int, run_dir: Path, job: runs.Job, opts: Options,
+               echo: Callable[[str], None] | None) -> Outcome:
+    """watch() the attempt on every node, rank 0's log streamed to `echo` (opts.follow)."""
+    follower = run_status.Follower(nodes[0], lay, job, echo if opts.follow else None)
+    return watch(nodes, lay, attempt, run_dir, follower, opts)
 
 
-
-def provision_unfinished(cluster: Cluster, ws: Workspace, resume: str) -> None:
-    """`train --resume RUN --recover` after a controller that died while it provisioned a
-    replacement: the nodes the run's events put in (`replaced`) with no `provisioned` after it,
-    and still in the cluster, are provisioned now (site.yml --limit), recorded as `provisioned`."""
-    run_dir = runs.resolve_run(ws.runs_dir, resume)
-    pending: list[str] = []
-    for e in runs.read_events(run_dir):
-        if e["event"] == "replaced":
-            pending.append(e.get("by") or e["node"])   # hosts: the spare; a cloud: the node's own name
-        elif e["event"] == "provisioned":
-            pending = [n for n in pending if n not in (e.get("nodes") or [])]
-    cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, written before provisioning
-    active = ({h.name for h in cluster.spec.hosts if not h.spare} if cluster.spec.cloud == "hosts"
-              else {n.name for n in _nodes(cluster, ws)[0]})
-    todo = [n for n in dict.fromkeys(pending) if n in active]
-    if not todo:
-        return
-    progress.info(f"provisioning {', '.join(todo)}: put in by run {run_dir.name}'s last controller, "
-                  "which stopped before it finished")
-    t0 = time.time()
-    prepare_inventory(cluster, ws)
-    run_site(cluster, ws, limit=todo)
-    runs.event(run_dir, "provisioned", nodes=todo, took_s=round(time.time() - t0, 3), by="resume")
+def _assess(cluster: Cluster, ws: Workspace, run_dir: Path, nodes, lay: remote.Layout, attempt: int,
+            out: Outcome, fencer: fence.Fencer) -> bool:
+    """An attempt that did not complete: whether it was reclaimed (a node lost, or preempted) rather
+    than failed, recorded as an event. A hung job is stopped (stack dumps first); a full or
+    read-only disk when no node was lost (no node is at fault then) closes the run (exit STORAGE)."""
+    fault = storage_faults.find(nodes, lay, attempt) if not out.lost else None
+    reclaim = out.status in ("reclaimed", "preempted") and not fault
+    runs.event(run_dir, "preempted" if reclaim else out.status, attempt=attempt, lost=out.lost,
+               last_step=out.last_step, **out.detail)
+    if out.status == "hung":   # stack dumps, then SIGTERM -> SIGKILL of every node's job
+        hang.stop_hung(nodes, lay, attempt, run_dir, stop_survivors)
+    if fault:
+        fencer.close()
+        storage_faults.close_run(run_dir, attempt, fault, functools.partial(finish, cluster, ws, run_dir, "failed"),
+                                 str(cluster.source))
+    return reclaim
 
 
-def record_events(run_dir: Path, events: list[dict[str, Any]]) -> None:
-    """Events of work done for the run before it started (doctor's replacements) into its events.jsonl."""
-    for ev in events:
-        runs.event(run_dir, **ev)
-
-
-def _stop_if_crippled(cluster: Cluster, ws: Workspace, run_dir: Path) -> bool:
-    """Whether a node of the run's newest attempt does not answer; if so, the others' jobs are
-    stopped (`unreachable` and `preempted` events: the resume that follows replaces the node)."""
-    nodes, group = _nodes(cluster, ws)
-    down = attempt_.unreachable(nodes)
-    if not down:
-        return False
-    attempt = len(runs.read_record(run_dir).get("attempts") or [])
-    runs.event(run_dir, "unreachable", nodes=down, by="resume", attempt=attempt)
-    stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, down)
-    runs.event(run_dir, "preempted", attempt=attempt, lost=down, last_step=None)
-    return True
+def _relaunch(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options, lost: list[str],
+              backoff: float) -> tuple[Cluster, int]:
+    """Replace the `lost` nodes (if any), back off `backoff` seconds, launch the next attempt and
+    wait for its resume. Returns (the cluster as it is now, the attempt)."""
+    if lost:
+        cluster = _replace(cluster, ws, run_dir, lost, opts)
+    runs.event(run_dir, "backoff", seconds=backoff)
+    time.sleep(backoff)
+    attempt = launch_recovering(cluster, ws, job, run_dir, opts)
+    _await_resume(cluster, ws, job, run_dir, attempt)
+    return cluster, attempt
 
 
 def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options) -> int:
@@ -340,7 +218,7 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
     tries = 0
     while True:
         cluster = effective_cluster(cluster, ws)
-        down = (attempt_.unreachable(_nodes(cluster, ws)[0]) + lost.lost_in(cluster, ws, runs.read_events(run_dir))
+        down = (attempt_.unreachable(nodes_of(cluster, ws)[0]) + lost.lost_in(cluster, ws, runs.read_events(run_dir))
                 if opts.recover else [])
         if down:
             runs.event(run_dir, "unreachable", nodes=down, by="probe")
@@ -348,7 +226,7 @@ def launch_recovering(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: P
         try:
             return attempt_.launch_attempt(cluster, ws, job, run_dir, opts)
         except launch.LaunchError as err:
-            down = attempt_.unreachable([n for n in _nodes(cluster, ws)[0] if n.name in err.failed])
+            down = attempt_.unreachable([n for n in nodes_of(cluster, ws)[0] if n.name in err.failed])
             tries += 1
             if opts.recover and down and tries <= opts.max_recoveries:
                 continue                                   # the probe above replaces them
@@ -368,20 +246,20 @@ def _replace(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str], op
     (at most opts.max_recoveries times). With nothing to replace them, or a node that still
     fails, the run is closed as preempted and the error says so."""
     hint = f"trainkit train --resume {run_dir.name}"
-    survivors = set(replaced[1]) if replaced else {n.name for n in _nodes(cluster, ws)[0]} - set(lost)
+    survivors = set(replaced[1]) if replaced else {n.name for n in nodes_of(cluster, ws)[0]} - set(lost)
     try:
         cluster = replaced[0] if replaced else _replace_lost(cluster, ws, run_dir, lost)
         if opts.doctor:
             cluster, _ = doctor.gate(cluster, ws, progress.info, opts.max_recoveries, hint, trusted=survivors,
-                                     record=lambda ev: record_events(run_dir, [ev]))
+                                     record=lambda ev: runs.record_events(run_dir, [ev]))
     except TrainkitError as err:  # nothing to replace them with, or a failed node: close the run, then say so
-        _raise_preempted(cluster, ws, run_dir, err)
+        raise_preempted(cluster, ws, run_dir, err)
     return cluster
 
 
 def _replace_lost(cluster: Cluster, ws: Workspace, run_dir: Path, lost: list[str]) -> Cluster:
     return replace_lost(cluster, ws, lost, f"trainkit train --resume {run_dir.name}",
-                        record=lambda ev: record_events(run_dir, [ev]))
+                        record=lambda ev: runs.record_events(run_dir, [ev]))
 
 
 def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options,
@@ -409,9 +287,18 @@ def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
                       "waiting for the replacement")
         replacing.join()
         if replacing.error:
-            _raise_preempted(cluster, ws, run_dir, replacing.error)
+            raise_preempted(cluster, ws, run_dir, replacing.error)
         return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
-    small, group = attempt_.subset(nodes, survivors), _nodes(cluster, ws)[1]
+    return _run_shrunk(cluster, ws, job, run_dir, opts, nodes, survivors, lost, attempt, replacing, echo)
+
+
+def _run_shrunk(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: Options, nodes: list,
+                survivors: list[str], lost: list[str], attempt: int, replacing: elastic.Replacing | None,
+                echo) -> tuple[Cluster, int, Outcome | None]:
+    """The survivors' `attempt` (launched) watched until the background replacement is done (then
+    grown back) or the attempt ends by itself; the returns of _on_survivors. A failed replacement
+    leaves the survivors going on alone."""
+    small, group = attempt_.subset(nodes, survivors), nodes_of(cluster, ws)[1]
     lay = remote.layout_for(group, run_dir.name)
     _await_resume(cluster, ws, job, run_dir, attempt, node=small[0])
     follower = run_status.Follower(small[0], lay, job, echo if opts.follow else None)
@@ -428,7 +315,7 @@ def _on_survivors(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
             continue
         stop_survivors(small, lay, attempt, [], wait_s=STOP_TO_GROW_S)   # SIGTERM: a checkpoint, then exit
         out = Outcome("grown", [], out.last_step, time.time(), follower.step_time_s)
-        _end_attempt(run_dir, attempt, out)
+        end_attempt(run_dir, attempt, out)
         runs.event(run_dir, "grown", attempt=attempt, step=out.last_step)
         return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
     if replacing:
@@ -446,13 +333,6 @@ def _grow(cluster: Cluster, survivors: list[str], ws: Workspace, job: runs.Job, 
     return cluster, attempt, None
 
 
-def _raise_preempted(cluster: Cluster, ws: Workspace, run_dir: Path, err: TrainkitError) -> None:
-    """Close the run as preempted, then raise `err` as the run's (exit code and fix kept)."""
-    finish(cluster, ws, run_dir, "preempted")
-    raise TrainkitError(f"run {run_dir.name} preempted: {err.message}", fix=err.fix,
-                        exit_code=err.exit_code) from None
-
-
 def _resumed_unless_recorded(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, attempt: int) -> None:
     """A resumed attempt (an earlier one ran) whose `resumed` event nobody wrote yet (started by
     `--resume`, or by a controller killed before it saw the first step): write it now."""
@@ -468,45 +348,6 @@ def _await_resume(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path,
                   timeout_s: float = 300, node=None, kind: str = "resumed") -> bool:
     """resume_wait.record (`resumed`, or `kind`, once the attempt logs its first step; False
     when it ended first); `node`: the attempt's rank 0 when it is not the cluster's first node."""
-    nodes, group = _nodes(cluster, ws)
+    nodes, group = nodes_of(cluster, ws)
     return resume_wait.record(node or nodes[0], remote.layout_for(group, run_dir.name), job, run_dir, attempt,
                               timeout_s, kind)
-
-
-def _end_attempt(run_dir: Path, attempt: int, out: Outcome) -> None:
-    record = runs.read_record(run_dir)
-    for a in record.get("attempts") or []:
-        if a["attempt"] == attempt:
-            a.update(ended_at=out.detected_at, outcome=out.status, last_step=out.last_step)
-    runs.write_record(run_dir, record)
-
-
-def finish(cluster: Cluster, ws: Workspace, run_dir: Path, status: str, *, raise_: bool = False,
-           why: str = "") -> dict[str, Any]:
-    """Fetch the run's files, add the cost ledger to summary.json, close the record."""
-    nodes, group = _nodes(cluster, ws)
-    record = runs.read_record(run_dir)
-    lay = remote.layout_for(group, run_dir.name)
-    reachable = [n for n in nodes if n.sh("true", timeout=15).returncode == 0]
-    if reachable and reachable[0].rank == 0:
-        remote.fetch_run(reachable, lay, run_dir, shared=bool(record.get("shared")))
-    summary_path = run_dir / "summary.json"
-    summary = runs.read_summary(run_dir)
-    for a in record.get("attempts") or []:
-        a["ended_at"] = a.get("ended_at") or time.time()
-    summary = runs.kept_summary(summary, lay.run_dir, run_dir, status)  # paths and status as runs/<id>/ has them
-    summary["cost"] = cost.run_ledger(cluster, record)
-    summary["recoveries"] = sum(1 for e in runs.read_events(run_dir) if e["event"] == "resumed")
-    write_atomic(summary_path, records.dump(summary, indent=2, sort_keys=True))
-    now = time.time()
-    for a in record.get("attempts") or []:
-        a["ended_at"] = a.get("ended_at") or now
-    record.update(status=status, ended_at=now)
-    runs.write_record(run_dir, record)
-    if raise_ and status != "completed":
-        code = PREEMPTED if status == "preempted" else TRAIN
-        fix = (f"resume it: trainkit train {cluster.source} --resume {run_dir.name} (add --recover "
-               "to keep it going)") if status in ("preempted", "cancelled") else \
-            f"see `trainkit logs {cluster.source} {run_dir.name}` and {run_dir}/logs/"
-        raise TrainkitError(f"run {run_dir.name} {status}{': ' + why if why else ''}", fix=fix, exit_code=code)
-    return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": status, **summary}

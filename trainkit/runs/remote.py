@@ -114,7 +114,7 @@ _PIDS = ("sup=$(sed -n 's/.*\"supervisor_pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/de
          "job=$(sed -n 's/.*\"pid\": \\([0-9]*\\).*/\\1/p' {sf} 2>/dev/null)")
 
 
-def _pool(nodes: list, one) -> list:
+def on_nodes(nodes: list, one) -> list:
     """`one` over `nodes` in parallel (at most 16 ssh at once); [] for no nodes (a pool of 0
     workers is a ValueError: every node of a run can be lost at once)."""
     if not nodes:
@@ -141,7 +141,7 @@ def node_states(nodes: list[Node], lay: Layout, attempt: int) -> list[NodeState]
             return NodeState(node.name, node.rank, reachable=False)
         return parse_node_state(node.name, node.rank, res.stdout.decode(errors="replace"))
 
-    return _pool(nodes, one)
+    return on_nodes(nodes, one)
 
 
 def memory_state_path(state_file: str) -> str:
@@ -188,7 +188,7 @@ def signal_nodes(nodes: list[Node], lay: Layout, attempt: int, sig: str = "TERM"
                 f"{_PIDS.format(sf=sf)}; {{ if [ -n \"$sup\" ] && kill -0 \"$sup\"; then kill -{sig} \"$sup\"; "
                 f"elif [ -n \"$job\" ]; then kill -{sig} -- -\"$job\"; fi; }} 2>/dev/null; true", timeout=20)
 
-    _pool(nodes, one)
+    on_nodes(nodes, one)
 
 
 def read_from(node: Node, path: str, offset: int) -> tuple[bytes, bool]:

@@ -11,8 +11,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainkit.errors import InputError
+from trainkit.redact import redact_url
 from trainkit.staging.stores import schemes
-from trainkit.util.redact import redact_url
 
 
 class Source(BaseModel):

@@ -1,15 +1,13 @@
 """The single-file checkpoint format (runs before sharded checkpoints; still read) and the
-helpers both formats share. New runs write torch.distributed.checkpoint folders: see sharded.py.
-`load` reads either format.
+helpers both formats share. Runs write torch.distributed.checkpoint folders through the one
+`Checkpointer` (sharded.py); restore.py reads either format.
 
 Layout: <root>/step-00000042/state.pt and <root>/step-00000042/COMPLETE (JSON: step, bytes, sha256),
-the marker written last. A write is: serialize -> state.pt.tmp -> fsync -> os.replace -> fsync dir ->
-marker (same dance). A folder without a marker, or whose state.pt does not match the marker's size and
-sha256, or does not unpickle, is skipped with a warning (torchtitan's "find the newest complete step";
-Ultralytics' in-place write is the failure mode avoided). Only rank 0 writes.
-
-Async: `save(..., block=False)` copies tensors to host memory in the caller (the only time the training
-loop is blocked) and serializes + writes in a background thread; one save is in flight at a time.
+the marker written last. A write (`save_single`, blocking, one process) is: serialize -> state.pt.tmp
+-> fsync -> os.replace -> fsync dir -> marker (same dance). A folder without a marker, or whose
+state.pt does not match the marker's size and sha256, or does not unpickle, is skipped with a warning
+(torchtitan's "find the newest complete step"; Ultralytics' in-place write is the failure mode
+avoided).
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import os
 import random
 import shutil
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,79 +49,24 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def to_host(obj: Any) -> Any:
-    """A deep copy with every tensor cloned to CPU: safe to serialize while training goes on."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: to_host(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_host(v) for v in obj)
-    return obj
-
-
 def step_dir(root: Path, step: int) -> Path:
     return root / f"step-{step:08d}"
 
 
-class Checkpointer:
-    """Writes (rank 0 only) and finds checkpoints under `root`, keeping the newest `keep` (>= 2)."""
-
-    def __init__(self, root: Path, keep: int) -> None:
-        self.root, self.keep = Path(root), max(2, keep)
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self.last_path: Path | None = None
-        self.last_write_s = 0.0  # wall time of the last complete write (serialize + fsync)
-
-    def save(self, state: dict[str, Any], step: int, block: bool = True) -> float:
-        """Save `state` as step `step`. Returns the seconds the caller was blocked."""
-        t0 = time.perf_counter()
-        self.wait()
-        staged = to_host(state) if not block else state
-        if block:
-            self._write(staged, step)
-        else:
-            self._thread = threading.Thread(target=self._write_bg, args=(staged, step), daemon=True)
-            self._thread.start()
-        return time.perf_counter() - t0
-
-    def wait(self) -> None:
-        """Block until the in-flight background save (if any) is on disk; re-raise its error."""
-        join_background(self)
-
-    def _write_bg(self, state: dict[str, Any], step: int) -> None:
-        try:
-            self._write(state, step)
-        except BaseException as err:  # surfaced by the next wait()
-            self._error = err
-
-    def _write(self, state: dict[str, Any], step: int) -> None:
-        t0 = time.perf_counter()
-        buf = io.BytesIO()
-        torch.save(state, buf)
-        folder = step_dir(self.root, step)
-        folder.mkdir(parents=True, exist_ok=True)
-        digest = _atomic_write(folder / STATE, buf.getbuffer())
-        marker = {"step": step, "bytes": buf.getbuffer().nbytes, "sha256": digest, "time": time.time()}
-        _atomic_write(folder / MARKER, json.dumps(marker).encode())
-        self.last_path, self.last_write_s = folder, time.perf_counter() - t0
-        self._prune()
-
-    def _prune(self) -> None:
-        prune(self.root, self.keep)
-
-    def complete_steps(self) -> list[int]:
-        return complete_steps(self.root)
-
-    def load_latest(self) -> tuple[Path, dict[str, Any]] | None:
-        """The newest checkpoint that loads and verifies; warns about each one skipped."""
-        for folder in sorted(self.root.glob("step-*"), key=_step_of, reverse=True):
-            try:
-                return folder, load_single(folder)
-            except CheckpointError as err:
-                log.warning("skipping checkpoint %s: %s", folder, err)
-        return None
+def save_single(root: Path, state: dict[str, Any], step: int, keep: int = 2) -> Path:
+    """Write `state` as step `step` under `root` in the single-file format (module doc), then keep
+    the newest `keep` (>= 2) complete checkpoints. Returns the step folder. Runs write sharded
+    checkpoints (sharded.Checkpointer); this writer makes the older format, which restore.py
+    still reads (tests, `trainkit export` of an old run's folder)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    folder = step_dir(Path(root), step)
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = atomic_write(folder / STATE, buf.getbuffer())
+    marker = {"step": step, "bytes": buf.getbuffer().nbytes, "sha256": digest, "time": time.time()}
+    atomic_write(folder / MARKER, json.dumps(marker).encode())
+    prune(Path(root), max(2, keep))
+    return folder
 
 
 class CheckpointError(Exception):
@@ -154,14 +96,15 @@ def load_single(path: Path | str) -> dict[str, Any]:
         raise CheckpointError(f"does not load: {err}") from None
 
 
-def _step_of(folder: Path) -> int:
+def step_of(folder: Path) -> int:
+    """The step a `step-N` folder holds; -1 for a name that is not one."""
     try:
         return int(folder.name.split("-", 1)[1])
     except (IndexError, ValueError):
         return -1
 
 
-def _atomic_write(path: Path, data: memoryview | bytes) -> str:
+def atomic_write(path: Path, data: memoryview | bytes) -> str:
     """temp file -> fsync -> os.replace -> fsync the folder. Returns the sha256 of `data`."""
     tmp = path.with_name(path.name + ".tmp")
     digest = hashlib.sha256()
@@ -196,7 +139,7 @@ def _fault_point(path: Path) -> None:
 
 def complete_steps(root: Path) -> list[int]:
     """Steps under `root` with a completion marker, oldest first (content not yet verified)."""
-    return sorted(_step_of(p.parent) for p in root.glob(f"step-*/{MARKER}"))
+    return sorted(step_of(p.parent) for p in root.glob(f"step-*/{MARKER}"))
 
 
 def prune(root: Path, keep: int) -> None:
@@ -207,16 +150,6 @@ def prune(root: Path, keep: int) -> None:
         shutil.rmtree(step_dir(root, step), ignore_errors=True)
     newest = complete[-1] if complete else -1
     for folder in root.glob("step-*"):
-        if not (folder / MARKER).exists() and _step_of(folder) < newest:
+        if not (folder / MARKER).exists() and step_of(folder) < newest:
             shutil.rmtree(folder, ignore_errors=True)
 
-
-def join_background(saver) -> None:
-    """Join `saver._thread` (a background write, if any) and re-raise the error it stored in
-    `saver._error`. Shared by the single-file and sharded writers."""
-    if saver._thread is not None:
-        saver._thread.join()
-        saver._thread = None
-    if saver._error is not None:
-        err, saver._error = saver._error, None
-        raise err

@@ -20,7 +20,7 @@ from typing import Any
 from trainkit.errors import InputError
 from trainkit.train import checkpoint as single
 from trainkit.train import sharded
-from trainkit.train.checkpoint import MARKER, CheckpointError, _step_of
+from trainkit.train.checkpoint import MARKER, CheckpointError, step_of
 
 log = logging.getLogger("trainkit.train")
 
@@ -56,7 +56,7 @@ def load(path: Path | str) -> dict[str, Any]:
 def newest_valid(root: Path) -> Path | None:
     """The newest `step-*` folder under `root` that verifies (either format); warns about each
     one skipped; None when none does."""
-    for folder in sorted(root.glob("step-*"), key=_step_of, reverse=True):
+    for folder in sorted(root.glob("step-*"), key=step_of, reverse=True):
         try:
             verify(folder)
             return folder

@@ -238,7 +238,7 @@ def find_resume(cfg: TrainConfig, saver: sharded.Checkpointer) -> str | Trainkit
     found = None if cfg.resume is False else _explicit_resume(Path(cfg.resume))
     if isinstance(found, InputError):
         return found
-    start = ckpt._step_of(Path(found)) if found else 0
+    start = ckpt.step_of(Path(found)) if found else 0
     newer = [s for s in saver.complete_steps() if s > start]
     if newer:
         what = "resume=false starts at step 0" if found is None else f"resume={found} starts at step {start}"

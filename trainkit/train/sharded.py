@@ -41,7 +41,7 @@ import trainkit
 from trainkit.errors import TRAIN, TrainkitError
 from trainkit.train import checkpoint as ckpt
 from trainkit.train import dist, schedule
-from trainkit.train.checkpoint import MARKER, STATE, CheckpointError, _atomic_write, step_dir
+from trainkit.train.checkpoint import MARKER, STATE, CheckpointError, atomic_write, step_dir
 from trainkit.train.config import TrainConfig
 from trainkit.train.dcp_compat import SPACE_ERRNOS, STAGER_BUG, cause, dcp_errors, done_future, root_cause, stager_works
 
@@ -95,7 +95,8 @@ def app_state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
 
 
 class Checkpointer:
-    """Collective saves (every rank calls `save`) and the newest complete checkpoint under `root`."""
+    """The run's one checkpoint writer: collective saves (every rank calls `save`) and the complete
+    steps under `root`, keeping the newest `keep` (>= 2). restore.py reads both formats."""
 
     def __init__(self, root: Path, keep: int, rank: int = 0, group=None, distributed: bool = False,
                  fault: KillFault | None = None, staged: bool = True) -> None:
@@ -132,7 +133,7 @@ class Checkpointer:
                 shutil.rmtree(folder)
             folder.mkdir(parents=True)
             buf = _to_bytes(meta)
-            _atomic_write(folder / META, buf)
+            atomic_write(folder / META, buf)
         if self.distributed:
             # No rank writes into the folder before rank 0 has cleaned and made it: on shared
             # storage DCP's writer on another node made it first (rank 0's mkdir: FileExistsError,
@@ -212,7 +213,7 @@ class Checkpointer:
             self.fault.hold(step)
             fut.result()
             if self.rank == 0:
-                _atomic_write(folder / MARKER, json.dumps(_marker(folder, step)).encode())
+                atomic_write(folder / MARKER, json.dumps(_marker(folder, step)).encode())
                 self.last_path, self.last_write_s = folder, time.perf_counter() - t0
                 self._prune()
         except BaseException as err:  # surfaced by the next wait()
@@ -223,10 +224,18 @@ class Checkpointer:
         folder = self._folder
         try:
             self.wait_staged()
-            ckpt.join_background(self)
+            self._join()
         except dcp_errors() as err:
             raise self._failed(err, folder) from None
         self.in_flight_step = None
+
+    def _join(self) -> None:  # the background write (if any), re-raising the error it stored
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
 
     def _failed(self, err: BaseException, folder: Path | None) -> BaseException:
         """A failed write (full disk, no permission, a gone NAS) as one clear error. The folder it

@@ -15,7 +15,7 @@ from typing import Iterator, TextIO
 
 from rich.console import Console
 
-from trainkit.util.redact import redact
+from trainkit.redact import redact
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)  # no hard wraps in CI logs
 

@@ -21,10 +21,10 @@ def test_a_completed_run_stays_completed_when_a_node_is_gone_afterwards():
 
 
 def test_ctrl_c_while_a_run_starts_says_whether_it_goes_on_and_how_to_stop_it():
-    from trainkit.commands.jobs import _interrupted_start
-    before = _interrupted_start("c.yaml", [])
+    from trainkit.runs.start import interrupted_start
+    before = interrupted_start("c.yaml", [])
     assert before.exit_code == 130 and "no job of it was launched" in before.message
-    during = _interrupted_start("c.yaml", [Path("/ws/runs/digits-1")])
+    during = interrupted_start("c.yaml", [Path("/ws/runs/digits-1")])
     assert "may be running" in during.message and during.exit_code == 130
     assert "trainkit cancel c.yaml digits-1" in during.fix and "--attach digits-1" in during.fix
     assert "trainkit runs c.yaml" in during.fix

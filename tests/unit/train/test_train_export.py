@@ -65,7 +65,7 @@ def test_export_command_rebuilds_the_model_from_a_checkpoint(tmp_path):
     torch.manual_seed(0)
     model = DigitsCNN(**cfg.model_args)
     state = {"step": 7, "model": model.state_dict(), "config": cfg.to_dict(), "input_shape": SHAPE}
-    ckpt.Checkpointer(tmp_path / "ckpt", keep=2).save(state, step=7)
+    ckpt.save_single(tmp_path / "ckpt", state, step=7)
     out = tmp_path / "m.onnx"
     result = CliRunner().invoke(export, [str(tmp_path / "ckpt"), "--onnx", str(out), "--verify"])
     assert result.exit_code == 0, result.output
