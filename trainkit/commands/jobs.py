@@ -13,7 +13,6 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
 from trainkit.commands import complete
@@ -143,7 +142,7 @@ def _train(spec, cluster, ws, config_path, overrides, attach, resume, force, opt
     started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
     try:
         with ws.lock("train"):
-            if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
+            if cluster.room.has_module:  # the nodes and key as the state backend has them
                 lifecycle.sync(cluster, ws, need_ssh=True)
             recover.check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
             if resume and opts.recover:

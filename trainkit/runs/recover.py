@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import records
+from trainkit.clouds.base import NODES_HOSTS
 from trainkit.cluster import doctor, lost
 from trainkit.cluster.replace import effective_cluster, replace_lost
 from trainkit.errors import PREEMPTED, TRAIN, InputError, LockedError, TrainkitError
@@ -255,7 +256,7 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                     return finish(cluster, ws, run_dir, "failed", raise_=True,
                                   why="hung, and --max-restarts-on-errors is spent" if out.status == "hung" else "")
             stop_survivors(nodes, lay, attempt, out.lost)
-            if out.lost and cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
+            if out.lost and cluster.room.fences_lost_nodes:   # a lost cloud instance is terminated by its replacement
                 fencer.add(nodes, lay, attempt, out.lost)
             if out.lost and job.elastic:
                 went_on = _on_survivors(cluster, ws, job, run_dir, opts, nodes, out.lost, echo)
@@ -296,7 +297,7 @@ def provision_unfinished(cluster: Cluster, ws: Workspace, resume: str) -> None:
         elif e["event"] == "provisioned":
             pending = [n for n in pending if n not in (e.get("nodes") or [])]
     cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, written before provisioning
-    active = ({h.name for h in cluster.spec.hosts if not h.spare} if cluster.spec.cloud == "hosts"
+    active = ({h.name for h in cluster.spec.hosts if not h.spare} if cluster.room.node_source == NODES_HOSTS
               else {n.name for n in _nodes(cluster, ws)[0]})
     todo = [n for n in dict.fromkeys(pending) if n in active]
     if not todo:
