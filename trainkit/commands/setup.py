@@ -51,7 +51,7 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     """
 
     need_backend, strict = False, bool(cloud_names)
-    rooms = [clouds.get(n) for n in cloud_names or clouds.terraform_targets()]
+    rooms = [r for r in clouds.all_clouds() if r.has_module and (not cloud_names or r.name in cloud_names)]
     need_terraform = True
     if spec:
 

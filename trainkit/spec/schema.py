@@ -66,7 +66,7 @@ def _auto_zones(data: Any) -> Any:
     if not isinstance(data, dict) or data.get("zone") != "auto":
         return data
     cloud, region = data.get("cloud"), data.get("region")
-    room = clouds.get(cloud) if isinstance(cloud, str) and cloud in clouds.targets() else None
+    room = _room_of(cloud) if isinstance(cloud, str) and cloud in clouds.targets() else None
     if room is None or not room.has_catalog or not isinstance(region, str):
         raise ValueError("zone: auto needs a cloud target and its region")
     zones = list(room.regions.get(region) or ())
@@ -74,6 +74,12 @@ def _auto_zones(data: Any) -> Any:
         raise ValueError(f"zone: auto: trainkit lists no zones for region {region!r} of {cloud}; "
                          f"give them in order of preference, e.g. zone: [{region}a, {region}b]")
     return {**data, "zone": zones if len(zones) > 1 else zones[0], "zone_auto": True}
+
+
+def _room_of(target: str) -> clouds.Cloud:
+    """The room of `cloud:` (KeyError for a name trainkit has no room for): the one lookup by name
+    of the spec side; everything after asks `spec.room` / `cluster.room`."""
+    return clouds.get(target)
 
 
 def _is_number(annotation: Any) -> bool:
@@ -321,7 +327,7 @@ class ClusterSpec(_Model):
     @property
     def room(self) -> clouds.Cloud:
         """The target's room (trainkit.clouds): everything trainkit knows about `cloud:`."""
-        return clouds.get(self.cloud)
+        return _room_of(self.cloud)
 
     @field_validator("ttl", "idle")
     @classmethod
