@@ -387,6 +387,12 @@ def _target_problems(s: ClusterSpec) -> list[str]:
     room = s.room
     out = _catalog_problems(s, room) if room.has_catalog else _no_catalog_problems(s, room)
     out += room.read_rules(s)
+    if not room.safety_nets and (s.ttl or s.idle):
+        out.append(f"{'ttl' if s.ttl else 'idle'}: the {s.cloud} target is {room.title}; trainkit will not "
+                   "shut it down (ttl and idle are for the targets it provisions or reaches over SSH)")
+    if not room.shared_storage and s.storage.nas.enabled:
+        out.append(f"storage.nas.enabled: the {s.cloud} target mounts no shared filesystem and keeps runs "
+                   "in its workspace; set storage.nas.enabled: false")
     low, high = room.node_limits
     if not low <= s.nodes <= (high or s.nodes):
         out.append(f"nodes: {room.nodes_limit_text or f'{room.title} takes {low} to {high} nodes'}")
