@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from trainkit import clouds
 from trainkit.spec.resolve import load_cluster
 from trainkit.stack.render import write_stack
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "clusters"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-test"
-CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
+CLOUDS = clouds.TERRAFORM_TARGETS   # the shipped rooms with a Terraform module
 
 
 def cloud_examples() -> list[str]:

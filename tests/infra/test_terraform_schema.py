@@ -23,6 +23,7 @@ from pathlib import Path
 import hcl2
 import pytest
 
+from trainkit import clouds
 from trainkit.catalog import load_catalog
 from trainkit.spec.resolve import load_cluster
 from trainkit.stack.render import render_stack
@@ -32,7 +33,7 @@ EXAMPLES = REPO / "examples" / "clusters"
 SCHEMAS = Path(__file__).with_name("provider-schemas.json")
 EXTRA_SCHEMAS = Path(__file__).with_name("provider-schemas-extra.json")
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBkRh4VOcYwCqMTmS1w1tJmXbH3v0xJ7lK0Zq2yC5FQK trainkit-test"
-CLOUDS = ("alicloud", "tencentcloud", "huaweicloud", "aws")
+CLOUDS = clouds.TERRAFORM_TARGETS   # the shipped rooms with a Terraform module
 META_ARGS = {"count", "for_each", "depends_on", "lifecycle", "provider", "provisioner", "connection"}
 # Required by the docs (or by AtLeastOneOf without a launch template) but Optional in the code.
 DOCS_REQUIRED = {

@@ -11,7 +11,10 @@ in `TRAINKIT_CLOUD_PATH` (os.pathsep-separated) holds one folder per cloud,
     <folder>/<name>/module/         the Terraform module (same interface as the shipped ones)
     <folder>/<name>/regions.yaml    regions and zones (optional)
 
-`hosts` and `local` are targets without a cloud (nothing to provision) and have no room.
+`hosts` and `local` are rooms too (`trainkit/clouds/hosts.py`, `local.py`): targets with nothing to
+provision. What sets them apart is data, the room's capabilities (`Cloud.has_module`, `node_source`,
+`replacement`, ...); a room on TRAINKIT_CLOUD_PATH may be such a target too (only `cloud.py`, with
+`has_module=False`). docs/design.md, "Adding a target kind", says which tables read them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from trainkit.util import resources, yamlload
 
 PACKAGE = Path(__file__).resolve().parent
 
+# The shipped rooms: the Terraform clouds, then the targets with nothing to provision.
 TERRAFORM_TARGETS: tuple[str, ...] = ("alicloud", "tencentcloud", "huaweicloud", "aws")
 OTHER_TARGETS: tuple[str, ...] = ("hosts", "local")
 TARGETS: tuple[str, ...] = TERRAFORM_TARGETS + OTHER_TARGETS
@@ -36,7 +40,7 @@ PATH_VARIABLE = "TRAINKIT_CLOUD_PATH"
 
 __all__ = ["Cloud", "CredentialSet", "DiskRules", "NasRules", "TagRules", "TARGETS",
            "TERRAFORM_TARGETS", "OTHER_TARGETS", "get", "all_clouds", "terraform_targets",
-           "targets", "is_cloud"]
+           "targets"]
 
 
 def _extra_rooms() -> dict[str, Path]:
@@ -52,33 +56,30 @@ def _extra_rooms() -> dict[str, Path]:
 
 
 def terraform_targets() -> tuple[str, ...]:
-    """Every cloud with a room: the shipped ones, then those on TRAINKIT_CLOUD_PATH."""
-    return TERRAFORM_TARGETS + tuple(_extra_rooms())
+    """Every room provisioned with Terraform (`has_module`): the shipped clouds, then those on
+    TRAINKIT_CLOUD_PATH. What prices, `check` and `setup` serve."""
+    return TERRAFORM_TARGETS + tuple(n for n in _extra_rooms() if get(n).has_module)
 
 
 def targets() -> tuple[str, ...]:
-    """Every value `cloud:` may take."""
-    return terraform_targets() + OTHER_TARGETS
-
-
-def is_cloud(name: str) -> bool:
-    """True when `name` is provisioned with Terraform (it has a room)."""
-    return name in terraform_targets()
+    """Every value `cloud:` may take: the Terraform clouds, the other rooms on TRAINKIT_CLOUD_PATH,
+    then `hosts` and `local`."""
+    return TERRAFORM_TARGETS + tuple(_extra_rooms()) + OTHER_TARGETS
 
 
 def get(name: str) -> Cloud:
-    """The room of cloud `name`. KeyError when trainkit has no such cloud."""
-    extra = _extra_rooms()
-    if name in TERRAFORM_TARGETS:
+    """The room of target `name`. KeyError when trainkit has no such target."""
+    if name in TARGETS:
         return _shipped(name)
+    extra = _extra_rooms()
     if name in extra:
         return _external(name, str(extra[name]))
     raise KeyError(name)
 
 
 def all_clouds() -> list[Cloud]:
-    """Every cloud room, in terraform_targets() order."""
-    return [get(n) for n in terraform_targets()]
+    """Every room, in targets() order (filter on a capability, e.g. `has_module`, for the clouds)."""
+    return [get(n) for n in targets()]
 
 
 @lru_cache(maxsize=None)
@@ -113,6 +114,8 @@ def _external(name: str, folder: str) -> Cloud:
 
 def _with_files(cloud: Cloud, regions: Path, catalog: Path, template: Path, module: Path) -> Cloud:
     """The room with its file locations and its region list (from `regions` when it exists)."""
+    if not cloud.has_module:   # nothing to provision: no catalog, template or module to find
+        return cloud
     changes: dict = {"catalog_file": catalog, "provider_template": template, "module_dir": module}
     if not cloud.regions and regions.is_file():
         data = yamlload.load_file(regions, "regions file")  # InputError naming the file and line

@@ -94,6 +94,11 @@ class CapacityProblem:
     quota: str | None = None
 
 
+# Capability values (Cloud.node_source, Cloud.replacement, Cloud.default_ssh_user).
+NODES_TERRAFORM, NODES_HOSTS, NODES_LOCAL = "terraform", "hosts", "local"
+REPLACE_TERRAFORM, REPLACE_SPARE, REPLACE_NONE = "terraform", "spare", "none"
+USER_CATALOG, USER_CURRENT = "catalog", "current"
+
 # What an offers adapter says of one (zone, instance type) (see Cloud.offers_adapter).
 OFFER_AVAILABLE, OFFER_SOLD_OUT, OFFER_LISTED = "available", "sold out", "offered"
 
@@ -242,6 +247,9 @@ class Cloud:
     # What the cloud (or its provider) refuses in a spec, beyond the data-driven checks of
     # trainkit.clouds.checks: spec -> [(field path, message, fix)]; each room cites its source.
     spec_rules: Callable[[Any], list] = lambda spec: []
+    # What the target refuses as the spec is read (spec/schema.py's validator, before any catalog):
+    # spec -> ["field: what is wrong; how to fix it"]. `hosts` and `local` keep their rules here.
+    read_rules: Callable[[Any], list] = lambda spec: []
     # Limits the cloud enforces (provider validation or API docs); see each room for the source.
     limits: dict[str, Any] = field(default_factory=dict)
     # Whether spot needs an explicit max price (Tencent SPOTPAID does).
@@ -269,6 +277,43 @@ class Cloud:
     # `{region}` placeholder, or None = the S3 SDK's own). Keys come from `credentials[0]`, the
     # region from `region_variables`.
     object_store: tuple[str, str | None] | None = None
+    # ---- The kind of target: what the rest of trainkit asks instead of a target's name (SkyPilot's
+    # `_CLOUD_UNSUPPORTED_FEATURES` in sky/clouds/local.py and ssh.py, as data). The defaults fit a
+    # Terraform cloud; `hosts` and `local` (their rooms) set what differs.
+    # Whether the target is provisioned by its Terraform module (render, plan, apply, destroy run
+    # terraform; a state backend holds what exists). False: nothing to provision or tear down.
+    has_module: bool = True
+    # Where the nodes come from (a key of the node-source table in provision/inventory.py):
+    # NODES_TERRAFORM (the module's `nodes` output), NODES_HOSTS (the spec's `hosts:`), NODES_LOCAL
+    # (this machine, no ssh).
+    node_source: str = "terraform"
+    # How a lost node is replaced (a key of the table in cluster/replace.py): REPLACE_TERRAFORM (a new
+    # instance by a targeted apply), REPLACE_SPARE (a spare host of the spec), REPLACE_NONE (nothing
+    # replaces it: the run ends preempted).
+    replacement: str = "terraform"
+    # Whether a lost node is fenced (its processes killed once it answers again) before the run goes
+    # on without it: a lost cloud instance is terminated by its replacement, a lost host is not.
+    fences_lost_nodes: bool = False
+    # How the nodes get trainkit: "venv" (a virtual environment the playbook builds) or "reuse" (the
+    # controller's own interpreter, this machine).
+    venv_mode: str = "venv"
+    # The ssh user when the spec names none: USER_CATALOG (the catalog's `ssh_user`, else root),
+    # "root", or USER_CURRENT (whoever runs trainkit).
+    default_ssh_user: str = "catalog"
+    # Whether trainkit installs the cluster's public key on the nodes (the module's ssh_public_key);
+    # False: the key must already be authorised where the nodes are.
+    installs_key: bool = True
+    # Node count limits: (min, max), None = no maximum; `nodes_limit_text` says why and the fix when
+    # `nodes:` is outside them (spec/schema.py).
+    node_limits: tuple[int, "int | None"] = (1, None)
+    nodes_limit_text: str = ""
+    # Whether trainkit may mount shared storage (NAS) on this target, and whether ttl/idle safety
+    # nets apply (nodes trainkit may shut down).
+    shared_storage: bool = True
+    safety_nets: bool = True
+    # Whether the target has an instance catalog (types, defaults, prices): region, zone, instance,
+    # image, spot and endpoints only mean something where it has.
+    has_catalog: bool = True
 
     def billed(self, resource: dict) -> "dict | None":
         """What one resource `{type, values}` (planned or in the state) bills as: {"node": type,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Callable
 
 from trainkit import clouds, errors
 from trainkit.clouds.base import CapacityProblem
@@ -39,6 +40,14 @@ def problem(cloud_name: str, output: str, zone: str | None = None,
     if found is None:
         return None
     return dataclasses.replace(found, zone=found.zone or zone, instance_type=found.instance_type or instance_type)
+
+
+def reader(cloud_name: str) -> "Callable[[str], CapacityProblem | None] | None":
+    """The room's reader of capacity/quota refusals in provider text (None: no such room)."""
+    try:
+        return clouds.get(cloud_name).capacity_error
+    except KeyError:
+        return None
 
 
 def explain(cloud_name: str, found: CapacityProblem, log: Path | str, phase: int = errors.APPLY) -> CapacityError:

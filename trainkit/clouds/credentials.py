@@ -36,12 +36,14 @@ def set_presence(cs: CredentialSet, env: Mapping[str, str], home: Path) -> dict[
 
 
 def presence(cloud: Cloud, env: Mapping[str, str], home: Path) -> dict[str, Any]:
-    """What is set for `cloud`: its provider's credential sets, its state backend's, its region."""
+    """What is set for `cloud`: its provider's credential sets, its state backend's, its region.
+    A provider or backend that reads no credentials (a room that lists no set) needs none: ok."""
     provider = [set_presence(cs, env, home) for cs in cloud.credentials]
     backend = [set_presence(cs, env, home) for cs in cloud.backend_credentials]
     return {"cloud": cloud.name, "title": cloud.title,
-            "provider": {"ok": any(s["ok"] for s in provider), "sets": provider},
-            "backend": {"type": cloud.backend_type, "ok": any(s["ok"] for s in backend), "sets": backend},
+            "provider": {"ok": not provider or any(s["ok"] for s in provider), "sets": provider},
+            "backend": {"type": cloud.backend_type, "ok": not backend or any(s["ok"] for s in backend),
+                        "sets": backend},
             "region": {name: bool(env.get(name)) for name in cloud.region_variables}}
 
 

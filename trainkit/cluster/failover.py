@@ -27,7 +27,7 @@ import importlib
 import time
 from typing import Any, Callable
 
-from trainkit import clouds, errors, records
+from trainkit import errors, records
 from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import preflight, strays
 from trainkit.cluster.placement import Placement, held, held_apart, node_entry
@@ -208,7 +208,7 @@ def _swept(placed_nodes: Cluster, ws: Workspace, attempt: Callable[[Cluster], An
 def zone_spot_prices(cluster: Cluster) -> dict[tuple[str, str], float]:
     """{(zone, type): spot price} from the cloud room's price adapter where it has `spot_by_zone`
     (AWS); {} otherwise."""
-    room = clouds.get(cluster.spec.cloud)
+    room = cluster.room
     if not room.price_adapter:
         return {}
     adapter = importlib.import_module(room.price_adapter)
@@ -370,7 +370,7 @@ def missing_nodes(cluster: Cluster, ws: Workspace) -> list[int]:
     """Indexes of the spec's nodes whose instance the state does not hold (the module interface:
     `<type>.node[i]`)."""
     held = {r.get("index") for r in held_resources(cluster, ws)
-            if r["address"].rsplit(".", 1)[-1].startswith("node[") and (clouds.get(cluster.spec.cloud).billed(r)
+            if r["address"].rsplit(".", 1)[-1].startswith("node[") and (cluster.room.billed(r)
                                                                      or {}).get("node")}
     return [i for i in range(cluster.nodes) if i not in held]
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainkit import clouds, errors
+from trainkit import errors
+from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL
 from trainkit.cluster import failover, lost
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, SpecError, TrainkitError
@@ -36,11 +37,6 @@ from trainkit.util import progress
 from trainkit.util.gitinfo import commit_of
 from trainkit.workspace import Workspace
 
-
-def is_cloud(cluster: Cluster) -> bool:
-    return clouds.is_cloud(cluster.spec.cloud)
-
-
 # ---------------------------------------------------------------- plan
 
 
@@ -51,7 +47,7 @@ def plan(cluster: Cluster, ws: Workspace, upgrade_image: bool = False) -> dict[s
     nothing); `upgrade_image` plans every existing node replaced, onto the image the spec or the
     module's image lookup gives now.
     """
-    if not is_cloud(cluster):
+    if not cluster.room.has_module:
         return no_terraform_review(cluster)
     ws.rotate_log()
     # `zone:`/`type:` lists: where the nodes run now, else the first candidate the cloud offers
@@ -81,7 +77,7 @@ def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False,
         runner.on_line = s.line
         runner.plan(ws.plan_bin, replace=replace)
         plan_data = runner.show_json(ws.plan_bin)
-        refused = refused_in_place(cluster.spec.cloud, plan_data)
+        refused = refused_in_place(cluster.room, plan_data)
         if refused:  # an update the cloud would refuse half way: replace those resources instead
             progress.info("planned again with " + ", ".join(f"{a} replaced ({why})" for a, why in refused.items()))
             runner.plan(ws.plan_bin, replace=with_born(replace + sorted(refused), runner.state_list()))
@@ -89,7 +85,7 @@ def _plan(cluster: Cluster, ws: Workspace, runner, upgrade_image: bool = False,
     ws.save_plan(plan_data, ws.stack_fingerprint())
 
     extra, checkov_note = scan_plan(ws.plan_json)
-    disrupted = {**disruptions(cluster.spec.cloud, plan_data), **{a: ("refused", why) for a, why in refused.items()}}
+    disrupted = {**disruptions(cluster.room, plan_data), **{a: ("refused", why) for a, why in refused.items()}}
     rev = review(plan_data, cluster, extra, disrupted)
     rev["checkov"] = checkov_note
     rev["header"] = review_header(cluster, ws)
@@ -135,7 +131,7 @@ def apply(cluster: Cluster, ws: Workspace, confirm, provision: bool = True,
     try:
         return _apply(cluster, ws, confirm, provision, upgrade_image, storage_loss)
     except TrainkitError as err:
-        if is_cloud(cluster) and not isinstance(err, (InputError, Declined)) and err.exit_code not in _NOTHING_CHANGED:
+        if cluster.room.has_module and not isinstance(err, (InputError, Declined)) and err.exit_code not in _NOTHING_CHANGED:
             _say_what_bills(cluster, ws, err)
         raise
 
@@ -188,7 +184,7 @@ def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_im
            storage_loss: bool = False) -> ApplyResult:
     rev = None
     outputs: dict[str, Any] = {}
-    if is_cloud(cluster):
+    if cluster.room.has_module:
         # one candidate after the other when the spec lists zones or types (cluster/failover.py)
         cluster, (rev, outputs) = failover.apply_in_order(
             cluster, ws, lambda here: _terraform_apply(here, ws, confirm, provision, upgrade_image, storage_loss))
@@ -197,9 +193,9 @@ def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_im
 
     cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, the one every reader uses
     if provision:  # run_site writes inventory.yml itself
-        if is_cloud(cluster):
+        if cluster.room.installs_key:
             require_private_key(cluster, ws, outputs.get("ssh_public_key"))
-        if is_cloud(cluster) or cluster.spec.cloud == "hosts":
+        if cluster.room.node_source != NODES_LOCAL:
             wait_for_ssh(_ssh_targets(cluster, ws))
         run_site(cluster, ws)
     else:
@@ -222,7 +218,7 @@ def _terraform_apply(cluster: Cluster, ws: Workspace, confirm, provision: bool,
         require_private_key(cluster, ws, state.get("ssh_public_key"))
     reviewed = change_set(saved[1]) if saved and saved[0] == ws.stack_fingerprint() else None
     rev = _plan(cluster, ws, runner, upgrade_image)
-    _confirm_plan(rev, ws, confirm, reviewed, storage_loss)
+    _confirm_plan(rev, cluster, ws, confirm, reviewed, storage_loss)
     with progress.step("terraform apply") as s:
         runner.on_line = s.line
         try:
@@ -253,7 +249,7 @@ def _apply_planned(cluster: Cluster, ws: Workspace, runner, confirm, rev: dict[s
         elif type(err) is not TrainkitError or not _adopt(cluster, ws, runner):
             raise  # capacity, credentials, a lock: the callers act on those
     rev = _plan(cluster, ws, runner, upgrade_image)
-    _confirm_plan(rev, ws, confirm, reviewed, storage_loss)
+    _confirm_plan(rev, cluster, ws, confirm, reviewed, storage_loss)
     runner.apply_plan(ws.plan_bin)
     return rev
 
@@ -261,7 +257,7 @@ def _apply_planned(cluster: Cluster, ws: Workspace, runner, confirm, rev: dict[s
 def _adopt(cluster: Cluster, ws: Workspace, runner) -> list[str]:
     """Import what the last apply's errors name as created already (stack/adopt.py); the
     addresses imported ([] when the failure was something else)."""
-    room = clouds.get(cluster.spec.cloud)
+    room = cluster.room
     addresses = adopt.duplicates(runner.failed_output, room.duplicate_error)
     if not addresses:
         return []
@@ -274,14 +270,14 @@ def _adopt(cluster: Cluster, ws: Workspace, runner) -> list[str]:
     return [address for address, _ in found]
 
 
-def _confirm_plan(rev: dict[str, Any], ws: Workspace, confirm, reviewed: set | None,
+def _confirm_plan(rev: dict[str, Any], cluster: Cluster, ws: Workspace, confirm, reviewed: set | None,
                   storage_loss: bool = False) -> None:
     """Refuse a blocking plan, and one that destroys storage unless `storage_loss`; ask
     `confirm(rev)` unless the new plan (plan.json) makes only changes among the `reviewed` ones,
     or none. TrainkitError(APPLY) "cancelled" when the answer is no."""
     refuse_blocking(rev)  # e.g. budget.max_per_hour exceeded, even for a plan saved earlier
     plan_data = json.loads(ws.plan_json.read_text())
-    lost = storage_losses(rev["cloud"], plan_data)
+    lost = storage_losses(cluster.room, plan_data)
     if lost and not storage_loss:
         raise TrainkitError(f"apply refused: this plan destroys {', '.join(lost)} and the data on it; "
                             "nothing was changed", exit_code=errors.PLAN_BLOCKED,
@@ -305,7 +301,7 @@ def refuse_blocking(rev: dict[str, Any]) -> None:
 
 
 def _ssh_targets(cluster: Cluster, ws: Workspace) -> list[tuple[str, int]]:
-    if cluster.spec.cloud == "hosts":
+    if cluster.room.node_source == NODES_HOSTS:
         return [(h.address, h.port) for h in cluster.spec.hosts]
     nodes = ws.read_outputs().get("nodes") or []
     return [(n["public_ip"], 22) for n in nodes if n.get("public_ip")]
@@ -321,7 +317,7 @@ def safety_status(cluster: Cluster, applied_at: float, now: float,
     state holds none, the apply time plus the spec's ttl (the node-side timer)."""
 
     out: dict[str, Any] = {"ttl_deadline": None, "idle_after_minutes": idle_minutes(cluster.spec)}
-    held = release_times(cluster.spec.cloud, resources or [])
+    held = release_times(cluster.room, resources or [])
     hours = ttl_hours(cluster.spec)
     if held:
         deadline = min(held)
@@ -346,7 +342,7 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
     """
     out: dict[str, Any] = {"cluster": cluster.name, "cloud": cluster.spec.cloud,
                            "workspace": str(ws.root), "exists": False, "nodes": []}
-    if is_cloud(cluster):
+    if cluster.room.has_module:
         resources: list[dict] | None = None
         if live:
             outputs, drift, out["held"], resources = observe(cluster, ws)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import clouds
+from trainkit.clouds.base import NODES_TERRAFORM
 from trainkit.cluster import failover, lifecycle, registry
 from trainkit.errors import InputError, TrainkitError
 from trainkit.records import KnownCluster
@@ -31,7 +32,7 @@ def target_of(cluster: Cluster) -> str:
     """The INFRA column: cloud/region (or zone) for a cloud, `hosts`, `local`."""
     spec = cluster.spec
     where = spec.region or spec.zone
-    return f"{spec.cloud}/{where}" if clouds.is_cloud(spec.cloud) and where else spec.cloud
+    return f"{spec.cloud}/{where}" if cluster.room.has_catalog and where else spec.cloud
 
 
 def rows(entries: list[KnownCluster], now: float | None = None) -> list[dict[str, Any]]:
@@ -65,7 +66,8 @@ def row(entry: KnownCluster, now: float) -> dict[str, Any]:
 
 def _state(entry: KnownCluster, ws: Workspace) -> tuple[str, float | None]:
     """(UP / INIT / DOWN from the workspace's records alone, the last apply's time or None)."""
-    if clouds.is_cloud(entry.target.split("/")[0]):
+    target = entry.target.split("/")[0]   # a record holds the target's name only
+    if target in clouds.targets() and clouds.get(target).node_source == NODES_TERRAFORM:
         nodes = ws.read_outputs().get("nodes") if ws.outputs_json.exists() else None
     else:
         nodes = ws.inventory_yml.exists()
@@ -83,7 +85,7 @@ def _from_spec(entry: KnownCluster, ws: Workspace, spec: Path, now: float, appli
         raise InputError(f"{spec} now names cluster {cluster.name!r}, not {entry.name!r}",
                          fix=f"give the spec's path to reach {cluster.name}; put back `name: {entry.name}` "
                              f"to reach the cluster in {entry.workspace}")
-    if clouds.is_cloud(cluster.spec.cloud):
+    if cluster.room.has_module:
         cluster = failover.remembered(cluster, ws)
     st = lifecycle.status(cluster, ws, live=False)
     out: dict[str, Any] = {"target": target_of(cluster), "idle_after_minutes": None}

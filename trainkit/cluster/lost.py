@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from trainkit import clouds
+from trainkit.clouds.base import NODES_TERRAFORM
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -48,7 +48,7 @@ def lost_in(cluster: Cluster, ws: Workspace, events: list[dict]) -> list[str]:
     recovery recreates them. Never a node the spec added since the last apply (no run lost it:
     that is `trainkit apply`'s to create). [] on `hosts`/`local` or before any apply."""
     named = {n for e in events if e.get("event") == "node_lost" for n in e.get("nodes") or []}
-    if not named or not clouds.is_cloud(cluster.spec.cloud) or not ws.outputs_json.is_file():
+    if not named or cluster.room.node_source != NODES_TERRAFORM or not ws.outputs_json.is_file():
         return []
     return [n for n in missing(cluster, ws.read_outputs().get("nodes") or []) if n in named]
 

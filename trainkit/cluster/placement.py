@@ -15,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from trainkit import clouds, errors
+from trainkit import errors
 from trainkit.money.cost import billing_records, node_spot
 from trainkit.spec.resolve import Cluster
 
@@ -28,7 +28,7 @@ def held(cluster: Cluster, resources: list[dict]) -> Placement | None:
     name in all four providers' instance resources); type and billing: the cloud room's `billed`,
     with the modules' billing record deciding spot where the instance cannot tell
     (money.cost.billing_records)."""
-    room, records = clouds.get(cluster.spec.cloud), billing_records(resources)
+    room, records = cluster.room, billing_records(resources)
     found = set()
     for r in resources:
         b = room.billed(r)
@@ -45,7 +45,7 @@ def held_apart(cluster: Cluster, resources: list[dict]) -> tuple[Placement | Non
     their most common type (the lowest index on a tie) is the cluster's; every node that differs
     is an entry, with its zone's subnet CIDR (`cidr_block`, Huawei `cidr`). (None, {}) when no
     node is found."""
-    room, records = clouds.get(cluster.spec.cloud), billing_records(resources)
+    room, records = cluster.room, billing_records(resources)
     subnets = {r["index"]: r["values"].get("cidr_block") or r["values"].get("cidr") for r in resources
                if isinstance(r.get("index"), str) and r["address"].rsplit(".", 1)[-1].startswith("zone[")}
     nodes: dict[int, Placement] = {}

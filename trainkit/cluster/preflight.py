@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from trainkit import clouds
 from trainkit.clouds.base import OFFER_SOLD_OUT, CapacityProblem
 from trainkit.clouds.capacity import CapacityError
 from trainkit.errors import APPLY
@@ -35,7 +34,7 @@ def ask(cluster, order: list[Placement]) -> dict[bool, dict[tuple[str, str], str
     """{spot: {(zone, type): status}} from the room's offers adapter, one call per billing the
     candidates use; a billing the cloud could not be asked about is left out (and one line says
     why: Huawei answers for spot only); None when it could be asked about none."""
-    room = clouds.get(cluster.spec.cloud)
+    room = cluster.room
     if not room.offers_adapter:
         return None
     types = list(dict.fromkeys(kind for _, kind, _ in order))
@@ -88,7 +87,7 @@ def screen(cluster, order: list[Placement], answers: dict[bool, dict] | None, ke
         lines = "\n".join(f"  {i}. {label(row)}: {row['status']}" for i, row in enumerate(rows, 1))
         first = rows[0]
         raise CapacityError(
-            f"{clouds.get(cluster.spec.cloud).title} offers none of the candidates now:\n{lines}",
+            f"{cluster.room.title} offers none of the candidates now:\n{lines}",
             CapacityProblem(kind="capacity", code="preflight", zone=first["zone"], instance_type=first["type"]),
             fix="add zones (`zone:` takes a list, or `auto`) or instance types (`instance.type:` takes a list), "
                 "or try again later; nothing was created", exit_code=APPLY)

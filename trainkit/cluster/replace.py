@@ -32,7 +32,8 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from trainkit import clouds, records
+from trainkit import records
+from trainkit.clouds.base import REPLACE_NONE, REPLACE_SPARE, REPLACE_TERRAFORM
 from trainkit.clouds.capacity import CapacityError
 from trainkit.cluster import failover, strays
 from trainkit.cluster import lost as lost_nodes
@@ -58,11 +59,18 @@ def replace_lost(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: 
     the command that resumes the run, for the message when no spare answers. On `hosts`, a spare
     that stops answering while it is provisioned is given up (a `spare_failed` event) and the
     next spare takes its place."""
-    if cluster.spec.cloud == "hosts":
-        return _spares_in(cluster, ws, lost, resume_hint, record)
-    if not clouds.is_cloud(cluster.spec.cloud):
-        raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
-                            "nothing to replace it with", exit_code=PREEMPTED)
+    return REPLACEMENTS[cluster.room.replacement](cluster, ws, lost, resume_hint, record)
+
+
+def _nothing_replaces(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
+                      record: Callable[[Event], None]) -> Cluster:
+    raise TrainkitError(f"{', '.join(lost)} is unreachable and the {cluster.spec.cloud} target has "
+                        "nothing to replace it with", exit_code=PREEMPTED)
+
+
+def _new_instances(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str,
+                   record: Callable[[Event], None]) -> Cluster:
+    """New instances in the places of `lost` (a targeted apply, replace_instances), provisioned."""
     try:
         evs = replace_instances(cluster, ws, lost)
     except CapacityError as err:     # refused everywhere: the nodes stay in the record as lost
@@ -107,6 +115,12 @@ def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: st
             continue
         record({"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)})
         return cluster
+
+
+# How a lost node is replaced (Cloud.replacement) -> (cluster, ws, lost, resume_hint, record) -> the
+# cluster with them replaced and provisioned. A new kind of target adds a row here.
+REPLACEMENTS: dict[str, Callable[[Cluster, Workspace, list[str], str, Callable[[Event], None]], Cluster]] = {
+    REPLACE_TERRAFORM: _new_instances, REPLACE_SPARE: _spares_in, REPLACE_NONE: _nothing_replaces}
 
 
 def _swap_spares(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: str
@@ -235,7 +249,7 @@ HOSTS_FIX = ("trainkit writes it when a spare replaces a host: restore it from a
 def effective_cluster(cluster: Cluster, ws: Workspace) -> Cluster:
     """`cluster` with hosts replaced by spares in earlier recoveries (ws/hosts.json)."""
     path = ws.hosts_json
-    if cluster.spec.cloud != "hosts" or not path.is_file():
+    if cluster.room.replacement != REPLACE_SPARE or not path.is_file():
         return cluster
     record = records.load(path, records.Hosts, HOSTS_FIX)
     active = record.active if record else []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from trainkit import clouds, errors
+from trainkit import errors
 from trainkit.errors import TrainkitError
 from trainkit.spec.schema import RESERVED_TAG
 from trainkit.stack.state import render_and_init, state_resources
@@ -45,7 +45,7 @@ def sweep_strays(cluster, ws) -> list[Event]:
     `strays_removed` {ids} when some were found and terminated, `strays_unchecked` {why} when the
     cloud could not be asked (a warning: the replacement itself stands), [] when none were found
     or the room has no sweeper. StraysLeft naming the ids still there after the sweep."""
-    name = clouds.get(cluster.spec.cloud).tag_sweeper
+    name = cluster.room.tag_sweeper
     if not name:
         return []
     sweeper = importlib.import_module(name)

@@ -17,7 +17,6 @@ from typing import Any, Callable
 from trainkit import clouds, errors
 from trainkit.clouds.credentials import describe_sets, explain_failure, presence
 from trainkit.cluster.host_cleanup import clean_hosts
-from trainkit.cluster.lifecycle import is_cloud
 from trainkit.errors import CredentialsError, TrainkitError
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.schema import RESERVED_TAG
@@ -38,14 +37,22 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     afterwards, when the leftover check could not run (no SDK, no credentials, no network), or
     when tagged resources are left and not swept; the workspace is then kept.
     """
-    if not is_cloud(cluster):
-        result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
-        if ws.inventory_yml.exists():   # the hosts that ran trainkit; those that do not answer are named
-            result["not_cleaned"] = clean_hosts(cluster, ws)
-        else:  # never applied here, or destroyed already: say so rather than "destroyed"
-            result["note"] = f"nothing to destroy: not applied in {ws.root} (no inventory.yml)"
-        ws.remove_cluster_files()
-        return result
+    return TEARDOWNS[cluster.room.has_module](cluster, ws, sweep, confirm_sweep)
+
+
+def _clean_nodes(cluster: Cluster, ws: Workspace, sweep: bool, confirm_sweep) -> dict[str, Any]:
+    """Nothing was provisioned (hosts, local): clean what trainkit left on the nodes that ran it."""
+    result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
+    if ws.inventory_yml.exists():   # the hosts that ran trainkit; those that do not answer are named
+        result["not_cleaned"] = clean_hosts(cluster, ws)
+    else:  # never applied here, or destroyed already: say so rather than "destroyed"
+        result["note"] = f"nothing to destroy: not applied in {ws.root} (no inventory.yml)"
+    ws.remove_cluster_files()
+    return result
+
+
+def _destroy_stack(cluster: Cluster, ws: Workspace, sweep: bool, confirm_sweep) -> dict[str, Any]:
+    """terraform destroy from the state backend, then the leftover check (and sweep) by tag."""
     ws.rotate_log()
     result: dict[str, Any] = {"destroyed": True, "swept": []}
     local_state = ws.terraform_dir / "terraform.tfstate"
@@ -85,6 +92,11 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
                             exit_code=errors.DESTROY)
     ws.remove_cluster_files()
     return result
+
+
+# Whether teardown runs terraform (Cloud.has_module) -> how the cluster is torn down.
+TEARDOWNS: dict[bool, Callable[[Cluster, Workspace, bool, Any], dict[str, Any]]] = {
+    True: _destroy_stack, False: _clean_nodes}
 
 
 def _finish_after_sweep(cluster: Cluster, runner, failed: TrainkitError, leftovers: list[dict]) -> None:
@@ -134,7 +146,7 @@ def _untracked(cluster: Cluster, runner, values: dict | None = None) -> list[dic
     """What carries the cluster's tag but is not in the state (terraform never learned of it: a
     create whose response was lost, then retried). [] when the cloud has no sweeper or the check
     cannot run (the leftover check after destroy reports that). `values`: the state's, if read."""
-    sweeper = tag_sweeper(cluster.spec.cloud)
+    sweeper = tag_sweeper(cluster.room)
     if sweeper is None:
         return []
     tracked = _state_ids(values if values is not None else runner.state_json().get("values") or {})
@@ -153,7 +165,7 @@ def _clear_untracked(cluster: Cluster, runner) -> tuple[list[dict], list[dict]]:
     to `--sweep`."""
     values = runner.state_json().get("values") or {}
     untracked = _untracked(cluster, runner, values)
-    sweeper, blocking = tag_sweeper(cluster.spec.cloud), _blocking(cluster, untracked, values)
+    sweeper, blocking = tag_sweeper(cluster.room), _blocking(cluster, untracked, values)
     if not blocking:
         return [], _warn_untracked(cluster, untracked)
     with progress.step(f"deleting {len(blocking)} resource(s) in the cluster's network that the state does not "
@@ -173,7 +185,7 @@ def _blocking(cluster: Cluster, untracked: list[dict], values: dict) -> list[dic
     inside a VPC the state holds (the sweeper's `in_network`), and untaggable parts of the
     state's own resources (its `untracked_parts`: an EFS or NAS mount target). [] where the room's
     sweeper has neither, or the cloud cannot be asked (then they are named, as any other)."""
-    sweeper = tag_sweeper(cluster.spec.cloud)
+    sweeper = tag_sweeper(cluster.room)
     try:
         inside = sweeper.in_network(cluster, untracked, values) if untracked and hasattr(sweeper, "in_network") else []
         parts = sweeper.untracked_parts(cluster, values) if hasattr(sweeper, "untracked_parts") else []
@@ -202,7 +214,7 @@ def _sweep_untracked(cluster: Cluster, runner, confirm) -> list[dict]:
     untracked = _untracked(cluster, runner)
     if not untracked or (confirm is not None and not confirm(untracked)):
         return []
-    sweeper = tag_sweeper(cluster.spec.cloud)
+    sweeper = tag_sweeper(cluster.room)
     with progress.step(f"deleting {len(untracked)} tagged resource(s) the state does not hold"):
         try:
             sweeper.delete(cluster, untracked)
@@ -224,13 +236,13 @@ def _state_ids(values: dict) -> set[str]:
 
 def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
     """{leftovers, swept, leftover_check}: what the cloud's tag API still finds for the cluster."""
-    sweeper = tag_sweeper(cluster.spec.cloud)
+    sweeper = tag_sweeper(cluster.room)
     tag = f"{RESERVED_TAG}={cluster.name}"
     if sweeper is None:
         msg = f"not implemented for this cloud: check the console for tag {tag}"
         progress.info(f"leftover check: {msg}")
         return {"leftovers": [], "leftover_check": msg}
-    room = clouds.get(cluster.spec.cloud)
+    room = cluster.room
     if not presence(room, os.environ, Path.home())["provider"]["ok"]:  # the same cause, the same code (13)
         raise CredentialsError(f"the state is empty, but trainkit cannot ask {room.title} for resources "
                                f"tagged {tag}: no credentials in the environment; the workspace was kept",
@@ -265,7 +277,7 @@ def _leftovers(cluster: Cluster, sweep: bool, confirm) -> dict[str, Any]:
             "leftover_check": f"asked the cloud for resources tagged {tag}: {len(found)} left"}
 
 
-def tag_sweeper(cloud: str):
-    """The cloud room's sweeper module (find/delete by tag), imported lazily; None if it has none."""
-    name = clouds.get(cloud).tag_sweeper
+def tag_sweeper(room: clouds.Cloud):
+    """The room's sweeper module (find/delete by tag), imported lazily; None if it has none."""
+    name = room.tag_sweeper
     return importlib.import_module(name) if name else None

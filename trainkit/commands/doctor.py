@@ -49,7 +49,7 @@ def doctor(spec, workdir, fmt, size_mb, iters, slow_fraction, min_free_gb):
       trainkit doctor cluster.yaml --json --size-mb 64
     """
     cluster, ws = load(spec, workdir)
-    if lifecycle.is_cloud(cluster):
+    if cluster.room.has_module:
         with ws.lock("doctor"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
     require_applied(cluster, ws)

@@ -133,8 +133,9 @@ def refresh(cloud, region, types, zone, endpoint, fmt):
       trainkit prices refresh --cloud aws --region us-east-1 --types g5.xlarge,g5.12xlarge
     """
 
-    if cloud not in clouds.TERRAFORM_TARGETS:
-        raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(clouds.TERRAFORM_TARGETS)}")
+    served = clouds.terraform_targets()   # those on TRAINKIT_CLOUD_PATH included
+    if cloud not in served:
+        raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(served)}")
     check_region(cloud, region)
     wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
     path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)

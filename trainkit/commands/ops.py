@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from trainkit import clouds, errors
+from trainkit.clouds.base import NODES_LOCAL
 from trainkit.cluster import lifecycle, listing, registry
 from trainkit.commands.options import (
     FORMATS,
@@ -341,10 +342,10 @@ def ssh(spec, workdir, node, fmt):
     """
 
     cluster, ws = _load(spec, workdir)
-    if cluster.spec.cloud == "local":
+    if cluster.room.node_source == NODES_LOCAL:
         raise InputError("the local target is this machine: no ssh needed",
                          fix=f"its files are in {ws.node_dir}")
-    if lifecycle.is_cloud(cluster):
+    if cluster.room.has_module:
         with ws.lock("ssh"):
             lifecycle.sync(cluster, ws, need_ssh=True)  # the nodes and key as the state backend has them
     require_applied(cluster, ws)
@@ -360,7 +361,7 @@ def ssh(spec, workdir, node, fmt):
 
 def refuse_upgrade_image(cluster, upgrade_image: bool) -> None:
     """InputError (exit 2) for --upgrade-image on a target without an image to upgrade."""
-    if upgrade_image and not clouds.is_cloud(cluster.spec.cloud):
+    if upgrade_image and not cluster.room.has_module:
         raise InputError(f"--upgrade-image does nothing on {cluster.spec.cloud}: it replaces cloud nodes "
                          f"onto a new image, and serves the cloud targets ({', '.join(clouds.terraform_targets())})",
                          fix="drop --upgrade-image")

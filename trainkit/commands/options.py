@@ -25,7 +25,7 @@ from typing import Any, Callable
 import click
 
 from trainkit import clouds
-from trainkit.cluster import failover, lifecycle, registry
+from trainkit.cluster import failover, registry
 from trainkit.commands import complete
 from trainkit.errors import FORMAT_VERSION, InputError
 from trainkit.spec.resolve import load_cluster
@@ -220,7 +220,7 @@ def load(spec: str, workdir: str | None, price_file: str | None = None, warn: bo
     # from anywhere, inside it too
     ws = Workspace(Path(workdir), cluster.name) if named else Workspace.for_cluster(cluster.name, workdir)
     ws.check_runs_dir()  # runs/ a file: named here, not "no runs yet" or a crash in a listing
-    if clouds.is_cloud(cluster.spec.cloud):  # `zone:`/`type:` lists: where the last apply came up
+    if cluster.room.has_module:  # `zone:`/`type:` lists: where the last apply came up
         cluster = failover.remembered(cluster, ws)
     _follow_moved_spec(ws, spec)
     return cluster, ws
@@ -241,7 +241,7 @@ def require_applied(cluster, ws) -> None:
     (`trainkit apply` never ran there). Cloud targets ask their state backend instead
     (`lifecycle.sync` raises the same error when it holds no nodes)."""
 
-    if lifecycle.is_cloud(cluster) or ws.inventory_yml.exists():
+    if cluster.room.has_module or ws.inventory_yml.exists():
         return
     raise InputError(f"cluster {cluster.name} has not been applied (no inventory in {ws.root}): apply first",
                      fix=f"run `trainkit apply {cluster.source}` first")

@@ -18,10 +18,21 @@ from trainkit.util.resources import docs as shipped_docs
 from trainkit.util.resources import examples as shipped
 
 
+def _known_clouds(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    """--cloud values, each a room with a Terraform module (read when the command runs, so that the
+    rooms on TRAINKIT_CLOUD_PATH count); click's usage error (exit 2) for any other."""
+    served = clouds.terraform_targets()
+    for name in value:
+        if name not in served:
+            raise click.BadParameter(f"{name!r} is not one of {', '.join(served)}", ctx, param)
+    return value
+
+
 @click.command()
 @spec_arg(required=False)
-@click.option("--cloud", "cloud_names", multiple=True, type=click.Choice(clouds.TERRAFORM_TARGETS),
-              help="Check this cloud (repeatable); missing credentials then fail the check.")
+@click.option("--cloud", "cloud_names", multiple=True, callback=_known_clouds, metavar="CLOUD",
+              help="Check this cloud (repeatable): one of the clouds trainkit provisions, those on "
+                   "TRAINKIT_CLOUD_PATH included; missing credentials then fail the check.")
 @format_option()
 def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     """Check credentials (by name, never printing a value) and tools, before anything runs.
@@ -40,15 +51,15 @@ def check(spec: str | None, cloud_names: tuple[str, ...], fmt: str) -> None:
     """
 
     need_backend, strict = False, bool(cloud_names)
-    names = list(cloud_names) or list(clouds.TERRAFORM_TARGETS)
+    rooms = [r for r in clouds.all_clouds() if r.has_module and (not cloud_names or r.name in cloud_names)]
     need_terraform = True
     if spec:
 
         s = load_spec(resolve_spec(spec, None)[0])
-        is_cloud = s.cloud in clouds.TERRAFORM_TARGETS
-        names, strict, need_terraform = ([s.cloud] if is_cloud else []), True, is_cloud
-        need_backend = is_cloud and s.backend.type != "local"
-    result = run_checks([clouds.get(n) for n in names], need_backend=need_backend,
+        provisioned = s.room.has_module
+        rooms, strict, need_terraform = ([s.room] if provisioned else []), True, provisioned
+        need_backend = provisioned and s.backend.type != "local"
+    result = run_checks(rooms, need_backend=need_backend,
                         need_terraform=need_terraform, strict_clouds=strict)
     if fmt != "json":
         click.echo(_text(result))

@@ -14,7 +14,6 @@ import time
 from collections import Counter
 from typing import Any
 
-from trainkit import clouds
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, nat_gateway
 
@@ -102,7 +101,7 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
 def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
     """`billed_cost` of resources `{type, values}` (planned, or what the state holds), each read by
     the cloud room's `billed`; NAT gateways are the `*_nat_gateway` resources."""
-    room = clouds.get(cluster.spec.cloud)
+    room = cluster.room
     records = billing_records(resources)
     billed = []
     for r in resources:

@@ -25,9 +25,14 @@ from trainkit.util.dist import pip_install
 from trainkit.workspace import write_atomic
 
 
+def _room(cloud: str) -> clouds.Cloud:
+    """The room of the cloud `--cloud` names (prices are asked by the cloud's name)."""
+    return clouds.get(cloud)
+
+
 def adapter(cloud: str):
     """The price adapter module of `cloud`; InputError when it has none or its SDK is missing."""
-    room = clouds.get(cloud)
+    room = _room(cloud)
     if not room.price_adapter:
         raise InputError(f"--cloud {cloud}: no price adapter", fix="use --prices with your own file")
     try:
@@ -56,7 +61,7 @@ def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: s
 def require_credentials(cloud: str) -> None:
     """CredentialsError (exit 13) naming the cloud's variables when none of its credential sets is
     present (the SDKs fail later, each its own way, some with a traceback); names only, no value."""
-    room = clouds.get(cloud)
+    room = _room(cloud)
     if not presence(room, os.environ, Path.home())["provider"]["ok"]:
         raise CredentialsError(f"prices refresh --cloud {cloud}: no {room.title} credentials in the environment",
                                fix=f"set {describe_sets(room.credentials)}; `trainkit check SPEC` lists what is set")

@@ -24,11 +24,11 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
-from trainkit import clouds
+from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_TERRAFORM
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
@@ -50,16 +50,9 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
     required for cloud targets and ignored for `hosts` and `local`. Raises InputError naming
     outputs.json and the field when the outputs do not describe any node.
     """
-    cloud = cluster.spec.cloud
-    if cloud == "local":
-        nodes, extra = _local_nodes(cluster, workspace), _local_vars(workspace)
-    elif cloud == "hosts":
-        nodes, extra = _host_nodes(cluster, workspace), {"ansible_python_interpreter": "/usr/bin/python3"}
-    else:
-        nodes, extra = _output_nodes(cluster, outputs, workspace), {
-            "ansible_python_interpreter": "/usr/bin/python3"}
+    nodes, extra = NODE_SOURCES[cluster.room.node_source](cluster, outputs, workspace)
     head = nodes[0]
-    group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs, cloud),
+    group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs),
                   **network_vars(cluster),
                   **_training_vars(cluster, workspace), **guard_vars(cluster), **extra}
     return {"all": {
@@ -69,6 +62,17 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
             WORKER_GROUP: {"hosts": {n["name"]: n["vars"] for n in nodes[1:]}},
         },
     }}
+
+
+_SYSTEM_PYTHON = {"ansible_python_interpreter": "/usr/bin/python3"}
+
+# Where the nodes come from (Cloud.node_source) -> (cluster, outputs, workspace) -> (the nodes in
+# rank order, group variables of that kind of node). A new kind of target adds a row here.
+NODE_SOURCES: dict[str, Callable[[Cluster, "dict[str, Any] | None", Workspace], tuple[list[dict], dict]]] = {
+    NODES_TERRAFORM: lambda cluster, outputs, ws: (_output_nodes(cluster, outputs, ws), _SYSTEM_PYTHON),
+    NODES_HOSTS: lambda cluster, outputs, ws: (_host_nodes(cluster, ws), _SYSTEM_PYTHON),
+    NODES_LOCAL: lambda cluster, outputs, ws: (_local_nodes(cluster, ws), _local_vars(ws)),
+}
 
 
 def inventory_hosts(inventory: dict) -> dict[str, dict]:
@@ -239,11 +243,7 @@ def network_vars(cluster: Cluster) -> dict:
     """The network role's inputs, from the instance type and its cloud room: whether the type has
     elastic RDMA (`erdma_types`, prefixes), and whether rdma-agent configures its RDMA network
     (`rdma_agent_types`, families: the type's part before the first ".", matched exactly)."""
-    try:
-        room = clouds.get(cluster.spec.cloud)
-        prefixes, agent_families = room.erdma_types, room.rdma_agent_types
-    except KeyError:  # hosts, local: no cloud
-        prefixes, agent_families = (), ()
+    prefixes, agent_families = cluster.room.erdma_types, cluster.room.rdma_agent_types
     kind = cluster.instance.type if cluster.instance is not None else ""
     family = kind.split(".", 1)[0] if "." in kind else ""
     return {"network_erdma_enabled": bool(kind) and kind.startswith(prefixes),
@@ -254,24 +254,22 @@ def guard_vars(cluster: Cluster) -> dict:
     """The guard role's inputs: the TTL where the cloud cannot release at a time, and idle."""
 
     spec = cluster.spec
-    try:
-        cloud_side = bool(clouds.get(spec.cloud).ttl_argument)
-    except KeyError:  # hosts: no cloud, the node does it
-        cloud_side = False
+    cloud_side = bool(cluster.room.ttl_argument)   # else the node does it
     ttl = ttl_hours(spec)
     return {"guard_ttl_minutes": 0 if ttl is None or cloud_side else round(ttl * 60, 2),
             "guard_idle_minutes": idle_minutes(spec) or 0}
 
 
-def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) -> dict:
-    outputs = outputs if cloud not in ("local", "hosts") else {}
+def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None) -> dict:
+    provisioned = cluster.room.has_module   # else nothing was created: no outputs to read
+    outputs = outputs if provisioned else {}
     dd, nas_spec = cluster.data_disk, cluster.nas
     nas_out = (outputs or {}).get("nas") or {}
     nas_on = bool(nas_spec.get("enabled")) and bool(nas_out.get("server"))
-    if cloud not in ("local", "hosts") and nas_spec.get("enabled") and not nas_on:
+    if provisioned and nas_spec.get("enabled") and not nas_on:
         raise InputError("outputs.json: field `nas` is empty but storage.nas.enabled is true",
                          fix="re-run `trainkit apply` so the NAS and its mount target exist")
-    _check_storage_outputs(outputs or {}, nas_out, cluster.nfs_mount_options)
+    _check_storage_outputs(outputs or {}, nas_out, cluster.room.nfs_mount_options)
     return {"disks_enabled": bool(dd.get("enabled")),
             "disks_device": (outputs or {}).get("data_disk_device") or "",
             "disks_expected_size_gb": int(dd.get("size_gb") or 0),
@@ -279,7 +277,7 @@ def _storage_vars(cluster: Cluster, outputs: dict[str, Any] | None, cloud: str) 
             "nas_enabled": nas_on,
             "nas_server": nas_out.get("server") or "",
             "nas_export_path": nas_out.get("export_path") or "/",
-            "nas_mount_options": nas_out.get("mount_options") or cluster.nfs_mount_options,
+            "nas_mount_options": nas_out.get("mount_options") or cluster.room.nfs_mount_options,
             "nas_mount_point": nas_spec.get("mount_point", "/mnt/shared")}
 
 

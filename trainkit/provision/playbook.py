@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import clouds
+from trainkit.clouds.base import NODES_TERRAFORM
 from trainkit.errors import DESTROY, PROVISION, MissingToolError, TrainkitError
 from trainkit.provision.inventory import inventory_for
 from trainkit.provision.wheel import node_wheel
@@ -75,7 +75,7 @@ def find_ansible_playbook() -> str:
 def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
     """Write workspace/inventory.yml from the spec and (cloud targets) outputs.json."""
     outputs = None
-    if clouds.is_cloud(cluster.spec.cloud):
+    if cluster.room.node_source == NODES_TERRAFORM:
         if not workspace.outputs_json.is_file():
             raise TrainkitError(f"{workspace.outputs_json} is missing: the cluster was not applied",
                                 fix=f"run `trainkit apply {cluster.source}` first",
@@ -229,7 +229,7 @@ def run_site(cluster: Cluster, workspace: Workspace, *, job_config: str | Path |
 def _venv_mode(cluster: Cluster, workspace: Workspace, extra: dict) -> str:
     if "trainkit_venv_mode" in extra:
         return extra["trainkit_venv_mode"]
-    return "reuse" if cluster.spec.cloud == "local" else "venv"
+    return cluster.room.venv_mode
 
 
 def run_cleanup(cluster: Cluster, workspace: Workspace, *, extravars: dict | None = None,

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from trainkit import clouds
 from trainkit.clouds.base import MetadataToken
 from trainkit.errors import BAD_INPUT, TRAIN, TrainkitError
 from trainkit.provision.inventory import stage_vars
@@ -60,16 +59,14 @@ def notice_url(cluster: Cluster, configured: str | None) -> str | None:
     if configured is not None:
         return http_url(configured, "--notice-url")  # InputError for anything but http(s)://host
     if cluster.spec.spot.enabled:
-        return clouds.get(cluster.spec.cloud).spot_notice_url
+        return cluster.room.spot_notice_url
     return None
 
 
 def notice_token(cluster: Cluster, url: str | None) -> MetadataToken | None:
     """The session-token endpoint the supervisor needs before it reads `url`: the cloud room's,
     when `url` is on the same metadata host as it (also a --notice-url there); None otherwise."""
-    if not url or not clouds.is_cloud(cluster.spec.cloud):
-        return None
-    token = clouds.get(cluster.spec.cloud).spot_notice_token
+    token = cluster.room.spot_notice_token if url else None
     if token and urlsplit(token.url).netloc == urlsplit(url).netloc:
         return token
     return None

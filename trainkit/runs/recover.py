@@ -156,7 +156,7 @@ def drive(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, opts: O
                 fencer.close()
                 return finish(cluster, ws, run_dir, closed[0], raise_=True, why=closed[1])
             stop_survivors(nodes, lay, attempt, out.lost)
-            if out.lost and cluster.spec.cloud == "hosts":   # a lost cloud instance is terminated by its replacement
+            if out.lost and cluster.room.fences_lost_nodes:   # a lost cloud instance is terminated by its replacement
                 fencer.add(nodes, lay, attempt, out.lost)
             went_on = _on_survivors(cluster, ws, job, run_dir, opts, nodes, out.lost, echo) \
                 if out.lost and job.elastic else None

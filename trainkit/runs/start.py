@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit import clouds
+from trainkit.clouds.base import NODES_HOSTS
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, LockedError, TrainkitError
@@ -108,7 +108,7 @@ def _start_locked(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[
     folder once its record exists."""
     opts = req.opts
     with ws.lock("train"):
-        if clouds.is_cloud(cluster.spec.cloud):  # the nodes and key as the state backend has them
+        if cluster.room.has_module:  # the nodes and key as the state backend has them
             lifecycle.sync(cluster, ws, need_ssh=True)
         check_free(cluster, ws)  # another workspace's live run: exit 8 before doctor touches the nodes
         if req.resume and opts.recover:
@@ -251,7 +251,7 @@ def provision_unfinished(cluster: Cluster, ws: Workspace, resume: str) -> None:
         elif e["event"] == "provisioned":
             pending = [n for n in pending if n not in (e.get("nodes") or [])]
     cluster = effective_cluster(cluster, ws)   # hosts: hosts.json's active list, written before provisioning
-    active = ({h.name for h in cluster.spec.hosts if not h.spare} if cluster.spec.cloud == "hosts"
+    active = ({h.name for h in cluster.spec.hosts if not h.spare} if cluster.room.node_source == NODES_HOSTS
               else {n.name for n in attempt_.nodes_of(cluster, ws)[0]})
     todo = [n for n in dict.fromkeys(pending) if n in active]
     if not todo:

@@ -3,15 +3,12 @@ validators; each returns problems as "field: what is wrong; how to fix it" strin
 
     network_problems(network)  IPv4 VPC, not the whole internet, subnet of the same family inside it
     whole_internet(cidrs)      the CIDRs whose union is a whole address family (0.0.0.0/0, ::/0, ...)
-    host_problems(spec)        `hosts`: each (address, port) once, no NAS type/size to create
 """
 
 from __future__ import annotations
 
 import ipaddress
 from typing import Any
-
-from trainkit.util import grammar
 
 
 def network_problems(net: Any) -> list[str]:
@@ -40,20 +37,3 @@ def whole_internet(cidrs: tuple[str, ...]) -> list[str]:
             out += [str(n) for n in nets]
     return out
 
-
-def host_problems(s: Any) -> list[str]:
-    """`hosts`: each (address, port) once; no NAS that trainkit would have to create."""
-    out: list[str] = []
-    seen: dict[tuple[str, int], int] = {}
-    for i, h in enumerate(s.hosts):
-        key = (grammar.address_key(h.address), h.port)  # one IPv6 host, two spellings: one host
-        if key in seen:
-            out.append(f"hosts[{i}].address: {h.address}:{h.port} is also hosts[{seen[key]}]; each "
-                       "host needs its own address (or port)")
-        seen.setdefault(key, i)
-    nas = s.storage.nas
-    for field in ("type", "size_gb"):
-        if getattr(nas, field) is not None:
-            out.append(f"storage.nas.{field}: trainkit creates no NAS on cloud: hosts; it uses the "
-                       f"share you mounted at storage.nas.mount_point. Remove `{field}`")
-    return out

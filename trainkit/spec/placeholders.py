@@ -26,8 +26,6 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from trainkit import clouds
-
 DOC_NETWORKS = tuple(ipaddress.ip_network(n) for n in
                      ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
 _EXAMPLE_DOMAINS = ("example.com", "example.net", "example.org")
@@ -48,7 +46,7 @@ def is_emulator(spec: Any) -> bool:
 def placeholders(spec: Any) -> list[tuple[str, str, str]]:
     """(field path, value, what it is) for each placeholder in a cloud spec that bills; [] for
     hosts, local and emulator specs. Pure: reads the validated spec only."""
-    if not clouds.is_cloud(spec.cloud) or is_emulator(spec):
+    if not spec.room.has_catalog or is_emulator(spec):
         return []
     found: list[tuple[str, str, str]] = []
     for i, cidr in enumerate(spec.network.admin_cidrs):

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trainkit import clouds
 from trainkit.catalog import Catalog, InstanceType, load_catalog, matching, refreshed_price_file, select, with_prices
+from trainkit.clouds import Cloud
+from trainkit.clouds.base import USER_CATALOG, USER_CURRENT
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
 from trainkit.spec import placeholders
@@ -38,12 +39,18 @@ class Cluster:
     system_disk: dict[str, Any] = field(default_factory=dict)
     data_disk: dict[str, Any] = field(default_factory=dict)
     nas: dict[str, Any] = field(default_factory=dict)
-    nfs_mount_options: str = "vers=3,nolock,proto=tcp,hard,timeo=600,retrans=2,noresvport"
     warnings: tuple[str, ...] = ()
     # Nodes placed apart from the cluster's zone/type/billing, {"1": {zone, subnet_cidr,
     # instance_type, spot}}: where a replacement at recovery came up (the workspace keeps it);
     # None = as the workspace has it (stack.state.with_node_placement).
     node_placement: dict[str, dict[str, Any]] | None = None
+    # The target's room (trainkit.clouds): what every step asks instead of the target's name. Set
+    # once by resolve(); a Cluster built without one takes its spec's.
+    room: Cloud = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.room is None:
+            object.__setattr__(self, "room", self.spec.room)
 
     @property
     def name(self) -> str:
@@ -80,18 +87,18 @@ def load_cluster(path: str | Path, price_file: str | Path | None = None) -> Clus
 def check(cluster: Cluster) -> list[tuple[str, str, str | None]]:
     """What the cluster's cloud would refuse (the room's rules); [] for hosts and local."""
     spec = cluster.spec
-    if cluster.instance is None or not clouds.is_cloud(spec.cloud):
+    if cluster.instance is None or not cluster.room.has_catalog:
         return []
-    return cloud_problems(clouds.get(spec.cloud), spec, {
+    return cloud_problems(cluster.room, spec, {
         "instance_type": cluster.instance.type, "image": cluster.image,
         "system_disk": cluster.system_disk, "data_disk": cluster.data_disk, "nas": cluster.nas})
 
 
 def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | None = None) -> Cluster:
     """Fill defaults from the cloud's catalog and pick the instance type (pure, no I/O but the catalog)."""
-    if not clouds.is_cloud(spec.cloud):
-        user = spec.ssh.user or ("root" if spec.cloud == "hosts" else _current_user())
-        return Cluster(spec=spec, source=source, ssh_user=user,
+    room = spec.room
+    if not room.has_catalog:
+        return Cluster(spec=spec, source=source, ssh_user=_ssh_user(spec, room, {}), room=room,
                        data_disk=spec.storage.data_disk.model_dump(),
                        nas=spec.storage.nas.model_dump(), warnings=())
     catalog = load_catalog(spec.cloud)
@@ -119,9 +126,8 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
            "size_gb": ns.size_gb or d["nas"].get("size_gb"), "mount_point": ns.mount_point}
     _check_choices(catalog, system_disk, data_disk, nas)
     return Cluster(spec=spec, source=source, instance=inst, catalog=catalog, image=image,
-                   ssh_user=spec.ssh.user or d.get("ssh_user", "root"), system_disk=system_disk,
-                   data_disk=data_disk, nas=nas,
-                   nfs_mount_options=clouds.get(spec.cloud).nfs_mount_options,
+                   ssh_user=_ssh_user(spec, room, d), system_disk=system_disk,
+                   data_disk=data_disk, nas=nas, room=room,
                    warnings=tuple(advise(inst, spec.nodes)))
 
 
@@ -212,7 +218,7 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
                       ("enabled", "category", "performance_level", "size_gb", "encrypted",
                        "kms_key_id")},
         "nas": {k: cluster.nas[k] for k in ("enabled", "type", "size_gb")},
-        "nfs_mount_options": cluster.nfs_mount_options,
+        "nfs_mount_options": cluster.room.nfs_mount_options,
         "tags": tags(s),
         "node_placement": cluster.node_placement or {},
         **safety_variables(cluster),
@@ -223,7 +229,7 @@ def safety_variables(cluster: Cluster) -> dict[str, Any]:
     """ttl_minutes for clouds with a release-at argument (else the node-side guard does it), and
     whether a node's own shutdown terminates it (the guard's ttl/idle timers rely on that)."""
 
-    s, room = cluster.spec, clouds.get(cluster.spec.cloud)
+    s, room = cluster.spec, cluster.room
     ttl = None if s.ttl is None else math.ceil(parse_minutes(s.ttl))
     return {"ttl_minutes": ttl if room.ttl_argument else None,
             "node_shutdown_terminates": room.shutdown_terminates and (s.ttl is not None or s.idle is not None)}
@@ -239,5 +245,11 @@ def nat_gateway(spec: ClusterSpec) -> bool:
     return net.public_ip == "none" or (net.public_ip == "head" and spec.nodes > 1)
 
 
-def _current_user() -> str:
-    return getpass.getuser()
+def _ssh_user(spec: ClusterSpec, room: Cloud, defaults: dict[str, Any]) -> str:
+    """The spec's `ssh.user`, else the room's default: the catalog's (root when it names none),
+    a fixed name, or whoever runs trainkit."""
+    if spec.ssh.user:
+        return spec.ssh.user
+    if room.default_ssh_user == USER_CATALOG:
+        return defaults.get("ssh_user", "root")
+    return getpass.getuser() if room.default_ssh_user == USER_CURRENT else room.default_ssh_user

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 
-from trainkit import clouds
 from trainkit.errors import InputError
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([mhd])\s*")  # used with fullmatch
@@ -46,7 +45,7 @@ def idle_minutes(spec) -> float | None:
 def check_ttl(spec) -> None:
     """InputError when the cloud's release-at argument cannot take a TTL this short."""
 
-    room = _room(spec.cloud)
+    room = _room(spec)
     least = (room.limits.get("ttl_min_minutes") if room else None) or 0
     if spec.ttl is not None and parse_minutes(spec.ttl) < least:
         raise InputError(f"ttl: {room.title} releases an instance no sooner than {least} minutes "
@@ -78,7 +77,7 @@ def _what_stays(cluster, room) -> str:
 def describe(cluster) -> list[str]:
     """One sentence per safety net: what the cloud or the node does, and when."""
     spec, out = cluster.spec, []
-    room = _room(spec.cloud)
+    room = _room(spec)
     if spec.ttl is not None:
         if room and room.ttl_argument:
             out.append(f"ttl {spec.ttl}: {room.title} releases each instance {spec.ttl} after it is "
@@ -99,8 +98,7 @@ def describe(cluster) -> list[str]:
     return out
 
 
-def _room(cloud: str):
-    try:
-        return clouds.get(cloud)
-    except KeyError:
-        return None
+def _room(spec):
+    """The target's room where it provisions instances (its release-at argument and limits); None
+    where trainkit provisions nothing (the node-side timer does it all)."""
+    return spec.room if spec.room.has_module else None

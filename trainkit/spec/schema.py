@@ -18,8 +18,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainkit import clouds
+from trainkit.clouds.base import NODES_HOSTS
 from trainkit.errors import SpecError
-from trainkit.spec import checks, sshkeys
+from trainkit.spec import checks, sshkeys, target_rules
 from trainkit.spec.problems import pydantic_problems, train_config_given_as_spec
 from trainkit.spec.safety import parse_minutes
 from trainkit.staging.section import DataSection
@@ -65,13 +66,20 @@ def _auto_zones(data: Any) -> Any:
     if not isinstance(data, dict) or data.get("zone") != "auto":
         return data
     cloud, region = data.get("cloud"), data.get("region")
-    if not isinstance(cloud, str) or not clouds.is_cloud(cloud) or not isinstance(region, str):
+    room = _room_of(cloud) if isinstance(cloud, str) and cloud in clouds.targets() else None
+    if room is None or not room.has_catalog or not isinstance(region, str):
         raise ValueError("zone: auto needs a cloud target and its region")
-    zones = list(clouds.get(cloud).regions.get(region) or ())
+    zones = list(room.regions.get(region) or ())
     if not zones:
         raise ValueError(f"zone: auto: trainkit lists no zones for region {region!r} of {cloud}; "
                          f"give them in order of preference, e.g. zone: [{region}a, {region}b]")
     return {**data, "zone": zones if len(zones) > 1 else zones[0], "zone_auto": True}
+
+
+def _room_of(target: str) -> clouds.Cloud:
+    """The room of `cloud:` (KeyError for a name trainkit has no room for): the one lookup by name
+    of the spec side; everything after asks `spec.room` / `cluster.room`."""
+    return clouds.get(target)
 
 
 def _is_number(annotation: Any) -> bool:
@@ -316,6 +324,11 @@ class ClusterSpec(_Model):
     idle: str | None = Field(None, description="Shut a node down after this long with no training "
                                                "process and idle CPU/GPU, e.g. 30m")
 
+    @property
+    def room(self) -> clouds.Cloud:
+        """The target's room (trainkit.clouds): everything trainkit knows about `cloud:`."""
+        return _room_of(self.cloud)
+
     @field_validator("ttl", "idle")
     @classmethod
     def _duration(cls, v: str | None) -> str | None:
@@ -346,88 +359,10 @@ class ClusterSpec(_Model):
         return self
 
 
-# An endpoint trainkit calls itself: scheme, host (a name of at most 253 characters, RFC 1035 2.3.4, or an
-# address, IPv6 in brackets) and an optional port (1-65535), nothing after it: the SDKs take a host and
-# would put a path or a query in the wrong place.
-_ENDPOINT_URL = re.compile(r"https?://(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
-                           r"(?::(\d{1,5}))?")
-_PORT_MAX = 65535
-
-
-def _endpoint_problems(endpoints: dict[str, str], room: Any) -> list[str]:
-    """`endpoints:` of a room whose endpoints only trainkit's own API calls use (room.endpoint_keys):
-    known keys, each an http(s)://host[:port] URL. Each string names its field first."""
-    out = []
-    for key, value in endpoints.items():
-        if key not in room.endpoint_keys:
-            out.append(f"endpoints.{key}: trainkit calls no {room.title} API by that name; the keys are "
-                       f"{', '.join(room.endpoint_keys)}")
-        elif not isinstance(value, str) or not (url := _ENDPOINT_URL.fullmatch(value)) \
-                or not 1 <= int(url.group(1) or 1) <= _PORT_MAX:
-            out.append(f"endpoints.{key}: {value!r} is not an endpoint; give http(s)://host[:port], "
-                       "e.g. http://127.0.0.1:8080")
-    return out
-
-
 def _target_problems(s: ClusterSpec) -> list[str]:
-    """Rules that depend on the target; each string names its field first."""
-    out: list[str] = []
-    if clouds.is_cloud(s.cloud):
-        room = clouds.get(s.cloud)
-        for field in ("region", "zone"):
-            if not getattr(s, field):
-                out.append(f"{field}: required for cloud {s.cloud}")
-        if not s.network.admin_cidrs:
-            out.append("network.admin_cidrs: required for cloud targets (the CIDRs allowed to "
-                       "SSH in, e.g. [203.0.113.0/24])")
-        if not s.instance.type and not s.instance.gpu and not s.instance.gpus_per_node:
-            out.append("instance: give `type` or requirements (gpu, gpus_per_node)")
-        if s.hosts:
-            out.append("hosts: only for cloud: hosts")
-        if room.spot_needs_max_price and s.spot.enabled and s.spot.max_price is None:
-            out.append(f"spot.max_price: {room.title} spot instances need a max price per hour")
-        if s.backend.type != "local" and s.backend.type != room.backend_type:
-            out.append(f"backend.type: {s.backend.type!r} does not fit cloud {s.cloud}; use "
-                       f"{room.backend_type!r} or 'local'")
-        if s.endpoints and not room.supports_endpoints:
-            out.append(f"endpoints: custom API endpoints are not supported for {room.title}")
-        elif s.endpoints and room.endpoint_keys:
-            out += _endpoint_problems(s.endpoints, room)
-        if s.spot.fallback != "none" and not s.spot.enabled:
-            out.append("spot.fallback: a fallback from spot needs spot.enabled: true (or drop spot.fallback)")
-    else:
-        if s.spot.enabled:
-            out.append(f"spot.enabled: spot instances need a cloud target, not {s.cloud}")
-        served = ", ".join(clouds.terraform_targets())
-        for field, given in (("region", s.region), ("zone", s.zone or s.zone_candidates or s.zone_auto),
-                             ("spot.fallback", s.spot.fallback != "none"), ("spot.max_price", s.spot.max_price)):
-            if given:  # accepted and ignored before: say it does nothing here
-                out.append(f"{field}: does nothing on {s.cloud} (it serves the cloud targets: {served}); remove it")
-        if s.backend.type != "local":
-            out.append(f"backend.type: {s.cloud} has no terraform state; remove `backend`")
-        if s.endpoints:
-            out.append(f"endpoints: custom API endpoints need a cloud target, not {s.cloud}")
-    if s.cloud == "hosts":
-        if not s.hosts:
-            out.append("hosts: list at least one host (name, address) for cloud: hosts")
-        names = [h.name for h in s.hosts]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            out.append(f"hosts: duplicate host names {dupes}")
-        active = len([h for h in s.hosts if not h.spare])
-        if s.hosts and not active:
-            out.append("hosts: every host is a spare; mark at least one without `spare: true`")
-        if "nodes" in s.model_fields_set and s.nodes != active:
-            out.append(f"nodes: {s.nodes} but {active} active hosts are listed; drop `nodes`")
-        out += checks.host_problems(s)
-    if s.cloud == "local" and (s.ttl or s.idle):
-        out.append("ttl: the local target is this machine; trainkit will not shut it down "
-                   "(ttl and idle are for clouds and hosts)")
-    if s.cloud == "local" and s.nodes != 1:
-        out.append("nodes: the local target is this one machine; set nodes: 1 or use cloud: hosts")
-    if s.cloud == "local" and s.storage.nas.enabled:
-        out.append("storage.nas.enabled: the local target mounts no shared filesystem and keeps runs "
-                   "in its workspace; set storage.nas.enabled: false")
+    """Rules that depend on the target (its room: spec/target_rules.py), and the cross-field rules
+    checked beside them; each string names its field first."""
+    out = target_rules.problems(s, s.room)
     if s.data.target == "nas" and not s.storage.nas.enabled:
         out.append("data.target: nas stages once onto the shared filesystem, but storage.nas is "
                    "not enabled; enable it or use target: disk")
@@ -437,8 +372,11 @@ def _target_problems(s: ClusterSpec) -> list[str]:
 
 
 def node_count(spec: ClusterSpec) -> int:
-    """Nodes in the cluster: the active (non-spare) hosts for `hosts`, else `nodes`."""
-    return len([h for h in spec.hosts if not h.spare]) if spec.cloud == "hosts" else spec.nodes
+    """Nodes in the cluster: the active (non-spare) hosts where the nodes are the spec's hosts,
+    else `nodes`."""
+    if spec.room.node_source == NODES_HOSTS:
+        return len([h for h in spec.hosts if not h.spare])
+    return spec.nodes
 
 
 def load_spec(path: str | Path) -> ClusterSpec:
@@ -455,7 +393,7 @@ def load_spec(path: str | Path) -> ClusterSpec:
 def check_key_files(spec: ClusterSpec, source: str) -> None:
     """The key files the spec names exist and hold what they should (I/O, so commands call it
     once they are about to use the keys). Raises SpecError naming the ssh field."""
-    problems = sshkeys.key_problems(spec.ssh, installs_key=clouds.is_cloud(spec.cloud))
+    problems = sshkeys.key_problems(spec.ssh, installs_key=spec.room.installs_key)
     if problems:
         raise SpecError(source, problems)
 

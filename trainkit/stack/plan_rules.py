@@ -14,7 +14,7 @@ import re
 import time
 from typing import Iterable, Iterator
 
-from trainkit import clouds
+from trainkit.clouds import Cloud
 
 # (role, substrings of the resource type); the first match wins, so nas before storage.
 ROLE_KEYWORDS = (
@@ -33,36 +33,32 @@ def _covers_ssh(lo: int | None, hi: int | None) -> bool:
     return lo <= SSH_PORT <= (hi if hi is not None else lo)
 
 
-def ssh_sources(cloud: str, resources: Iterable[dict]) -> Iterator[tuple[str, str]]:
+def ssh_sources(room: Cloud, resources: Iterable[dict]) -> Iterator[tuple[str, str]]:
     """(address, cidr) for every rule that lets `cidr` reach port 22."""
-    room = clouds.get(cloud)
     for r in resources:
         for cidr, lo, hi in room.ingress_rules(r):
             if _covers_ssh(lo, hi):
                 yield r["address"], cidr
 
 
-def public_ip_nodes(cloud: str, resources: Iterable[dict]) -> Iterator[str]:
+def public_ip_nodes(room: Cloud, resources: Iterable[dict]) -> Iterator[str]:
     """Addresses of resources that give a worker (node index > 0) a public IP."""
-    room = clouds.get(cloud)
     for r in resources:
         node = room.public_ip_node(r)
         if node is not None and node > 0:
             yield r["address"]
 
 
-def disks_unencrypted(cloud: str, resources: Iterable[dict]) -> Iterator[str]:
+def disks_unencrypted(room: Cloud, resources: Iterable[dict]) -> Iterator[str]:
     """Addresses (with a note for root volumes) of disks that will not be encrypted."""
-    room = clouds.get(cloud)
     for r in resources:
         yield from room.unencrypted(r)
 
 
-def disruptions(cloud: str, plan: dict) -> dict[str, tuple[str, str]]:
+def disruptions(room: Cloud, plan: dict) -> dict[str, tuple[str, str]]:
     """address -> ("refused" | "stops", cause) of every in-place update in `plan` (terraform show
     -json) that the cloud refuses or makes by stopping the node (the room's `in_place`), and
     ("moves", cause) of every replacement the room's module makes of its own accord (`replace_note`)."""
-    room = clouds.get(cloud)
     out = {}
     for rc in plan.get("resource_changes", []):
         change = rc["change"]
@@ -78,17 +74,16 @@ def disruptions(cloud: str, plan: dict) -> dict[str, tuple[str, str]]:
     return out
 
 
-def refused_in_place(cloud: str, plan: dict) -> dict[str, str]:
+def refused_in_place(room: Cloud, plan: dict) -> dict[str, str]:
     """address -> cause of the in-place updates the cloud refuses: plan them replaced instead."""
-    return {a: cause for a, (verdict, cause) in disruptions(cloud, plan).items() if verdict == "refused"}
+    return {a: cause for a, (verdict, cause) in disruptions(room, plan).items() if verdict == "refused"}
 
 
-def storage_losses(cloud: str, plan: dict) -> list[str]:
+def storage_losses(room: Cloud, plan: dict) -> list[str]:
     """Addresses of the disks and shared file systems `plan` destroys or replaces, whose data is
     lost with them (what the room's `billed` calls a disk or the nas). The disk `data[i]` of a
     node `node[i]` the plan creates (none ran before: an apply refused half way made the disk)
     holds nothing yet and is left out."""
-    room = clouds.get(cloud)
     new_nodes = set()
     for rc in plan.get("resource_changes", []):
         part = _NODE_PARTS.search(rc["address"])
@@ -172,11 +167,10 @@ def _used_by(before: dict, nodes: list[str]) -> bool:
     return any(f'"{i}"' in node for i in ids for node in nodes)
 
 
-def release_times(cloud: str, resources: Iterable[dict]) -> list[float]:
+def release_times(room: Cloud, resources: Iterable[dict]) -> list[float]:
     """The release times (epoch seconds) the nodes among `resources` ({type, values}) carry in the
     room's ttl_argument (RFC 3339 UTC, e.g. alicloud auto_release_time "2026-12-05T03:59:00Z");
     [] where the room has none or no node carries one."""
-    room = clouds.get(cloud)
     out = []
     for r in resources if room.ttl_argument else []:
         value = (r.get("values") or {}).get(room.ttl_argument) if (room.billed(r) or {}).get("node") else None
@@ -188,7 +182,7 @@ def release_times(cloud: str, resources: Iterable[dict]) -> list[float]:
     return out
 
 
-def release_moves(cloud: str, plan: dict) -> list[tuple[str, float, float | None]]:
+def release_moves(room: Cloud, plan: dict) -> list[tuple[str, float, float | None]]:
     """(address, release time before, after) in epoch seconds of every node that `plan` keeps
     (no-op or in-place update) and that carries a release time in the room's ttl_argument; `after`
     is None where the plan clears it (ttl removed) and equals `before` where it stays."""
@@ -197,8 +191,8 @@ def release_moves(cloud: str, plan: dict) -> list[tuple[str, float, float | None
         change = rc["change"]
         if rc.get("mode") == "data" or change["actions"] not in (["no-op"], ["update"]):
             continue
-        held = release_times(cloud, [{"type": rc["type"], "values": change.get("before") or {}}])
+        held = release_times(room, [{"type": rc["type"], "values": change.get("before") or {}}])
         if held:
-            after = release_times(cloud, [{"type": rc["type"], "values": change.get("after") or {}}])
+            after = release_times(room, [{"type": rc["type"], "values": change.get("after") or {}}])
             out.append((rc["address"], held[0], after[0] if after else None))
     return out

@@ -119,8 +119,7 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
     Raises InputError for targets without Terraform (hosts, local).
     """
     require_terraform(cluster)
-    spec = cluster.spec
-    room = clouds.get(spec.cloud)
+    spec, room = cluster.spec, cluster.room
     for service in spec.endpoints:  # attribute names in the provider block, never free text
         if not service.isidentifier() or not service.isascii():
             raise InputError(f"endpoints.{service}: not a service name", fix="e.g. ec2, s3")
@@ -149,13 +148,13 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "variables.tf": env.get_template("variables.tf.j2").render(context),
         VARS_FILE: json.dumps({k: variables[k] for k in context["workspace_variables"]}, indent=2) + "\n",
     }
-    files.update(module_files(spec.cloud))
+    files.update(module_files(room))
     return dict(sorted(files.items()))
 
 
 def require_terraform(cluster: Cluster) -> None:
     """InputError unless the cluster's target is provisioned with Terraform."""
-    if not clouds.is_cloud(cluster.spec.cloud):
+    if not cluster.room.has_module:
         raise InputError(f"cloud {cluster.spec.cloud}: there is no Terraform to render for this target",
                          fix=f"render works for {', '.join(clouds.terraform_targets())} specs; "
                              f"`trainkit apply` handles {cluster.spec.cloud} directly")
@@ -168,9 +167,9 @@ def module_file_names(folder: Path) -> list[str]:
                   if p.is_file() and (p.suffix == ".tf" or p.name == MODULE_DOC))
 
 
-def module_files(cloud: str) -> dict[str, str]:
-    """The cloud's module as `{modules/<cloud>/<file>: content}`."""
-    folder = clouds.get(cloud).module_dir
+def module_files(room: clouds.Cloud) -> dict[str, str]:
+    """The room's module as `{modules/<cloud>/<file>: content}`."""
+    cloud, folder = room.name, room.module_dir
     if folder is None or not folder.is_dir():
         raise InputError(f"cloud {cloud}: no Terraform module at {folder}")
     versions = tuple((name, (folder / name).stat().st_mtime_ns) for name in module_file_names(folder))
@@ -191,7 +190,7 @@ def backend_config(cluster: Cluster) -> tuple[str, dict[str, Any], list[str]]:
     if b.type == "local":
         return "local", {"path": "terraform.tfstate"}, [
             "State stays in this folder; set `backend:` in the spec to share and lock it."]
-    room = clouds.get(spec.cloud)
+    room = cluster.room
     if room.backend is None or b.type != room.backend_type:
         raise InputError(f"backend.type: {b.type!r} is not a backend of {room.title}",
                          fix=f"use {room.backend_type!r} or 'local'")

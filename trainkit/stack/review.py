@@ -208,16 +208,16 @@ def findings(cluster: Cluster, resources: list[dict], cost_: dict) -> list[dict]
     spec, out = cluster.spec, []
     allowed = [ipaddress.ip_network(c) for c in spec.network.admin_cidrs]
     inside = ipaddress.ip_network(spec.network.vpc_cidr)
-    for address, cidr in ssh_sources(spec.cloud, resources):
+    for address, cidr in ssh_sources(cluster.room, resources):
         net = ipaddress.ip_network(cidr, strict=False)
         if (net.version == inside.version and net.subnet_of(inside)) or any(net.subnet_of(a) for a in allowed if a.version == net.version):
             continue
         open_world = net.prefixlen == 0
         severity = "block" if open_world and not spec.network.allow_ssh_from_anywhere else "warn"
         out.append(_finding("ssh-open", severity, f"{address} allows SSH from {cidr}, outside admin_cidrs"))
-    for address in public_ip_nodes(spec.cloud, resources):
+    for address in public_ip_nodes(cluster.room, resources):
         out.append(_finding("worker-public-ip", "warn", f"{address} is a worker with a public IP"))
-    for address in disks_unencrypted(spec.cloud, resources):
+    for address in disks_unencrypted(cluster.room, resources):
         out.append(_finding("disk-unencrypted", "warn", f"{address} is not encrypted"))
     if spec.spot.enabled and not cluster.nas["enabled"]:
         out.append(_finding("spot-no-shared-checkpoints", "warn",
@@ -253,7 +253,7 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
               for address, (verdict, cause) in sorted((disrupted or {}).items()) if verdict == "moves"]
     release_lines, release_found = release_review(cluster, plan)
     found += release_found
-    lost = storage_losses(cluster.spec.cloud, plan)
+    lost = storage_losses(cluster.room, plan)
     if lost:
         found.append(_finding(STORAGE_LOSS, "warn", f"destroys the data on {', '.join(lost)}: `apply --yes` "
                               "refuses this plan unless given --allow-storage-loss"))
@@ -275,7 +275,7 @@ def release_review(cluster: Cluster, plan: dict, now: float | None = None) -> tu
     from the node's own creation: the ones a ttl edit moves in place (old -> new), the ones that
     keep theirs, and a blocking `ttl` finding where a new time is under RELEASE_MARGIN_S ahead of
     `now` (the cloud refuses it, half way through the apply)."""
-    moves = release_moves(cluster.spec.cloud, plan)
+    moves = release_moves(cluster.room, plan)
     now = time.time() if now is None else now
     moved = [(a, old, new) for a, old, new in moves if new != old]
     kept = [old for _, old, new in moves if new == old]

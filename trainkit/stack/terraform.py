@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from python_terraform import IsFlagged, Terraform
 
-from trainkit import clouds, errors
+from trainkit import errors
 from trainkit.clouds import capacity
 from trainkit.clouds.credentials import explain_failure
 from trainkit.errors import CredentialsError, LockedError, MissingToolError, TrainkitError
@@ -216,9 +216,8 @@ class TerraformRunner:
     def _capacity_watch(self) -> CapacityWatch | None:
         """A watch on the provider's debug log for the room's capacity/quota refusals (None: the
         room reads none)."""
-        try:
-            reader = clouds.get(self.cloud or "").capacity_error
-        except KeyError:
+        reader = capacity.reader(self.cloud or "")
+        if reader is None:
             return None
         # terraform.log.* is the workspace's (a stale pipe after a kill is removed with the logs)
         return CapacityWatch(self.log_path.parent / "terraform.log.provider-pipe", reader, self.log_path)

@@ -194,13 +194,13 @@ def test_a_fifth_cloud_from_files_only_validates_and_renders(tmp_path, monkeypat
     """Module, room, catalog, provider template and regions in a temp folder; no package edit."""
     shutil.copytree(FIXTURE, tmp_path / "rooms" / "fifthcloud")
     monkeypatch.setenv(clouds.PATH_VARIABLE, str(tmp_path / "rooms"))
-    assert "fifthcloud" in clouds.targets() and clouds.is_cloud("fifthcloud")
+    assert "fifthcloud" in clouds.targets() and "fifthcloud" in clouds.terraform_targets()
     spec = tmp_path / "c.yaml"
     spec.write_text("name: five\ncloud: fifthcloud\nregion: north-1\nzone: north-1b\n"
                     "instance: {gpu: A100}\nnetwork: {admin_cidrs: [203.0.113.0/24]}\n"
                     "tags: {team: ml}\n")
     cluster = load_cluster(spec)
-    assert cluster.instance.type == "f5.a100" and cluster.nfs_mount_options == "vers=4.1"
+    assert cluster.instance.type == "f5.a100" and cluster.room.nfs_mount_options == "vers=4.1"
     files = render_stack(cluster, "ssh-ed25519 AAAA test")
     assert 'source = "./modules/fifthcloud"' in files["main.tf"]
     assert 'provider "fifthcloud"' in files["providers.tf"]

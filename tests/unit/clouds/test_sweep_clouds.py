@@ -14,6 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from trainkit import clouds
+
 
 def _cluster(url: str, region: str, services: tuple[str, ...]):
     return SimpleNamespace(name="demo", spec=SimpleNamespace(region=region, endpoints={s: url for s in services}))
@@ -460,6 +462,7 @@ def test_destroy_leftover_check_uses_the_room_sweeper_and_sweeps_after_confirmat
     with price_stub(answer) as (url, seen):
         cluster = _cluster(url, "cn-north-4", ("tms", "ecs", "evs", "sfs_turbo", "vpc", "kps"))
         cluster.spec.cloud = "huaweicloud"
+        cluster.room = clouds.get("huaweicloud")   # a Cluster carries its room
         asked = []
         out = teardown._leftovers(cluster, sweep=True, confirm=lambda found: asked.append(found) or True)
     assert [r["id"] for r in asked[0]][:2] == ["srv-1", "fs-1"]

@@ -11,12 +11,12 @@ import pytest
 import yaml
 from cli_run import run_cli
 
-from trainkit import errors
+from trainkit import clouds, errors
 from trainkit.cli import main
 from trainkit.spec import placeholders
 from trainkit.spec.schema import load_spec
 
-CLOUD_EXAMPLES = ("aws", "alicloud", "tencentcloud", "huaweicloud")
+CLOUD_EXAMPLES = clouds.TERRAFORM_TARGETS   # the shipped rooms with a Terraform module
 
 
 def _spec(tmp_path: Path, repo: Path, example: str, **changes) -> Path:

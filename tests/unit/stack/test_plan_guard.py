@@ -4,6 +4,7 @@ by stopping the node. Plans in `terraform show -json` shape."""
 
 from __future__ import annotations
 
+from trainkit import clouds
 from trainkit.stack.plan_rules import beyond_recovery, disruptions, refused_in_place, storage_losses
 
 M = "module.cluster."
@@ -59,7 +60,7 @@ def test_storage_losses_are_the_disks_of_running_nodes_and_the_shared_file_syste
              change(M + "alicloud_ecs_disk.data[2]", ["delete", "create"], {"size": 500}),
              change(M + "alicloud_instance.node[2]", ["create"]),   # never ran: its disk is empty
              change(M + "alicloud_vswitch.this", ["delete", "create"], {"zone_id": "a"}))
-    assert storage_losses("alicloud", p) == [M + "alicloud_ecs_disk.data[0]", M + "alicloud_nas_file_system.this[0]"]
+    assert storage_losses(clouds.get("alicloud"), p) == [M + "alicloud_ecs_disk.data[0]", M + "alicloud_nas_file_system.this[0]"]
 
 
 def test_a_type_change_on_a_spot_node_is_refused_and_on_an_on_demand_node_stops_it():
@@ -68,12 +69,12 @@ def test_a_type_change_on_a_spot_node_is_refused_and_on_an_on_demand_node_stops_
     p = plan(change(M + "alicloud_instance.node[0]", ["update"], spot, {**spot, "instance_type": "ecs.b"}),
              change(M + "alicloud_instance.node[1]", ["update"], on_demand, {**on_demand, "instance_type": "ecs.b"}),
              change(M + "alicloud_instance.node[2]", ["update"], on_demand, {**on_demand, "tags": {"a": "b"}}))
-    found = disruptions("alicloud", p)
+    found = disruptions(clouds.get("alicloud"), p)
     assert found[M + "alicloud_instance.node[0]"][0] == "refused"
     assert found[M + "alicloud_instance.node[1]"] == (
         "stops", "instance type ecs.a -> ecs.b: the provider stops the instance, calls ModifyInstanceSpec and starts it again")
     assert M + "alicloud_instance.node[2]" not in found
-    assert list(refused_in_place("alicloud", p)) == [M + "alicloud_instance.node[0]"]
+    assert list(refused_in_place(clouds.get("alicloud"), p)) == [M + "alicloud_instance.node[0]"]
 
 
 def test_each_cloud_names_its_own_refusals():
@@ -81,12 +82,12 @@ def test_each_cloud_names_its_own_refusals():
     ssd = {**hssd, "system_disk_type": "CLOUD_SSD"}
     tc = plan(change(M + "tencentcloud_instance.node[0]", ["update"], hssd, {**hssd, "instance_type": "GN7.5XLARGE80"}),
               change(M + "tencentcloud_instance.node[1]", ["update"], ssd, {**ssd, "instance_type": "GN7.5XLARGE80"}))
-    found = disruptions("tencentcloud", tc)
+    found = disruptions(clouds.get("tencentcloud"), tc)
     assert found[M + "tencentcloud_instance.node[0]"] == (
         "refused", "ResetInstancesType does not change instances whose system disk is CLOUD_HSSD")
     assert found[M + "tencentcloud_instance.node[1]"][0] == "stops"
     hw = {"flavor_id": "p2s.4xlarge.8", "charging_mode": "spot"}
-    found = disruptions("huaweicloud", plan(
+    found = disruptions(clouds.get("huaweicloud"), plan(
         change(M + "huaweicloud_compute_instance.node[0]", ["update"], hw, {**hw, "flavor_id": "p2s.2xlarge.8"}),
         change(M + "huaweicloud_compute_instance.node[1]", ["update"], hw, {**hw, "charging_mode": "postPaid"})))
     assert "Spot ECSs do not support specifications modification" in found[M + "huaweicloud_compute_instance.node[0]"][1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import calendar
 
+from trainkit import clouds
 from trainkit.cluster.replace import replace_addresses
 from trainkit.spec.resolve import resolve
 from trainkit.spec.schema import ClusterSpec
@@ -86,11 +87,11 @@ def test_an_aws_head_moved_to_the_new_public_subnet_is_named_and_warned_about():
     """Defect 11: a head applied before the module kept it in a public subnet of its own is
     replaced once; the review says why instead of blaming a spec field, and warns."""
     plan = _aws_head_moved(True)
-    found = disruptions("aws", plan)
+    found = disruptions(clouds.get("aws"), plan)
     assert found[f"{M}aws_instance.node[0]"][0] == "moves"
     c = cluster(cloud="aws", region="us-east-1", zone="us-east-1a", instance={"type": "g5.xlarge"}, ttl=None)
     rev = review(plan, c, disrupted=found)
     head, = [a for a in rev["changes"]["addresses"] if a["address"] == f"{M}aws_instance.node[0]"]
     assert head["reason"].startswith("the head node moves to the cluster's public subnet")
     assert [f["severity"] for f in rev["findings"] if f["code"] == "layout-move"] == ["warn"]
-    assert disruptions("aws", _aws_head_moved(False)) == {}
+    assert disruptions(clouds.get("aws"), _aws_head_moved(False)) == {}
