@@ -18,8 +18,8 @@ node gone, a fault after destroy+apply (on the same four machines), a lost RunIn
 a replacement refused in every zone (moto behind the fault proxy). A row with no step to resume
 prints the seconds of its action instead.
 
-Row groups: `python -m benchmarks.bench_faults --rows cluster` (nodes, node-side, cluster; all by
-default: `python -m benchmarks faults`). Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next
+Row groups: `python -m benchmarks.bench_faults --rows cluster moto` (nodes, node-side, cluster:
+the namespace rows of faults_cluster.py, moto; all by default: `python -m benchmarks faults`). Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next
 to other namespace users.
 """
 
@@ -53,7 +53,7 @@ FAULTS = [("one worker", ("worker",), False), ("the head", ("head",), False),
           ("both nodes", ("head", "worker"), False), ("spare dies in provisioning", ("worker",), True)]
 
 
-GROUPS = ("nodes", "node-side", "cluster")
+GROUPS = ("nodes", "node-side", "cluster", "moto")
 
 
 def main(groups: tuple[str, ...] = GROUPS) -> None:
@@ -68,7 +68,7 @@ def main(groups: tuple[str, ...] = GROUPS) -> None:
             rows += faults_cluster.host_rows(*bench) if "cluster" in groups else []   # destroy last
     if "node-side" in groups:
         rows += faults_node.rows()   # hung, shared disk full (issue 39): their own machines
-    if "cluster" in groups:
+    if "moto" in groups:
         rows += faults_cluster.moto_rows()
     report(rows)
 

@@ -1,7 +1,7 @@
 """bench_faults' cluster-side rows (issue 39), measured the way bench_faults measures its node rows:
 kill -> first resumed step and steps lost where a run goes on, else the time of the action.
 Not a benchmark module of its own: bench_faults.main() runs `host_rows()` on its four namespace
-machines and `moto_rows()`.
+machines (row group `cluster`) and `moto_rows()` (row group `moto`).
 
 On the namespace machines (the `hosts` target, the digits job, the fault at step KILL_AT):
 
@@ -76,7 +76,8 @@ def destroy_with_a_node_gone(four, base: Path, common: list[str], env: dict) -> 
     out = subprocess.run([str(TRAINKIT), "destroy", *common, "--yes"], env=env, capture_output=True, text=True,
                          timeout=900)
     took = time.monotonic() - t0
-    named = f"host {worker.name} " in out.stdout and "was not cleaned" in out.stdout
+    said = out.stdout + out.stderr   # the warning goes to stderr (trainkit/commands/ops.py)
+    named = f"host {worker.name} " in said and "was not cleaned" in said
     return {"fault": "destroy, a node gone", "rc": out.returncode, "lost": None, "to_step": None, "action_s": took,
             "note": f"{worker.name} {'named with the command that cleans it' if named else 'NOT named'}"}
 
