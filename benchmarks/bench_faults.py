@@ -12,8 +12,15 @@ again before the next fault. Per fault, from the run's events.jsonl:
 
 Faults: one worker; the head (the rendezvous must form around a new head); both active nodes;
 the worker, then the spare put in its place while it is provisioned (the next spare takes over);
-and the node-side rows of benchmarks/faults_node.py: a hung worker (SIGSTOP), a full shared disk.
-Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next to other namespace users.
+the node-side rows of benchmarks/faults_node.py: a hung worker (SIGSTOP), a full shared disk;
+and the cluster-side rows of benchmarks/faults_cluster.py (issue 39): clock skew, destroy with a
+node gone, a fault after destroy+apply (on the same four machines), a lost RunInstances answer and
+a replacement refused in every zone (moto behind the fault proxy). A row with no step to resume
+prints the seconds of its action instead.
+
+Row groups: `python -m benchmarks.bench_faults --rows cluster moto` (nodes, node-side, cluster:
+the namespace rows of faults_cluster.py, moto; all by default: `python -m benchmarks faults`). Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next
+to other namespace users.
 """
 
 from __future__ import annotations
@@ -46,14 +53,24 @@ FAULTS = [("one worker", ("worker",), False), ("the head", ("head",), False),
           ("both nodes", ("head", "worker"), False), ("spare dies in provisioning", ("worker",), True)]
 
 
-def main() -> None:
-    from benchmarks import faults_node
+GROUPS = ("nodes", "node-side", "cluster", "moto")
 
-    with four_hosts("bench_faults", "tkbf") as bench:
-        if bench is None:
-            return
-        rows = [fault(*bench, *f) for f in FAULTS]
-    report(rows + faults_node.rows())   # hung, shared disk full (issue 39): their own machines
+
+def main(groups: tuple[str, ...] = GROUPS) -> None:
+    from benchmarks import faults_cluster, faults_node
+
+    rows = []
+    if "nodes" in groups or "cluster" in groups:
+        with four_hosts("bench_faults", "tkbf") as bench:
+            if bench is None:
+                return
+            rows += [fault(*bench, *f) for f in FAULTS] if "nodes" in groups else []
+            rows += faults_cluster.host_rows(*bench) if "cluster" in groups else []   # destroy last
+    if "node-side" in groups:
+        rows += faults_node.rows()   # hung, shared disk full (issue 39): their own machines
+    if "moto" in groups:
+        rows += faults_cluster.moto_rows()
+    report(rows)
 
 
 @contextlib.contextmanager
@@ -107,14 +124,15 @@ def setup(four, base: Path) -> tuple[list[str], dict]:
     return common, env
 
 
-def fault(four, base: Path, common: list[str], env: dict, name: str, kill: tuple[str, ...], spare: bool) -> dict:
+def fault(four, base: Path, common: list[str], env: dict, name: str, kill: tuple[str, ...], spare: bool,
+          args: list[str] = ARGS) -> dict:
     for h in four.hosts:
         if not h.pids():
             four.revive(h)
     by_name = {h.name: h for h in four.hosts}
     active = _active(base, four)
     before = set((base / "ws" / "runs").glob("*")) if (base / "ws" / "runs").is_dir() else set()
-    proc = subprocess.Popen([str(TRAINKIT), "train", *common, *ARGS], env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([str(TRAINKIT), "train", *common, *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_step(base / "shared" / "bench-faults" / "runs", before, proc)
@@ -157,10 +175,19 @@ def report(rows: list[dict]) -> None:
     print(f"bench_faults: kill at step {KILL_AT} -> first step after resume, per fault "
           f"(checkpoint every {CKPT_EVERY} steps)")
     for r in rows:
+        if r.get("action_s") is not None:   # no step to resume: the action's own seconds
+            print(f"  {r['fault']:<28} exit {r['rc']}  action {r['action_s']:7.1f} s  {r.get('note', '')}")
+            continue
         to_step = f"{r['to_step']:7.1f} s" if r["to_step"] is not None else "      - "
         lost = f"{r['lost']} steps (ratio {r['lost'] / CKPT_EVERY:.2f})" if r["lost"] is not None else "-"
-        print(f"  {r['fault']:<28} exit {r['rc']}  kill -> first step {to_step}  lost {lost}")
+        note = f"  {r['note']}" if r.get("note") else ""
+        print(f"  {r['fault']:<28} exit {r['rc']}  kill -> first step {to_step}  lost {lost}{note}")
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    cli = argparse.ArgumentParser(prog="python -m benchmarks.bench_faults", description=__doc__.split("\n")[0])
+    cli.add_argument("--rows", nargs="+", choices=GROUPS, default=list(GROUPS), help="row groups to run")
+    main(tuple(cli.parse_args().rows))
+

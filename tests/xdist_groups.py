@@ -19,13 +19,14 @@ from xdist.scheduler import LoadFileScheduling
 # Seconds per module (setup + call + teardown of its tests, `--durations=0`) in `.ci/run` at
 # 9dba0a0 on the 2-core machine, 3 workers (make test 1257 s); the fault matrix's modules with the
 # rows added after it (during_write ~40 s, controller_stop/backoff ~75 s, the elastic row ~110 s,
-# measured alone), and test_aws_failover with its preflight and lost-rule test (+157 s alone). Only
-# the order matters: a module that is not listed gets DEFAULT_S, and
-# tests/unit/test_xdist_groups.py keeps the table naming modules that exist.
+# measured alone; the no-spare elastic row ~50 s, 11 s of CPU, beside other work), and
+# test_aws_failover with its preflight and lost-rule test (+157 s alone). Only the order matters:
+# a module that is not listed gets DEFAULT_S, and tests/unit/test_xdist_groups.py keeps the table
+# naming modules that exist.
 MEASURED_S = {
     "infra/test_aws_faults.py": 489, "e2e/test_fault_matrix_control.py": 417,
     "infra/test_aws_lifecycle.py": 391, "infra/test_aws_node_changes.py": 344,
-    "e2e/test_fault_matrix.py": 370, "dist/test_train_fsdp.py": 233,
+    "e2e/test_fault_matrix.py": 420, "dist/test_train_fsdp.py": 233,
     "infra/test_aws_failover.py": 362, "e2e/test_doctor_hosts.py": 162,
     "infra/test_aws_replace.py": 150, "infra/test_aws_lost_response.py": 148,
     "e2e/test_run_ops_local.py": 117, "e2e/test_recover_hosts.py": 91,

@@ -40,6 +40,13 @@ def why_not(job: runs.Job, ranks: int) -> str | None:
     return None
 
 
+def last_step_before(record: dict, attempt: int) -> int | None:
+    """The newest last step run.json's `attempts` hold before `attempt` (None: none logged one):
+    the run's progress when the survivors' attempt ends before a step of its own."""
+    steps = [a.get("last_step") for a in record.get("attempts") or [] if a.get("attempt", 0) < attempt]
+    return next((s for s in reversed(steps) if s is not None), None)
+
+
 class Replacing:
     """`work()` (the replacement) in a thread; `done` once it returned or raised a TrainkitError."""
 

@@ -300,11 +300,12 @@ def _run_shrunk(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, o
     leaves the survivors going on alone."""
     small, group = attempt_.subset(nodes, survivors), nodes_of(cluster, ws)[1]
     lay = remote.layout_for(group, run_dir.name)
-    _await_resume(cluster, ws, job, run_dir, attempt, node=small[0])
+    # survivors that end before their first step never grow back: their end is recovered instead
+    started = _await_resume(cluster, ws, job, run_dir, attempt, node=small[0])
     follower = run_status.Follower(small[0], lay, job, echo if opts.follow else None)
     while True:
         out = watch(small, lay, attempt, run_dir, follower, opts,
-                    interrupt=(lambda r=replacing: r.done) if replacing else None)
+                    interrupt=(lambda r=replacing: r.done) if replacing and started else None)
         if out.status != "interrupted":
             break
         if replacing.error:   # the survivors go on alone; the next fault is recovered as usual
@@ -320,6 +321,13 @@ def _run_shrunk(cluster: Cluster, ws: Workspace, job: runs.Job, run_dir: Path, o
         return _grow(replacing.result, survivors, ws, job, run_dir, opts, lost)
     if replacing:
         replacing.join()
+        if replacing.error:   # it failed while the survivors' attempt ended
+            runs.event(run_dir, "replacement_failed", nodes=lost, error=replacing.error.message[-600:])
+            replacing = None
+    if replacing is None and out.status == "reclaimed":   # never replaced: still lost beside the new loss
+        out.lost += [n for n in lost if n not in out.lost]
+    if out.last_step is None:   # the survivors logged no step (gone at start-up): the run's last one
+        out.last_step = elastic.last_step_before(runs.read_record(run_dir), attempt)
     cluster = (replacing.result if replacing and replacing.result is not None else cluster)
     return cluster, attempt, out
 

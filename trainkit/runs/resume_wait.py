@@ -12,7 +12,9 @@ controller's: the first step is seen
   metrics.jsonl after the wait began (by byte offset: no time compared), timed by the controller.
 
 An attempt whose head ends (any final status, or `lost`) before a first step ends the wait at
-once: a survivor that dies at start-up does not blind the controller for the whole timeout.
+once, and so does a head that stops answering for the window in which watch() declares a node
+lost: a survivor that dies at start-up (its machine gone) does not blind the controller for the
+whole timeout.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from trainkit.util import progress
 
 POLL_S = 1.0
 ENDED = ("completed", "failed", "preempted", "cancelled", "lost")
+# A head unreachable this long (and for at least UNREACHABLE_POLLS polls) is gone: the window in
+# which recover.watch() declares a node lost (trainkit/runs/recover.py Options.lost_after_s,
+# lost_after), repeated here (recover imports this module).
+UNREACHABLE_S, UNREACHABLE_POLLS = 5.0, 2
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class Seen:
     first_step_at: float | None     # controller clock; None: no step before the timeout or the end
     waited_s: float                 # controller's monotonic clock
     ended: str | None = None        # the head's status when the attempt ended before its first step
+                                    # ("unreachable": it stopped answering for UNREACHABLE_S)
 
 
 def placed(controller_now: float, node_uptime: float, node_first_at: float, began: float) -> float:
@@ -50,8 +57,12 @@ def first_step(head, lay: remote.Layout, attempt: int, timeout_s: float, not_bef
     began, t0 = not_before or time.time(), time.monotonic()
     metrics = f"{lay.run_dir}/metrics.jsonl"
     offset = len(remote.read_from(head, metrics, 0)[0])   # steps after this byte are the new attempt's
+    misses: list[float] = []   # controller monotonic times of consecutive polls the head did not answer
     while time.monotonic() - t0 < timeout_s:
         s = remote.node_states([head], lay, attempt)[0]
+        misses = [] if s.reachable else misses + [time.monotonic()]
+        if len(misses) >= UNREACHABLE_POLLS and misses[-1] - misses[0] >= UNREACHABLE_S:
+            return Seen(None, time.monotonic() - t0, ended="unreachable")
         p = s.state.get("progress") or {}
         if s.reachable and isinstance(p.get("first_at"), (int, float)) and s.uptime is not None:
             return Seen(placed(time.time(), s.uptime, p["first_at"], began), time.monotonic() - t0)

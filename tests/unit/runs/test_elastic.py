@@ -68,3 +68,12 @@ def test_the_replacement_runs_in_the_background_and_keeps_its_result_or_error():
     r = elastic.Replacing(fails)
     r.join()
     assert r.done and r.result is None and "no spare" in r.error.message
+
+
+def test_survivors_gone_before_a_step_of_their_own_end_at_the_run_s_last_step():
+    """elastic.last_step_before: the newest last step of an earlier attempt (the survivors'
+    attempt that logged none is recorded with it, never null)."""
+    record = {"attempts": [{"attempt": 1, "last_step": 14}, {"attempt": 2, "last_step": None},
+                           {"attempt": 3, "last_step": None}]}
+    assert elastic.last_step_before(record, 3) == 14
+    assert elastic.last_step_before(record, 1) is None and elastic.last_step_before({}, 2) is None

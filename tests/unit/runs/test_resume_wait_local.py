@@ -76,3 +76,24 @@ def test_the_head_s_first_step_is_placed_on_the_controller_s_clock(tmp_path):
     assert seen.ended is None and seen.first_step_at is not None
     assert launched <= seen.first_step_at <= time.time()
     assert before - 5.0 - 2.0 <= seen.first_step_at <= before - 5.0 + 2.0   # its age on the head's clock
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_head_that_stops_answering_ends_the_wait_after_the_lost_window(tmp_path):
+    """A survivor whose machine is gone (ssh refused) before its first step: the wait ends as
+    `unreachable` once it failed UNREACHABLE_POLLS polls over UNREACHABLE_S (watch's lost window),
+    not at the timeout."""
+    lay = remote.Layout(work=str(tmp_path / "work"), root=str(tmp_path / "root"), run_id="r-1")
+    gone = Node("head", 0, {"ansible_host": "127.0.0.1", "ansible_port": _closed_port(),
+                            "ansible_ssh_common_args": "-F /dev/null -o UserKnownHostsFile=/dev/null"})
+    seen = resume_wait.first_step(gone, lay, attempt=2, timeout_s=TIMEOUT_S)
+    assert seen.ended == "unreachable" and seen.first_step_at is None
+    assert resume_wait.UNREACHABLE_S <= seen.waited_s < TIMEOUT_S / 4
