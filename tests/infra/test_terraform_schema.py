@@ -241,7 +241,7 @@ def arguments_fed_by(cloud: str, variable: str) -> list[tuple[str, str]]:
 def test_every_catalog_choice_is_a_value_the_provider_accepts(schemas, cloud):
     """The catalog's choices (= the module's enum lists, tests/unit/stack/test_module_catalog.py) are within
     the provider's enum, from the code or, where the code does not validate, from its docs."""
-    choices = load_catalog(cloud).choices
+    choices = load_catalog(clouds.get(cloud)).choices
     problems, checked = [], 0
     for key, variable in CHOICE_VARIABLES.items():
         fed = arguments_fed_by(cloud, variable)

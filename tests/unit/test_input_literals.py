@@ -8,7 +8,6 @@ supervisor's start command (shlex read back). 500 generated examples per field g
 
 from __future__ import annotations
 
-import functools
 import json
 import shlex
 import tempfile
@@ -67,13 +66,18 @@ COMMAND = runs.Job(name="r", source=Path("/x/r.yaml"), engine_config={}, command
                    workdir=Path("/x"))
 
 
-_CACHED_CATALOG = functools.lru_cache(maxsize=None)(resolve.load_catalog)
+_LOAD_CATALOG = resolve.load_catalog
+_CATALOGS: dict[str, object] = {}
 
 
 @pytest.fixture(autouse=True)
 def _catalog_read_once(monkeypatch):
-    """The catalog YAML is parsed once, not per example (it is most of a validate's time)."""
-    monkeypatch.setattr(resolve, "load_catalog", _CACHED_CATALOG)
+    """The catalog YAML is parsed once per cloud, not per example (it is most of a validate's time)."""
+    def read_once(room):
+        if room.name not in _CATALOGS:
+            _CATALOGS[room.name] = _LOAD_CATALOG(room)
+        return _CATALOGS[room.name]
+    monkeypatch.setattr(resolve, "load_catalog", read_once)
 
 
 def _set(spec: dict, dotted: str, value) -> dict:

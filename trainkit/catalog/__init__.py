@@ -1,6 +1,6 @@
 """GPU instance catalog: one YAML file per cloud (specs, prices with source and date, defaults).
 
-Pure data in, data out. `load_catalog(cloud)` reads the file the cloud's room names (the shipped
+Pure data in, data out. `load_catalog(room)` reads the file the cloud's room names (the shipped
 clouds' `<cloud>.yaml` next to this file);
 `with_prices(catalog, path)` overlays a user's own price file; `matching()` filters and sorts
 cheapest first; `select()` picks the cheapest feasible type. Unknown prices stay `None` and
@@ -70,19 +70,22 @@ class Catalog:
         raise InputError(f"instance.type: {type_name!r} is not a known {self.cloud} GPU type", fix=hint)
 
 
+def catalog_rooms() -> list[clouds.Cloud]:
+    """Every room with a catalog file, sorted by name."""
+    return sorted((c for c in clouds.all_clouds() if c.catalog_file and c.catalog_file.is_file()),
+                  key=lambda c: c.name)
+
+
 def catalog_clouds() -> list[str]:
-    """Every cloud whose room has a catalog file, sorted."""
-    return sorted(c.name for c in clouds.all_clouds() if c.catalog_file and c.catalog_file.is_file())
+    """The names of catalog_rooms()."""
+    return [c.name for c in catalog_rooms()]
 
 
-def load_catalog(cloud: str) -> Catalog:
-    """Read the catalog of `cloud` (the file its room names); InputError for a cloud with none."""
-    try:
-        path = clouds.get(cloud).catalog_file or CATALOG_DIR / f"{cloud}.yaml"
-    except KeyError:
-        path = CATALOG_DIR / f"{cloud}.yaml"
+def load_catalog(room: clouds.Cloud) -> Catalog:
+    """Read the catalog of the cloud `room` (the file the room names); InputError for a room with none."""
+    path = room.catalog_file or CATALOG_DIR / f"{room.name}.yaml"
     if not path.is_file():
-        raise InputError(f"no instance catalog for cloud {cloud!r}",
+        raise InputError(f"no instance catalog for cloud {room.name!r}",
                          fix=f"clouds with a catalog: {', '.join(catalog_clouds())}")
     return _read(str(path), path.stat().st_mtime_ns)
 

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from trainkit.catalog import catalog_clouds, load_catalog, matching, refreshed_price_file, with_prices
+from trainkit.catalog import catalog_clouds, catalog_rooms, load_catalog, matching, refreshed_price_file, with_prices
 from trainkit.cluster import registry
 from trainkit.commands import complete
 from trainkit.commands.options import (
     check_region,
+    cloud_room,
     dump_json,
     format_option,
     load,
@@ -123,7 +124,8 @@ def _check_config(cluster, config: str, overrides: tuple[str, ...]):
 
 
 @click.command()
-@click.option("--cloud", type=click.Choice(catalog_clouds()), help="Only this cloud.")
+@click.option("--cloud", "room", type=click.Choice(catalog_clouds()),
+              callback=cloud_room(lambda r: r.has_catalog, "a cloud with a catalog"), help="Only this cloud.")
 @click.option("--gpu", help="GPU model, e.g. A100 (case-insensitive).")
 @click.option("--gpus", type=click.IntRange(min=1), help="At least this many GPUs per node.")
 @click.option("--min-gpu-memory", "min_mem", type=click.IntRange(min=1), help="GB per GPU, at least.")
@@ -131,20 +133,19 @@ def _check_config(cluster, config: str, overrides: tuple[str, ...]):
 @prices_option
 @click.option("--region", help="Use the prices `trainkit prices refresh` fetched for this region.")
 @format_option()
-def catalog(cloud, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
+def catalog(room, gpu, gpus, min_mem, spot, price_file, region, fmt) -> None:
     """List GPU instance types that match, cheapest first (unknown prices last).
 
     \b
     Example:
       trainkit catalog --cloud alicloud --gpu A100 --min-gpu-memory 80
     """
-    if price_file and not cloud:
+    if price_file and not room:
         raise click.UsageError("--prices needs --cloud (a price file belongs to one cloud)")
-    if region and cloud:
-        check_region(cloud, region)
+    if region and room:
+        check_region(room, region)
     rows = []
-    for name in [cloud] if cloud else catalog_clouds():
-        cat = load_catalog(name)
+    for name, cat in ((r.name, load_catalog(r)) for r in ([room] if room else catalog_rooms())):
         refreshed = refreshed_price_file(name, region or cat.price_region)
         if refreshed:  # `trainkit prices refresh` output comes before the shipped prices
             cat = with_prices(cat, refreshed)

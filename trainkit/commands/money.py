@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from trainkit import clouds
 from trainkit.commands.options import (
     Finite,
     check_region,
+    cloud_room,
     dump_json,
     format_option,
     load_named,
@@ -119,27 +119,24 @@ def prices() -> None:
 
 
 @prices.command()
-@click.option("--cloud", required=True, help="Cloud whose price API to ask.")
+@click.option("--cloud", "room", required=True, callback=cloud_room(lambda r: r.has_module, "a cloud"),
+              help="Cloud whose price API to ask.")
 @click.option("--region", required=True, help="Region to price, e.g. us-east-1.")
 @click.option("--types", help="Comma-separated instance types (default: every catalog type).")
 @click.option("--zone", help="Zone, for clouds that quote per zone (Tencent).")
 @click.option("--endpoint", help="Custom API endpoint (emulators, private endpoints).")
 @format_option()
-def refresh(cloud, region, types, zone, endpoint, fmt):
+def refresh(room, region, types, zone, endpoint, fmt):
     """Ask the cloud's price API and write a dated price file that catalog/plan/cost then use.
 
     \b
     Example:
       trainkit prices refresh --cloud aws --region us-east-1 --types g5.xlarge,g5.12xlarge
     """
-
-    served = clouds.terraform_targets()   # those on TRAINKIT_CLOUD_PATH included
-    if cloud not in served:
-        raise InputError(f"--cloud: {cloud!r} is not a cloud", fix=f"one of {', '.join(served)}")
-    check_region(cloud, region)
+    check_region(room, region)
     wanted = [t.strip() for t in types.split(",") if t.strip()] if types else None
-    path = price_api.refresh(cloud, region, wanted, endpoint=endpoint, zone=zone)
+    path = price_api.refresh(room, region, wanted, endpoint=endpoint, zone=zone)
     if fmt == "json":
-        click.echo(dump_json({"cloud": cloud, "region": region, "price_file": str(path)}))
+        click.echo(dump_json({"cloud": room.name, "region": region, "price_file": str(path)}))
         return
     click.echo(f"prices written to {path}")

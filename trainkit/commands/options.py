@@ -71,13 +71,26 @@ class Finite(click.FloatRange):
         return number
 
 
-def check_region(cloud: str, region: str) -> str:
-    """`region` when it is one of `cloud`'s (its room's list; any a-z0-9- name when the room has
+def cloud_room(served: Callable[[clouds.Cloud], bool], what: str) -> Callable:
+    """A click callback turning `--cloud NAME` into that cloud's room, once, for the command to pass
+    on (the one lookup of a room by a name given on the command line). The rooms on
+    TRAINKIT_CLOUD_PATH count. A name that is not a room `served` accepts: InputError (exit 2)
+    naming --cloud, with the choices (`what` says which rooms those are). None stays None."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> clouds.Cloud | None:
+        if value is None:
+            return None
+        names = [room.name for room in clouds.all_clouds() if served(room)]
+        if value not in names:
+            raise InputError(f"--cloud: {value!r} is not {what}", fix=f"one of {', '.join(names)}")
+        return clouds.get(value)
+    return callback
+
+
+def check_region(room: clouds.Cloud, region: str) -> str:
+    """`region` when it is one of the cloud's (its room's list; any a-z0-9- name when the room has
     none); else InputError naming --region with the closest names. The region names a price file,
     so it is never a path."""
-
-
-    known = clouds.get(cloud).regions
+    cloud, known = room.name, room.regions
     if (known and region in known) or (not known and re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", region)):
         return region
     close = difflib.get_close_matches(region, list(known), n=3, cutoff=0.6)

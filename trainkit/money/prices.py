@@ -25,14 +25,9 @@ from trainkit.util.dist import pip_install
 from trainkit.workspace import write_atomic
 
 
-def _room(cloud: str) -> clouds.Cloud:
-    """The room of the cloud `--cloud` names (prices are asked by the cloud's name)."""
-    return clouds.get(cloud)
-
-
-def adapter(cloud: str):
-    """The price adapter module of `cloud`; InputError when it has none or its SDK is missing."""
-    room = _room(cloud)
+def adapter(room: clouds.Cloud):
+    """The price adapter module of the cloud `room`; InputError when it has none or its SDK is missing."""
+    cloud = room.name
     if not room.price_adapter:
         raise InputError(f"--cloud {cloud}: no price adapter", fix="use --prices with your own file")
     try:
@@ -42,26 +37,26 @@ def adapter(cloud: str):
                          fix=pip_install(cloud)) from None
 
 
-def refresh(cloud: str, region: str, types: list[str] | None = None, endpoint: str | None = None,
+def refresh(room: clouds.Cloud, region: str, types: list[str] | None = None, endpoint: str | None = None,
             zone: str | None = None, now: dt.datetime | None = None) -> Path:
     """Fetch prices for `types` (default: every catalog type) and write the price file; its path."""
-    catalog = load_catalog(cloud)
+    cloud, catalog = room.name, load_catalog(room)
     known = [i.type for i in catalog.instances]
     wanted = types or known
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         raise InputError(f"--types: not {cloud} catalog types: {', '.join(unknown)}",
                          fix=f"see `trainkit catalog --cloud {cloud}`")
-    require_credentials(cloud)
-    fetched = adapter(cloud).fetch(region, wanted, endpoint=endpoint, zone=zone,
+    require_credentials(room)
+    fetched = adapter(room).fetch(region, wanted, endpoint=endpoint, zone=zone,
                                    image=catalog.defaults.get("image"))
     return write(cloud, region, fetched, now or dt.datetime.now(dt.timezone.utc))
 
 
-def require_credentials(cloud: str) -> None:
+def require_credentials(room: clouds.Cloud) -> None:
     """CredentialsError (exit 13) naming the cloud's variables when none of its credential sets is
     present (the SDKs fail later, each its own way, some with a traceback); names only, no value."""
-    room = _room(cloud)
+    cloud = room.name
     if not presence(room, os.environ, Path.home())["provider"]["ok"]:
         raise CredentialsError(f"prices refresh --cloud {cloud}: no {room.title} credentials in the environment",
                                fix=f"set {describe_sets(room.credentials)}; `trainkit check SPEC` lists what is set")

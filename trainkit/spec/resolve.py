@@ -101,7 +101,7 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
         return Cluster(spec=spec, source=source, ssh_user=_ssh_user(spec, room, {}), room=room,
                        data_disk=spec.storage.data_disk.model_dump(),
                        nas=spec.storage.nas.model_dump(), warnings=())
-    catalog = load_catalog(spec.cloud)
+    catalog = load_catalog(room)
     refreshed = refreshed_price_file(spec.cloud, spec.region)  # `trainkit prices refresh` output
     if refreshed:
         catalog = with_prices(catalog, refreshed)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from trainkit import clouds
 from trainkit.catalog import catalog_clouds, load_catalog, select, with_prices
 from trainkit.cli import main
 from trainkit.errors import InputError
@@ -31,7 +32,7 @@ def brute_force(catalog, gpu, gpus, mem, spot):
 
 @pytest.mark.parametrize("cloud", catalog_clouds())
 def test_select_matches_brute_force_for_every_requirement_combination(cloud):
-    cat = load_catalog(cloud)
+    cat = load_catalog(clouds.get(cloud))
     models = sorted({i.gpu for i in cat.instances}) + [None]
     for gpu, gpus, mem, spot in itertools.product(models, [None, 1, 2, 4, 8], [None, 16, 24, 40, 80], [False, True]):
         expected = brute_force(cat, gpu, gpus, mem, spot)
@@ -44,7 +45,7 @@ def test_select_matches_brute_force_for_every_requirement_combination(cloud):
 
 @pytest.mark.parametrize("cloud", catalog_clouds())
 def test_catalog_rows_are_complete_and_unique(cloud):
-    cat = load_catalog(cloud)
+    cat = load_catalog(clouds.get(cloud))
     names = [i.type for i in cat.instances]
     assert len(names) == len(set(names))
     for inst in cat.instances:
@@ -54,7 +55,7 @@ def test_catalog_rows_are_complete_and_unique(cloud):
 
 
 def test_prices_file_overrides_and_reorders(tmp_path):
-    cat = load_catalog("tencentcloud")  # no shipped prices: everything unknown
+    cat = load_catalog(clouds.get("tencentcloud"))  # no shipped prices: everything unknown
     assert all(i.on_demand is None for i in cat.instances)
     prices = tmp_path / "prices.yaml"
     prices.write_text("currency: CNY\ndate: '2026-11'\nprices:\n"
@@ -69,7 +70,7 @@ def test_prices_file_with_unknown_type_names_the_key(tmp_path):
     prices = tmp_path / "prices.yaml"
     prices.write_text("prices:\n  GT4.8XLARGE19: {on_demand: 50}\n")
     with pytest.raises(InputError, match=r"prices\.GT4\.8XLARGE19: not a tencentcloud type.*") as err:
-        with_prices(load_catalog("tencentcloud"), prices)
+        with_prices(load_catalog(clouds.get("tencentcloud")), prices)
     assert "GT4.8XLARGE192" in err.value.fix
 
 

@@ -72,7 +72,7 @@ def widest(limits: dict[str, tuple[int, int]]) -> tuple[int, int]:
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_module_enum_lists_are_the_catalogs_choices(cloud):
-    choices = load_catalog(cloud).choices
+    choices = load_catalog(clouds.get(cloud)).choices
     expected = {"public_ip": list(typing.get_args(NetworkSpec.model_fields["public_ip"].annotation)),
                 "system_disk.category": choices["system_disk_categories"],
                 "data_disk.category": choices["data_disk_categories"],
@@ -86,7 +86,7 @@ def test_module_enum_lists_are_the_catalogs_choices(cloud):
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_module_defaults_are_the_catalogs_defaults(cloud):
-    defaults, choices = load_catalog(cloud).defaults, load_catalog(cloud).choices
+    defaults, choices = load_catalog(clouds.get(cloud)).defaults, load_catalog(clouds.get(cloud)).choices
     tf = variables(cloud)
     assert unquote(tf["nas"]["default"]["type"]) == defaults["nas"]["type"]
     assert unquote(tf["ssh_user"]["default"]) == defaults["ssh_user"]
@@ -114,7 +114,7 @@ def test_module_size_ranges_are_the_rooms_limits(cloud):
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_room_disk_and_nas_rules_name_only_catalog_choices(cloud):
-    rules, nas, choices = clouds.get(cloud).disks, clouds.get(cloud).nas, load_catalog(cloud).choices
+    rules, nas, choices = clouds.get(cloud).disks, clouds.get(cloud).nas, load_catalog(clouds.get(cloud)).choices
     data, system = set(choices["data_disk_categories"]), set(choices["system_disk_categories"])
     assert set(rules.data_size) - {"*"} <= data
     assert set(rules.leveled_categories) <= data
