@@ -286,11 +286,11 @@ class Cloud:
     # Where the nodes come from (a key of the node-source table in provision/inventory.py):
     # NODES_TERRAFORM (the module's `nodes` output), NODES_HOSTS (the spec's `hosts:`), NODES_LOCAL
     # (this machine, no ssh).
-    node_source: str = "terraform"
+    node_source: str = NODES_TERRAFORM
     # How a lost node is replaced (a key of the table in cluster/replace.py): REPLACE_TERRAFORM (a new
     # instance by a targeted apply), REPLACE_SPARE (a spare host of the spec), REPLACE_NONE (nothing
     # replaces it: the run ends preempted).
-    replacement: str = "terraform"
+    replacement: str = REPLACE_TERRAFORM
     # Whether a lost node is fenced (its processes killed once it answers again) before the run goes
     # on without it: a lost cloud instance is terminated by its replacement, a lost host is not.
     fences_lost_nodes: bool = False
@@ -299,7 +299,7 @@ class Cloud:
     venv_mode: str = "venv"
     # The ssh user when the spec names none: USER_CATALOG (the catalog's `ssh_user`, else root),
     # "root", or USER_CURRENT (whoever runs trainkit).
-    default_ssh_user: str = "catalog"
+    default_ssh_user: str = USER_CATALOG
     # Whether trainkit installs the cluster's public key on the nodes (the module's ssh_public_key);
     # False: the key must already be authorised where the nodes are.
     installs_key: bool = True

@@ -32,6 +32,7 @@ SSH_TIMEOUT_S = 60
 SCRIPT_SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
                       "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2")
 REWRITE = "run `trainkit apply` to rewrite it"
+PORT_MAX = 65535   # RFC 793: a 16-bit port number
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,11 @@ def node_from_vars(name: str, index: int, hostvars: dict[str, Any], where: str =
     options = _checked(shlex.split, str(hostvars.get("ansible_ssh_common_args") or ""), where,
                        "ansible_ssh_common_args")
     key = hostvars.get("ansible_ssh_private_key_file")
+    port = _int(hostvars, "ansible_port", 0, where)
+    if not 0 <= port <= PORT_MAX:
+        raise InputError(f"{where}: ansible_port: {port} is not a TCP port (1-{PORT_MAX})", fix=REWRITE)
     return Node(name=name, rank=_int(hostvars, "trainkit_node_rank", index, where), address=address,
-                port=_int(hostvars, "ansible_port", 0, where) or None, user=user,
+                port=port or None, user=user,
                 key_file=str(key) if key else None, ssh_options=tuple(options), local=local,
                 private_ip=str(hostvars.get("trainkit_private_ip", "127.0.0.1")),
                 python=str(hostvars.get("trainkit_node_python") or "python3"),

@@ -70,6 +70,7 @@ def test_group_vars_all_yml_overrides_the_inventorys_group_and_a_host_var_overri
     ("ansible_host", "gpu-a.lab; reboot", "not an IPv4/IPv6 address"),
     ("ansible_host", "-oProxyCommand=x", "starts with '-'"),
     ("ansible_port", "22 -oProxyCommand=x", "is not a whole number"),
+    ("ansible_port", 70000, "is not a TCP port (1-65535)"),
     ("ansible_ssh_common_args", "-o 'ProxyCommand=x", "No closing quotation"),
     ("trainkit_nproc_per_node", "eight", "is not a whole number"),
     ("trainkit_node_rank", True, "is not a whole number"),
