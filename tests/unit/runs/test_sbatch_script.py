@@ -68,7 +68,7 @@ def test_the_batch_shell_starts_one_node_script_per_node_and_requeues_after_usr1
     srun = next(line for line in body.splitlines() if line.startswith("srun "))
     assert "--ntasks-per-node=1" in srun and "--kill-on-bad-exit=1" in srun and srun.endswith("&")
     assert 'bash "$TRAINKIT_RUN_DIR/node.sh"' in srun and "logs/node-%n.log" in srun
-    assert "trap on_usr1 USR1" in body and 'kill -TERM "$step"' in body
+    assert "trap on_usr1 USR1" in body and 'scancel --signal=TERM "$SLURM_JOB_ID"' in body
     requeue = body.index('scontrol requeue "$SLURM_JOB_ID"')
     assert body.index('grep -qs preempted "$TRAINKIT_RUN_DIR/summary.json"') < requeue
     assert body.index('rm -f "$TRAINKIT_RUN_DIR/summary.json"') < body.index("srun ")
