@@ -99,7 +99,7 @@ def test_usr1_ahead_of_the_time_limit_checkpoints_requeues_and_the_job_resumes(s
     config = yaml.safe_load((REPO / "examples/train/digits.yaml").read_text())
     run_dir = Path(f"{shared}/runs/digits-requeue")
     job = BatchJob(run_id="digits-requeue", run_dir=str(run_dir), nodes=2, nproc_per_node=1, rdzv_port=29400,
-                   slurm=spec, engine_config=config, overrides=("epochs=6", "export.onnx=false", "workers=0",
+                   slurm=spec, engine_config=config, overrides=("epochs=4", "export.onnx=false", "workers=0",
                                                                  "checkpoint.interval=null"))
     job_id = submit(login, job)
     deadline = time.monotonic() + JOB_TIMEOUT_S

@@ -116,13 +116,15 @@ def node_script(job: BatchJob) -> str:
 
 
 def _values(job: BatchJob) -> dict[str, str]:
+    """The job's values, by the names the job environment of every target uses (docs: environment)."""
     return {"TRAINKIT_RUN_ID": job.run_id, "TRAINKIT_RUN_DIR": job.run_dir,
-            "TRAINKIT_PYTHON": job.slurm.python, "TRAINKIT_RDZV_PORT": str(job.rdzv_port),
-            "TRAINKIT_NPROC_PER_NODE": str(job.nproc_per_node)}
+            "TRAINKIT_PYTHON": job.slurm.python, "TRAINKIT_GPUS_PER_NODE": str(job.nproc_per_node),
+            "rdzv_port": str(job.rdzv_port)}
 
 
 def _assignments(values: dict[str, str]) -> list[str]:
-    return [f"{k}={shlex.quote(v)}" for k, v in values.items()] + [f"export {' '.join(values)}"]
+    exported = " ".join(k for k in values if k.startswith("TRAINKIT_"))
+    return [f"{k}={shlex.quote(v)}" for k, v in values.items()] + [f"export {exported}"]
 
 
 # NodeAddr of a node as Slurm knows it (scontrol show node prints `NodeAddr=<addr>`); the node name
@@ -133,7 +135,8 @@ _BATCH_BODY = [
     f"node_addr() {{ a=$({_ADDR}); echo \"${{a:-$1}}\"; }}",
     'echo "trainkit: job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST at $(date -Is)"',
     'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-    'TRAINKIT_HEAD_ADDR=$(node_addr "$head"); export TRAINKIT_HEAD_ADDR',
+    'TRAINKIT_HEAD_ADDR=$(node_addr "$head"); TRAINKIT_RDZV_ENDPOINT="$TRAINKIT_HEAD_ADDR:$rdzv_port"',
+    "export TRAINKIT_HEAD_ADDR TRAINKIT_RDZV_ENDPOINT",
     'mkdir -p "$TRAINKIT_RUN_DIR/logs"',
     # a summary.json of an earlier start must not speak for this one
     'rm -f "$TRAINKIT_RUN_DIR/summary.json"',
@@ -175,8 +178,8 @@ _NODE_BODY = [
 # the overrides after `--`: `trainkit run` (click) reads them as KEY=VALUE words, never options
 _TORCHRUN = ('exec "$TRAINKIT_PYTHON" -m torch.distributed.run --nnodes "$SLURM_JOB_NUM_NODES" '
              '--node-rank "$SLURM_NODEID" --rdzv-backend c10d '
-             '--rdzv-endpoint "$TRAINKIT_HEAD_ADDR:$TRAINKIT_RDZV_PORT" '
+             '--rdzv-endpoint "$TRAINKIT_RDZV_ENDPOINT" '
              '--rdzv-id "$TRAINKIT_RUN_ID-$SLURM_JOB_ID-${SLURM_RESTART_COUNT:-0}" '
              '--rdzv-conf "is_host=$is_host" --local-addr "$self_addr" '
-             '--nproc-per-node "$TRAINKIT_NPROC_PER_NODE" -m trainkit run "$TRAINKIT_RUN_DIR/config.yaml" '
+             '--nproc-per-node "$TRAINKIT_GPUS_PER_NODE" -m trainkit run "$TRAINKIT_RUN_DIR/config.yaml" '
              '"run_dir=$TRAINKIT_RUN_DIR" "checkpoint.dir=$TRAINKIT_RUN_DIR/checkpoints" resume=true --')

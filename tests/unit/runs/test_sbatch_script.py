@@ -64,9 +64,10 @@ def test_the_batch_shell_starts_one_node_script_per_node_and_requeues_after_usr1
     values = dict(line.split("=", 1) for line in block.splitlines())
     assert {k: shlex.split(v)[0] for k, v in values.items()} == {
         "TRAINKIT_RUN_ID": "digits-20261204-2350", "TRAINKIT_RUN_DIR": "/shared/tk/runs/digits-20261204-2350",
-        "TRAINKIT_PYTHON": "/shared/venv/bin/python", "TRAINKIT_RDZV_PORT": "29400", "TRAINKIT_NPROC_PER_NODE": "8"}
+        "TRAINKIT_PYTHON": "/shared/venv/bin/python", "TRAINKIT_GPUS_PER_NODE": "8", "rdzv_port": "29400"}
     srun = next(line for line in body.splitlines() if line.startswith("srun "))
     assert "--ntasks-per-node=1" in srun and "--kill-on-bad-exit=1" in srun and srun.endswith("&")
+    assert 'TRAINKIT_RDZV_ENDPOINT="$TRAINKIT_HEAD_ADDR:$rdzv_port"' in body
     assert 'bash "$TRAINKIT_RUN_DIR/node.sh"' in srun and "logs/node-%n.log" in srun
     assert "trap on_usr1 USR1" in body and 'scancel --signal=TERM "$SLURM_JOB_ID"' in body
     requeue = body.index('scontrol requeue "$SLURM_JOB_ID"')
@@ -80,7 +81,7 @@ def test_each_node_runs_torchrun_with_the_rendezvous_on_the_first_node():
     assert torchrun[:4] == ["exec", "$TRAINKIT_PYTHON", "-m", "torch.distributed.run"]
     flag = {torchrun[i]: torchrun[i + 1] for i in range(4, torchrun.index("-m", 4), 2)}
     assert flag["--rdzv-backend"] == "c10d"
-    assert flag["--rdzv-endpoint"] == "$TRAINKIT_HEAD_ADDR:$TRAINKIT_RDZV_PORT"
+    assert flag["--rdzv-endpoint"] == "$TRAINKIT_RDZV_ENDPOINT" and flag["--nproc-per-node"] == "$TRAINKIT_GPUS_PER_NODE"
     assert flag["--rdzv-conf"] == "is_host=$is_host" and flag["--local-addr"] == "$self_addr"
     assert flag["--nnodes"] == "$SLURM_JOB_NUM_NODES" and "${SLURM_RESTART_COUNT:-0}" in flag["--rdzv-id"]
     assert 'is_host=0; if [ "$SLURM_NODEID" = 0 ]; then is_host=1; fi' in node

@@ -86,3 +86,16 @@ def test_a_slurm_block_on_another_target_is_refused(tmp_path, capsys):
 def test_slurm_takes_no_safety_nets(tmp_path, capsys):
     code, text = _validate(tmp_path, capsys, {**BASE, "ttl": "12h"})
     assert code == 2 and "ttl:" in text
+
+
+def test_apply_on_slurm_says_it_is_not_built_yet_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRAINKIT_STATE_DIR", str(tmp_path / "state"))
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    with pytest.raises(SystemExit) as done:
+        main(["apply", str(path), "--yes"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err
+    assert "`apply` and `train` on a Slurm cluster" in err and "not supported" in err
+    assert not (tmp_path / ".trainkit" / "lab" / "inventory.yml").exists()
