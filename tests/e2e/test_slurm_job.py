@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import netns
 import pytest
 import slurm_cluster
 import yaml
@@ -26,6 +27,7 @@ from trainkit.runs.slurm_jobs import ENDED, fetch, job_state, login_node, submit
 from trainkit.spec.slurm_block import SlurmSpec
 
 REPO = Path(__file__).resolve().parents[2]
+CHECKPOINT_EVERY = 5  # steps between checkpoints in the node-loss test (19 steps an epoch)
 JOB_TIMEOUT_S = 300   # the digits job takes well under a minute of CPU; a loaded 2-core machine is slower
 
 
@@ -37,6 +39,20 @@ def slurm(netns_hosts, tmp_path) -> SlurmCluster:
     return SlurmCluster(netns_hosts, tmp_path / "slurm").start()
 
 
+@pytest.fixture
+def slurm3(request, tmp_path_factory, tmp_path) -> SlurmCluster:
+    """Three namespace hosts under Slurm (conftest's netns_hosts with one more host): a job of two
+    nodes has somewhere to go when one of its nodes is lost for good."""
+    missing = netns.missing_tools() + slurm_cluster.missing_tools()
+    if missing:
+        pytest.fail("the Slurm fixture needs: " + ", ".join(missing))
+    base = tmp_path_factory.mktemp("nn")  # short: ssh control sockets must fit in 108 bytes
+    prefix, subnet = netns.names_for(request.module.__name__)
+    cluster = netns.NetnsCluster(base, count=3, prefix=prefix, subnet=subnet)
+    request.addfinalizer(cluster.stop)
+    return SlurmCluster(cluster.start(), tmp_path / "slurm").start()
+
+
 def _wait_ended(login, job_id: str, release: SlurmCluster | None = None) -> str | None:
     """The job's state once it has ended (or the last one seen at the timeout); with `release`, a
     job pending again after its requeue is let start now (scontrol update StartTime=now)."""
@@ -46,7 +62,8 @@ def _wait_ended(login, job_id: str, release: SlurmCluster | None = None) -> str 
         if state in ENDED:
             return state
         if release is not None and state == "PENDING":
-            release.sh(release.login, f"scontrol update JobId={job_id} StartTime=now")
+            # may come too late ("no longer pending"): the job started meanwhile
+            release.cluster.ssh(release.login, f"scontrol update JobId={job_id} StartTime=now", check=False)
         time.sleep(2)
     return state
 
@@ -123,3 +140,42 @@ def test_usr1_ahead_of_the_time_limit_checkpoints_requeues_and_the_job_resumes(s
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.is_file() else []
+
+
+def test_a_node_lost_mid_run_requeues_the_job_onto_others_and_it_resumes(slurm3, tmp_path):
+    """Host 2 dies mid-run for good (every process of its namespace SIGKILLed: slurmd, torchrun,
+    its rank); Slurm marks it down and requeues the job (--requeue), which starts again on hosts 1
+    and 3 and resumes from the newest checkpoint on the shared folder, losing at most one
+    checkpoint interval."""
+    slurm = slurm3
+    cluster, shared = slurm.cluster, tmp_path / "shared"
+    spec = SlurmSpec.model_validate({
+        "login": {"address": slurm.login.address, "user": "root", "key": str(cluster.key)},
+        "partition": PARTITION, "time": "15", "workdir": str(shared), "python": sys.executable})
+    login = dataclasses.replace(login_node(spec), ssh_options=(
+        "-F", "/dev/null", "-o", f"UserKnownHostsFile={cluster.known_hosts}", "-o", "IdentitiesOnly=yes"))
+    config = yaml.safe_load((REPO / "examples/train/digits.yaml").read_text())
+    run_dir = Path(f"{shared}/runs/digits-nodefail")
+    job = BatchJob(run_id="digits-nodefail", run_dir=str(run_dir), nodes=2, nproc_per_node=1, rdzv_port=29400,
+                   slurm=spec, engine_config=config, overrides=("epochs=4", "export.onnx=false", "workers=0",
+                                                                 f"checkpoint.every_n_steps={CHECKPOINT_EVERY}"))
+    job_id = submit(login, job)
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline and len(_lines(run_dir / "metrics.jsonl")) < 12:
+        time.sleep(1)
+    before = [json.loads(ln) for ln in _lines(run_dir / "metrics.jsonl")]
+    assert cluster.kill(slurm.hosts[1]) > 0
+    state = _wait_ended(login, job_id, release=slurm)
+    back = tmp_path / "back"
+    fetch(login, str(run_dir), back)
+    batch_log = (back / "logs" / f"slurm-{job_id}.out").read_text()
+    assert state == "COMPLETED", f"job {job_id}: {state}\n{batch_log}\n{slurm.logs()}"
+    assert "(restart 1)" in batch_log, batch_log
+    third = slurm.hosts[2]   # the second start ran on the host that had been idle
+    assert f"({third.name}, {third.address})" in (back / "logs" / "node-1.log").read_text()
+    summary = json.loads((back / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == summary["total_steps"], summary
+    # at most one checkpoint interval lost: it resumes no earlier than the last step logged before
+    # the kill less the interval (the ranks may have gone a few steps past that line)
+    last = max(r["step"] for r in before if r.get("kind") == "step")
+    assert summary["resumed_from_step"] >= max(last - CHECKPOINT_EVERY, 1), (last, summary)

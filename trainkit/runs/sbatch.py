@@ -21,6 +21,9 @@ and `--signal=B:USR1@<s>` tells the batch shell `signal_s` seconds before the ti
   does not requeue a job that reaches its time limit. Slurm holds a requeued job back before it
   starts again (136 s measured with Slurm 22.05 on namespace hosts; `scontrol update
   JobId=<id> StartTime=now` lets it start at once).
+- a step that failed while a node of the allocation no longer answers (a probe `srun true` on
+  every node fails within PROBE_S) requeues the job too; a step that failed on healthy nodes
+  ends the job with the step's status.
 
 Every value from the spec or the caller is checked here again (ValueError) and reaches the script
 only as an `#SBATCH` option of a fixed form or as one shell-quoted assignment; the script's logic
@@ -40,6 +43,10 @@ from trainkit.spec.slurm_block import SlurmSpec
 from trainkit.util import grammar
 
 SCRIPT, NODE_SCRIPT, CONFIG = "job.sbatch", "node.sh", "config.yaml"
+# Seconds a probe step (`srun true` on every node) may take before a node counts as lost after a
+# failed step: well above a healthy step's start (about 1 s measured on namespace hosts), below
+# Slurm's default SlurmdTimeout (300 s), after which Slurm itself would requeue.
+PROBE_S = 120
 # The only characters an #SBATCH value may hold (every one of them is checked before this).
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.:&|*\[\]/+@,=%-]+")
 
@@ -156,6 +163,13 @@ _BATCH_BODY = [
     'while kill -0 "$step" 2>/dev/null; do wait "$step"; rc=$?; done',
     'if [ "$signalled" = 1 ] && grep -qs preempted "$TRAINKIT_RUN_DIR/summary.json"; then',
     '  echo "trainkit: checkpoint written; requeueing job $SLURM_JOB_ID"',
+    '  scontrol requeue "$SLURM_JOB_ID"',
+    # a failed step on a lost node: the step can end before slurmctld marks the node down and
+    # requeues the job itself (SlurmdTimeout, 300 s by default: slurm.conf(5)), and the job would
+    # then end FAILED. A node that runs no `true` within PROBE_S is lost for this job: requeue.
+    # A step that failed on healthy nodes (the user's code) is not started again.
+    f'elif [ "$rc" != 0 ] && ! timeout {PROBE_S} srun --ntasks-per-node=1 --time=1 true >/dev/null 2>&1; then',
+    '  echo "trainkit: a node of the allocation does not answer; requeueing job $SLURM_JOB_ID"',
     '  scontrol requeue "$SLURM_JOB_ID"',
     "fi",
     'echo "trainkit: job $SLURM_JOB_ID ended with $rc at $(date -Is)"',
