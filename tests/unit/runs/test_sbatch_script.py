@@ -73,6 +73,11 @@ def test_the_batch_shell_starts_one_node_script_per_node_and_requeues_after_usr1
     requeue = body.index('scontrol requeue "$SLURM_JOB_ID"')
     assert body.index('grep -qs preempted "$TRAINKIT_RUN_DIR/summary.json"') < requeue
     assert body.index('rm -f "$TRAINKIT_RUN_DIR/summary.json"') < body.index("srun ")
+    # a failed step with a node gone (the probe step fails) requeues too; else the step's status ends it
+    probe = next(line for line in body.splitlines() if line.startswith("elif "))
+    assert '"$rc" != 0' in probe and "srun --ntasks-per-node=1 --time=1 true" in probe and "timeout 120" in probe
+    assert requeue < body.index(probe) < body.rindex('scontrol requeue "$SLURM_JOB_ID"')
+    assert body.rstrip().endswith('exit "$rc"')
 
 
 def test_each_node_runs_torchrun_with_the_rendezvous_on_the_first_node():
