@@ -116,8 +116,10 @@ class SlurmSpec(BaseModel):
     partition: str | None = Field(None, description="--partition; default: the cluster's default partition")
     account: str | None = Field(None, description="--account; default: your default account")
     qos: str | None = Field(None, description="--qos; default: the association's default QOS")
-    time: str = Field("UNLIMITED", description="--time, as sbatch writes it (4:00:00, 1-12); the "
-                                                "partition's limit applies when it is lower")
+    # None: no --time, so the partition's default time limit applies. Not UNLIMITED: a job asking
+    # for more than the partition's limit stays PENDING, "possibly indefinitely" (sbatch(1) --time).
+    time: str | None = Field(None, description="--time, as sbatch writes it (4:00:00, 1-12); default: "
+                                               "the partition's default time limit")
     gpus_per_node: int = Field(0, ge=0, le=64, description="--gpus-per-node (gres gpu); 0 = none")
     gpu_type: str | None = Field(None, description="GPU gres type (--gpus-per-node=<type>:<n>), e.g. a100")
     constraint: str | None = Field(None, description="--constraint feature expression, e.g. a100&ib")
@@ -141,8 +143,9 @@ class SlurmSpec(BaseModel):
 
     @field_validator("time")
     @classmethod
-    def _time(cls, v: str) -> str:
-        time_seconds(v)
+    def _time(cls, v: str | None) -> str | None:
+        if v is not None:
+            time_seconds(v)
         return v
 
     @field_validator("workdir")
@@ -157,5 +160,5 @@ class SlurmSpec(BaseModel):
 
     @property
     def time_limit_s(self) -> int | None:
-        """The time limit in seconds; None = no limit."""
-        return time_seconds(self.time)
+        """The time limit in seconds; None = no limit, or the partition's (not known here)."""
+        return None if self.time is None else time_seconds(self.time)

@@ -51,10 +51,10 @@ def test_the_spec_becomes_the_header_of_sbatch_options():
 
 def test_options_the_spec_leaves_out_are_left_to_the_cluster():
     header = _header(render(_job(partition=None, account=None, qos=None, gpus_per_node=0, gpu_type=None,
-                                 constraint=None, time="UNLIMITED"))["job.sbatch"])
+                                 constraint=None, time=None))["job.sbatch"])
     names = [h.split("=")[0] for h in header]
-    assert not {"--partition", "--account", "--qos", "--gpus-per-node", "--constraint"} & set(names)
-    assert "--time=UNLIMITED" in header and "--requeue" in header
+    assert not {"--partition", "--account", "--qos", "--gpus-per-node", "--constraint", "--time"} & set(names)
+    assert "--requeue" in header and "--signal=B:USR1@240" in header
 
 
 def test_the_batch_shell_starts_one_node_script_per_node_and_requeues_after_usr1():
