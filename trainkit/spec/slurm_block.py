@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from trainkit.util import grammar
 
@@ -157,6 +157,17 @@ class SlurmSpec(BaseModel):
     @classmethod
     def _python(cls, v: str) -> str:
         return v if v == "python3" else grammar.check_path(v)
+
+    @model_validator(mode="after")
+    def _signal_inside_time(self) -> "SlurmSpec":
+        # A signal due before the job starts would arrive at once, every start: checkpoint, requeue,
+        # again. Half the limit at most leaves the job at least as long to train as to wait.
+        limit = self.time_limit_s
+        if limit is not None and limit and self.signal_s > limit // 2:
+            raise ValueError(f"signal_s: {self.signal_s} s before the end of a {limit} s time limit "
+                             f"(slurm.time {self.time}) leaves too little time to train; give a "
+                             f"signal_s of at most {limit // 2} or a longer time")
+        return self
 
     @property
     def time_limit_s(self) -> int | None:

@@ -99,3 +99,10 @@ def test_apply_on_slurm_says_it_is_not_built_yet_and_leaves_nothing(tmp_path, ca
     assert done.value.code == 2 and "Traceback" not in err
     assert "`apply` and `train` on a Slurm cluster" in err and "not supported" in err
     assert not (tmp_path / ".trainkit" / "lab" / "inventory.yml").exists()
+
+
+def test_a_signal_due_in_the_first_half_of_the_time_limit_is_refused(tmp_path, capsys):
+    code, text = _validate(tmp_path, capsys, _with(time="5", signal_s=200))
+    assert code == 2 and "slurm.signal_s: 200 s before the end of a 300 s time limit" in text, text
+    code, text = _validate(tmp_path, capsys, _with(time="5", signal_s=150))
+    assert code == 0, text
