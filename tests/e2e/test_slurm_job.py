@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -179,3 +181,106 @@ def test_a_node_lost_mid_run_requeues_the_job_onto_others_and_it_resumes(slurm3,
     # the kill less the interval (the ranks may have gone a few steps past that line)
     last = max(r["step"] for r in before if r.get("kind") == "step")
     assert summary["resumed_from_step"] >= max(last - CHECKPOINT_EVERY, 1), (last, summary)
+
+
+# -- the CLI on `cloud: slurm`: apply, train, runs, logs, cancel, destroy -------------------------
+
+TRAINKIT = Path(sys.executable).parent / "trainkit"
+DIGITS = ["--config", str(REPO / "examples/train/digits.yaml"), "export.onnx=false", "workers=0"]
+
+
+def _cli_spec(slurm: SlurmCluster, shared: Path, path: Path) -> Path:
+    spec = {"name": "lab", "cloud": "slurm", "nodes": 2, "launch": {"nproc_per_node": 1},
+            "slurm": {"login": {"address": slurm.login.address, "user": "root", "key": str(slurm.cluster.key)},
+                      "partition": PARTITION, "time": "15", "signal_s": 60, "workdir": str(shared),
+                      "python": sys.executable}}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _tk(ws: Path, *args: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """The CLI in its own process, its workspace under the test's tmp dir; stderr into stdout."""
+    return subprocess.run([str(TRAINKIT), *args, "--workdir", str(ws)], cwd=REPO, text=True, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _no_job_and_no_process(slurm: SlurmCluster, marker: str) -> tuple[str, list[str]]:
+    """(squeue's job list, the hosts still running a process whose command line holds `marker`)."""
+    queue = slurm.sh(slurm.login, "squeue -h -o %i").strip()
+    busy = [h.name for h in slurm.hosts
+            if slurm.cluster.ssh(h, f"pgrep -f -- {marker}", check=False).returncode == 0]
+    return queue, busy
+
+
+def test_trainkit_apply_train_runs_logs_and_destroy_on_a_slurm_cluster(slurm, tmp_path):
+    """`trainkit apply` checks the login node, `train` submits the digits job through it and
+    follows it to its end across both nodes, the run folder comes back, `runs`/`logs` read it, and
+    `destroy --yes` removes trainkit's folder from the shared storage and nothing else."""
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    shared.mkdir()
+    (shared / "site-file").write_text("the site's own\n")
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    res = _tk(ws, "apply", spec, "--yes", timeout=120)
+    assert res.returncode == 0, res.stdout
+
+    res = _tk(ws, "train", spec, *DIGITS, "epochs=2", "--json")
+    assert res.returncode == 0, f"{res.stdout}\n{slurm.logs()}"
+    result, _ = json.JSONDecoder().raw_decode(res.stdout[res.stdout.index("{"):])   # the next steps follow
+    run_dir = Path(result["run_dir"])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["num_nodes"] == 2
+    record = json.loads((run_dir / "run.json").read_text())
+    job_id = record["slurm_job"]
+    assert record["status"] == "completed" and job_id.isdigit(), record
+    events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "submitted" and e["slurm_job"] == job_id for e in events), events
+    assert {"logs/node-0.log", "logs/node-1.log", f"logs/slurm-{job_id}.out"} <= \
+        {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")}
+
+    res = _tk(ws, "runs", spec, "--json", timeout=120)
+    assert res.returncode == 0 and json.loads(res.stdout)[0]["status"] == "completed", res.stdout
+    res = _tk(ws, "logs", spec, run_dir.name, "--node", "1", timeout=120)
+    assert res.returncode == 0 and f"({slurm.hosts[1].name}, {slurm.hosts[1].address})" in res.stdout, res.stdout
+
+    remote = shared / ".trainkit" / "lab"
+    assert (remote / "runs" / run_dir.name / "summary.json").is_file()
+    res = _tk(ws, "destroy", spec, "--yes", timeout=120)
+    assert res.returncode == 0, res.stdout
+    assert not remote.exists() and (shared / "site-file").read_text() == "the site's own\n"
+    assert summary == json.loads((run_dir / "summary.json").read_text())   # the run stays in the workspace
+    assert slurm.sh(slurm.login, "sinfo -h -o %T").split() == ["idle"]   # the cluster is as it was
+
+
+def test_cancel_and_a_job_dead_at_start_up_leave_nothing_running_on_slurm(slurm, tmp_path):
+    """`train --detach` returns the run id; `cancel` (scancel --signal=TERM, then scancel) leaves no
+    job in squeue and no process of it on the hosts, and the run is cancelled with its folder back.
+    Then a job whose data the engine refuses on the nodes ends `failed` with the engine's error
+    shown, and frees its allocation."""
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+
+    res = _tk(ws, "train", spec, *DIGITS, "epochs=50", "--detach", timeout=120)
+    assert res.returncode == 0, res.stdout
+    run_id = res.stdout.strip().splitlines()[-1]
+    remote = shared / ".trainkit" / "lab" / "runs" / run_id
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline and len(_lines(remote / "metrics.jsonl")) < 2:
+        time.sleep(1)
+    assert _lines(remote / "metrics.jsonl"), f"no steps logged\n{slurm.logs()}"
+    res = _tk(ws, "runs", spec, "--json", timeout=120)
+    assert json.loads(res.stdout)[0]["status"] == "running", res.stdout
+    res = _tk(ws, "cancel", spec, run_id, "--json", timeout=JOB_TIMEOUT_S)
+    assert res.returncode == 0 and json.loads(res.stdout)["status"] == "cancelled", res.stdout
+    assert _no_job_and_no_process(slurm, run_id) == ("", [])
+    run_dir = ws / "runs" / run_id
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "cancelled"
+    assert (run_dir / "logs" / "node-0.log").is_file()
+
+    res = _tk(ws, "train", spec, *DIGITS, "data=folder", f"data_args.path={tmp_path / 'no-such-data'}")
+    assert res.returncode == 6, res.stdout
+    assert "data_args.path" in res.stdout and "failed" in res.stdout, res.stdout
+    records = [json.loads(p.read_text()) for p in (ws / "runs").glob("*/run.json")]
+    assert sorted(r["status"] for r in records) == ["cancelled", "failed"], records
+    assert _no_job_and_no_process(slurm, "trainkit") == ("", [])

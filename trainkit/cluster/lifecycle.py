@@ -18,7 +18,7 @@ from typing import Any
 
 from trainkit import errors
 from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER
-from trainkit.cluster import failover, lost
+from trainkit.cluster import failover, lost, scheduler
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
@@ -184,12 +184,14 @@ def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_im
            storage_loss: bool = False) -> ApplyResult:
     rev = None
     outputs: dict[str, Any] = {}
-    if cluster.room.node_source == NODES_SCHEDULER:   # the batch job path is not wired to apply/train yet
-        raise InputError(f"cluster {cluster.spec.name}: `apply` and `train` on {cluster.room.title} "
-                         f"(cloud: {cluster.spec.cloud}) are not supported by this version of trainkit: "
-                         "the scheduler allocates the nodes per job, and submitting that job is not "
-                         "built yet", fix="`trainkit validate` checks the spec's slurm: block; train "
-                         "on cloud: hosts meanwhile")
+    if cluster.room.node_source == NODES_SCHEDULER:   # nothing provisioned: the login node is checked
+        prepare_inventory(cluster, ws)
+        try:
+            scheduler.check_login(cluster, ws)
+        except TrainkitError:
+            ws.inventory_yml.unlink(missing_ok=True)   # not applied: train/status say "apply first"
+            raise
+        return ApplyResult(review=None, outputs={}, provisioned=False)
     if cluster.room.has_module:
         # one candidate after the other when the spec lists zones or types (cluster/failover.py)
         cluster, (rev, outputs) = failover.apply_in_order(
