@@ -206,10 +206,18 @@ def _tk(ws: Path, *args: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.Comp
 
 
 def _no_job_and_no_process(slurm: SlurmCluster, marker: str) -> tuple[str, list[str]]:
-    """(squeue's job list, the hosts still running a process whose command line holds `marker`)."""
+    """(squeue's job list, the hosts whose network namespace still runs a process whose command
+    line holds `marker`: torchrun, a rank, node.sh)."""
     queue = slurm.sh(slurm.login, "squeue -h -o %i").strip()
-    busy = [h.name for h in slurm.hosts
-            if slurm.cluster.ssh(h, f"pgrep -f -- {marker}", check=False).returncode == 0]
+    busy = []
+    for h in slurm.hosts:
+        for pid in h.pids():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:   # ended meanwhile
+                continue
+            if marker in cmdline:
+                busy.append(f"{h.name}: {cmdline[:200]}")
     return queue, busy
 
 

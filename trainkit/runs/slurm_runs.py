@@ -151,12 +151,17 @@ def close(ws: Workspace, run_dir: Path, state: str | None) -> dict[str, Any]:
             "slurm_job": record["slurm_job"]}
 
 
-def _log_tails(run_dir: Path, lines: int = 15) -> str:
-    out = []
-    for p in sorted((run_dir / "logs").glob("*")):
-        tail = p.read_text(errors="replace").splitlines()[-lines:]
-        out.append(f"--- {p.name}\n" + "\n".join(tail))
-    return "\n".join(out) or "(the job wrote no log)"
+def _log_tails(run_dir: Path, lines: int = 10) -> str:
+    """What a failed job said: the engine's `error:`/`fix:` lines from the node logs (once each),
+    then the batch shell's last lines."""
+    said: dict[str, None] = {}
+    for p in sorted((run_dir / "logs").glob("node-*.log")):
+        for line in p.read_text(errors="replace").splitlines():
+            if line.startswith(("error:", "  fix:", "fix:")):
+                said.setdefault(f"{p.name}: {line}")
+    batch = sorted((run_dir / "logs").glob("slurm-*.out"))
+    tail = batch[-1].read_text(errors="replace").splitlines()[-lines:] if batch else ["(the job wrote no log)"]
+    return "\n".join([*said, *(f"{batch[-1].name if batch else 'batch'}: {ln}" for ln in tail)])
 
 
 def read_log(ws: Workspace, run_dir: Path, node_index: int | None) -> bytes:
