@@ -229,6 +229,11 @@ def test_trainkit_apply_train_runs_logs_and_destroy_on_a_slurm_cluster(slurm, tm
     shared.mkdir()
     (shared / "site-file").write_text("the site's own\n")
     spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    bad = tmp_path / "bad.yaml"   # a partition the cluster does not have: apply says so, records nothing
+    bad.write_text(Path(spec).read_text().replace(f"partition: {PARTITION}", "partition: nosuch"))
+    res = _tk(tmp_path / "ws-bad", "apply", str(bad), "--yes", timeout=120)
+    assert res.returncode == 2 and "slurm.partition: 'nosuch'" in res.stdout, res.stdout
+    assert not (tmp_path / "ws-bad" / "inventory.yml").exists()
     res = _tk(ws, "apply", spec, "--yes", timeout=120)
     assert res.returncode == 0, res.stdout
 
@@ -279,6 +284,9 @@ def test_cancel_and_a_job_dead_at_start_up_leave_nothing_running_on_slurm(slurm,
     assert _lines(remote / "metrics.jsonl"), f"no steps logged\n{slurm.logs()}"
     res = _tk(ws, "runs", spec, "--json", timeout=120)
     assert json.loads(res.stdout)[0]["status"] == "running", res.stdout
+    res = _tk(ws, "status", spec, "--json", timeout=120)
+    job_id = json.loads((ws / "runs" / run_id / "run.json").read_text())["slurm_job"]
+    assert json.loads(res.stdout)["jobs"] == {run_id: {"slurm_job": job_id, "state": "RUNNING"}}, res.stdout
     res = _tk(ws, "cancel", spec, run_id, "--json", timeout=JOB_TIMEOUT_S)
     assert res.returncode == 0 and json.loads(res.stdout)["status"] == "cancelled", res.stdout
     assert _no_job_and_no_process(slurm, run_id) == ("", [])

@@ -369,6 +369,12 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
             out["hours"] = round((time.time() - applied_at) / 3600, 3)
             if out["per_hour"] is not None:
                 out["cost_so_far"] = round(out["hours"] * out["per_hour"], 2)
+    elif cluster.room.node_source == NODES_SCHEDULER:   # the login node; the jobs from the scheduler
+        out["exists"] = ws.inventory_yml.exists()
+        login = cluster.spec.slurm.login
+        out["nodes"] = [{"name": "login", "private_ip": login.address, "public_ip": login.address}] \
+            if out["exists"] else []
+        out["jobs"] = scheduler.jobs(ws) if out["exists"] else {}
     else:
         out["exists"] = ws.inventory_yml.exists()
         hosts = cluster.spec.hosts or ()

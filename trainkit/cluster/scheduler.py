@@ -4,12 +4,15 @@ node alone (provision/inventory.py's `scheduler` row).
 
     login(ws)              the login node as `apply` recorded it
     remote_root(cluster)   trainkit's one folder on the shared storage (slurm.workdir/.trainkit/<cluster>)
+    job_state(node, job_id)   squeue, then sacct, then scontrol (flags Slurm 20.11 has)
+    jobs(ws)               status: the open runs' jobs and their states
     check_login(cluster, ws)  apply: ssh, `sbatch --version`, the partition in `sinfo`
     clean(cluster, ws)     destroy: that folder removed through the login node; nothing else touched
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
@@ -18,6 +21,9 @@ from trainkit.provision.node import Node, read_nodes
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
+# Job states in which a job still holds or waits for an allocation (squeue(1) JOB STATE CODES).
+LIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
+        "SUSPENDED", "STAGE_OUT", "SIGNALING")
 _SSH_TIMEOUT_S = 60   # a login node answers `sbatch --version` or `sinfo` within seconds
 
 
@@ -48,6 +54,35 @@ def check_login(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
             raise InputError(f"slurm.partition: {s.partition!r} is not a partition of the cluster at "
                              f"{s.login.address}", fix="give one that `sinfo -s` lists on the login node")
     return {"login": s.login.address, "slurm_version": res.stdout.decode(errors="replace").strip()}
+
+
+def job_state(node: Node, job_id: str) -> str | None:
+    """The job's state: `squeue -h -j ID -o %T`, then `sacct -n -P -j ID -o State` for a job squeue
+    no longer lists (flags both have had since before Slurm 20.11), then `scontrol show job`'s
+    JobState; None when nothing knows it. ValueError for a job id that is not a number."""
+    if not job_id.isdigit():
+        raise ValueError(f"job id {job_id!r}")
+    res = node.sh(f"squeue -h -j {job_id} -o %T 2>/dev/null; sacct -n -P -X -j {job_id} -o State 2>/dev/null",
+                  timeout=_SSH_TIMEOUT_S)
+    words = res.stdout.decode(errors="replace").split()
+    if words:   # sacct writes "CANCELLED by 0": the state is the first word
+        return words[0].rstrip("+")
+    # no accounting (sacct answers nothing) and gone from squeue: scontrol remembers it MinJobAge s
+    res = node.sh(f"scontrol show job {job_id} 2>/dev/null | grep -o 'JobState=[A-Z_]*'", timeout=_SSH_TIMEOUT_S)
+    found = res.stdout.decode(errors="replace").split()
+    return found[0].removeprefix("JobState=") if found else None
+
+
+def jobs(ws: Workspace) -> dict[str, dict[str, str | None]]:
+    """`status`: {run id: {slurm_job, state}} of the workspace's runs not closed yet, as the
+    scheduler has them now."""
+    out: dict[str, dict[str, str | None]] = {}
+    for path in sorted(ws.runs_dir.glob("*/run.json")) if ws.runs_dir.is_dir() else []:
+        record = json.loads(path.read_text())
+        if record.get("slurm_job") and record.get("status") in ("starting", "running"):
+            out[path.parent.name] = {"slurm_job": record["slurm_job"],
+                                     "state": job_state(login(ws), record["slurm_job"])}
+    return out
 
 
 def clean(cluster: Cluster, ws: Workspace) -> None:

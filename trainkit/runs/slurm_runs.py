@@ -22,9 +22,8 @@ from typing import Any, Callable
 
 import yaml
 
-from trainkit.cluster.scheduler import login, remote_root
+from trainkit.cluster.scheduler import LIVE, job_state, login, remote_root
 from trainkit.errors import TRAIN, InputError, TrainkitError
-from trainkit.provision.node import Node
 from trainkit.runs import record as runs
 from trainkit.runs import slurm_jobs
 from trainkit.runs.sbatch import BatchJob
@@ -38,8 +37,6 @@ POLL_S = 3.0
 # Slurm job state -> the run's status when the job left no summary.json (squeue(1) JOB STATE CODES).
 _ENDED_AS = {"COMPLETED": "completed", "CANCELLED": "cancelled", "PREEMPTED": "preempted",
              "TIMEOUT": "preempted"}
-_LIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
-         "SUSPENDED", "STAGE_OUT", "SIGNALING")
 
 
 def run(cluster: Cluster, ws: Workspace, req, say: Callable[[str], None],
@@ -89,18 +86,6 @@ def _submit(cluster: Cluster, ws: Workspace, req, job: runs.Job) -> Path:
     return run_dir
 
 
-def job_state(node: Node, job_id: str) -> str | None:
-    """The job's state: `squeue -h -j ID -o %T`, then `sacct -n -P -j ID -o State` for a job squeue
-    no longer lists (flags both have had since before Slurm 20.11), then slurm_jobs' scontrol
-    reading; None when nothing knows it."""
-    res = node.sh(f"squeue -h -j {job_id} -o %T 2>/dev/null; sacct -n -P -X -j {job_id} -o State 2>/dev/null",
-                  timeout=60)
-    words = res.stdout.decode(errors="replace").split()
-    if words:   # sacct writes "CANCELLED by 0": the state is the first word
-        return words[0].rstrip("+")
-    return slurm_jobs.job_state(node, job_id)
-
-
 def live_status(ws: Workspace, run_dir: Path) -> str:
     """The run's status: its record's once closed; else the scheduler's state of its job."""
     record = runs.read_record(run_dir)
@@ -108,7 +93,7 @@ def live_status(ws: Workspace, run_dir: Path) -> str:
     if status not in runs.OPEN or not record.get("slurm_job"):
         return status
     state = job_state(login(ws), record["slurm_job"])
-    if state in _LIVE:
+    if state in LIVE:
         return "running"
     return "unknown" if state is None else _ENDED_AS.get(state, "failed")
 
@@ -127,7 +112,7 @@ def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], 
             runs.event(run_dir, "slurm_state", slurm_job=job_id, state=state)
             say(f"run {run_dir.name}: Slurm job {job_id} {state or 'unknown to the scheduler'}")
             seen = state
-        if state not in _LIVE:
+        if state not in LIVE:
             break
         time.sleep(POLL_S)
     return close(ws, run_dir, state)
@@ -189,16 +174,16 @@ def cancel(ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path
         return record.get("status") or "unknown", True, run_dir
     node, job_id = login(ws), record["slurm_job"]
     state = job_state(node, job_id)
-    if state not in _LIVE:
+    if state not in LIVE:
         close_quietly(ws, run_dir, state)
         return runs.read_record(run_dir)["status"], True, run_dir
     node.sh(f"scancel --signal=TERM {job_id}", timeout=60)
     runs.event(run_dir, "cancel", slurm_job=job_id, by="scancel --signal=TERM")
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and job_state(node, job_id) in _LIVE:
+    while time.monotonic() < deadline and job_state(node, job_id) in LIVE:
         time.sleep(POLL_S)
     node.sh(f"scancel {job_id}", timeout=60)
-    while job_state(node, job_id) in _LIVE:   # scancel returns before the job's processes end
+    while job_state(node, job_id) in LIVE:   # scancel returns before the job's processes end
         time.sleep(POLL_S)
     close_quietly(ws, run_dir, "CANCELLED")
     return "cancelled", False, run_dir
