@@ -5,7 +5,7 @@
 storage and submits it, returning the job id; `job_state(login, job_id)` reads the scheduler;
 `fetch(login, run_dir, dest)` brings the run folder back. Nothing here waits: callers poll.
 
-Not wired to the CLI yet (issue 41): `train`, `runs`, `logs`, `cancel` on a slurm cluster.
+The CLI reaches these through trainkit/runs/slurm_runs.py (train, runs, logs, cancel).
 """
 
 from __future__ import annotations
