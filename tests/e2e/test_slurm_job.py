@@ -240,6 +240,7 @@ def test_trainkit_apply_train_runs_logs_and_destroy_on_a_slurm_cluster(slurm, tm
     res = _tk(ws, "train", spec, *DIGITS, "epochs=2", "--json")
     assert res.returncode == 0, f"{res.stdout}\n{slurm.logs()}"
     result, _ = json.JSONDecoder().raw_decode(res.stdout[res.stdout.index("{"):])   # the next steps follow
+    assert "  rank 0 | trainkit: node 0 (" in res.stdout, res.stdout   # node 0's log followed as it came
     run_dir = Path(result["run_dir"])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["world_size"] == 2 and summary["num_nodes"] == 2

@@ -46,7 +46,11 @@ def run(cluster: Cluster, ws: Workspace, req, say: Callable[[str], None],
     --recover)."""
     if req.attach:
         run_dir = runs.resolve_run(ws.runs_dir, req.attach)
-        return follow(cluster, ws, run_dir, say, echo)
+        record = runs.read_record(run_dir)
+        if record.get("status") not in runs.OPEN or not record.get("slurm_job"):
+            raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
+                             fix=f"its results are in {run_dir}; see `trainkit runs {req.spec}`")
+        return follow(cluster, ws, run_dir, say, echo, req.spec)
     if req.resume or req.opts.recover:
         raise InputError(f"--resume/--recover on {cluster.room.title}: not built yet; Slurm requeues a "
                          "job itself (--requeue) and it resumes from its newest checkpoint",
@@ -60,7 +64,7 @@ def run(cluster: Cluster, ws: Workspace, req, say: Callable[[str], None],
     if req.opts.detach:
         say(f"submitted run {run_dir.name}; follow it with: trainkit train {req.spec} --attach {run_dir.name}")
         return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running"}
-    return follow(cluster, ws, run_dir, say, echo)
+    return follow(cluster, ws, run_dir, say, echo, req.spec)
 
 
 def _submit(cluster: Cluster, ws: Workspace, req, job: runs.Job) -> Path:
@@ -99,23 +103,45 @@ def live_status(ws: Workspace, run_dir: Path) -> str:
 
 
 def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], None],
-           echo: Callable[[str], None]) -> dict[str, Any]:
+           echo: Callable[[str], None], spec: str) -> dict[str, Any]:
     """Poll the job until it ends, then fetch its folder and close the record. TrainkitError(TRAIN)
-    with the end of the job's logs when it failed."""
+    with the end of the job's logs when it failed; Ctrl-C leaves the job queued or running (exit
+    130, naming attach and cancel)."""
     record = runs.read_record(run_dir)
     job_id, node = record["slurm_job"], login(ws)
-    seen = None
-    say(f"run {run_dir.name}: Slurm job {job_id}")
-    while True:
-        state = job_state(node, job_id)
-        if state != seen:
-            runs.event(run_dir, "slurm_state", slurm_job=job_id, state=state)
-            say(f"run {run_dir.name}: Slurm job {job_id} {state or 'unknown to the scheduler'}")
-            seen = state
-        if state not in LIVE:
-            break
-        time.sleep(POLL_S)
-    return close(ws, run_dir, state)
+    seen, log = None, _LogTail(node, f"{record['remote_dir']}/logs/node-0.log", echo)
+    try:
+        while True:
+            state = job_state(node, job_id)
+            log.poll()
+            if state != seen:
+                runs.event(run_dir, "slurm_state", slurm_job=job_id, state=state)
+                say(f"run {run_dir.name}: Slurm job {job_id} {state or 'unknown to the scheduler'}")
+                seen = state
+            if state not in LIVE:
+                return close(ws, run_dir, state)
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        raise TrainkitError(f"interrupted: run {run_dir.name} (Slurm job {job_id}) stays in the scheduler's "
+                            "hands; its results are fetched when you attach again", exit_code=130,
+                            fix=f"attach: trainkit train {spec} --attach {run_dir.name}; stop it: "
+                                f"trainkit cancel {spec} {run_dir.name}") from None
+
+
+class _LogTail:
+    """Node 0's log (torchrun and its ranks), its new lines to `echo` at each poll."""
+
+    def __init__(self, node, path: str, echo: Callable[[str], None]):
+        self.node, self.path, self.echo, self.offset, self.partial = node, path, echo, 0, b""
+
+    def poll(self) -> None:
+        res = self.node.sh(f"tail -c +{self.offset + 1} {shlex.quote(self.path)} 2>/dev/null", timeout=60)
+        if res.returncode != 0 or not res.stdout:
+            return
+        self.offset += len(res.stdout)
+        *lines, self.partial = (self.partial + res.stdout).split(b"\n")
+        for line in lines:
+            self.echo(line.decode(errors="replace"))
 
 
 def close(ws: Workspace, run_dir: Path, state: str | None) -> dict[str, Any]:
@@ -177,9 +203,10 @@ def cancel(ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path
     if state not in LIVE:
         close_quietly(ws, run_dir, state)
         return runs.read_record(run_dir)["status"], True, run_dir
-    node.sh(f"scancel --signal=TERM {job_id}", timeout=60)
-    runs.event(run_dir, "cancel", slurm_job=job_id, by="scancel --signal=TERM")
-    deadline = time.monotonic() + wait_s
+    if state != "PENDING":   # a job with no processes yet has nothing to checkpoint
+        node.sh(f"scancel --signal=TERM {job_id}", timeout=60)
+        runs.event(run_dir, "cancel", slurm_job=job_id, by="scancel --signal=TERM")
+    deadline = time.monotonic() + (wait_s if state != "PENDING" else 0)
     while time.monotonic() < deadline and job_state(node, job_id) in LIVE:
         time.sleep(POLL_S)
     node.sh(f"scancel {job_id}", timeout=60)
