@@ -256,6 +256,8 @@ def test_trainkit_apply_train_runs_logs_and_destroy_on_a_slurm_cluster(slurm, tm
     assert res.returncode == 0 and json.loads(res.stdout)[0]["status"] == "completed", res.stdout
     res = _tk(ws, "logs", spec, run_dir.name, "--node", "1", timeout=120)
     assert res.returncode == 0 and f"({slurm.hosts[1].name}, {slurm.hosts[1].address})" in res.stdout, res.stdout
+    res = _tk(ws, "logs", spec, run_dir.name, "--rank", "1", timeout=120)
+    assert res.returncode == 0 and res.stdout == (run_dir / "logs" / "rank-1.log").read_text() != "", res.stdout
 
     remote = shared / ".trainkit" / "lab"
     assert (remote / "runs" / run_dir.name / "summary.json").is_file()
@@ -288,6 +290,8 @@ def test_cancel_and_a_job_dead_at_start_up_leave_nothing_running_on_slurm(slurm,
     res = _tk(ws, "status", spec, "--json", timeout=120)
     job_id = json.loads((ws / "runs" / run_id / "run.json").read_text())["slurm_job"]
     assert json.loads(res.stdout)["jobs"] == {run_id: {"slurm_job": job_id, "state": "RUNNING"}}, res.stdout
+    res = _tk(ws, "logs", spec, run_id, timeout=120)   # read from the shared folder while it runs
+    assert res.returncode == 0 and "trainkit: node 0 (" in res.stdout, res.stdout
     res = _tk(ws, "cancel", spec, run_id, "--json", timeout=JOB_TIMEOUT_S)
     assert res.returncode == 0 and json.loads(res.stdout)["status"] == "cancelled", res.stdout
     assert _no_job_and_no_process(slurm, run_id) == ("", [])

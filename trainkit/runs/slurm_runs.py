@@ -7,7 +7,7 @@ runs/<run id>/ when the job ends, as on every other target.
 
     run(cluster, ws, req, ...)  train: the record, sbatch, then the job followed to its end
     live_status(ws, run_dir)    runs/status: squeue, then sacct (long-standing flags only)
-    read_log(ws, run_dir, ...)  logs: a node's log from the shared folder (one per node)
+    read_log(ws, run_dir, ...)  logs: a rank's or a node's log, from the shared folder while open
     cancel(ws, run_dir, wait_s) cancel: scancel --signal=TERM (the ranks checkpoint), then scancel
 
 Not built yet (issue 41): `--recover`, `top`, `doctor` on the scheduler; `--resume` of a run.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -175,20 +175,30 @@ def _log_tails(run_dir: Path, lines: int = 10) -> str:
     return "\n".join([*said, *(f"{batch[-1].name if batch else 'batch'}: {ln}" for ln in tail)])
 
 
-def read_log(ws: Workspace, run_dir: Path, node_index: int | None) -> bytes:
-    """A node's log (logs/node-N.log; the batch shell's with no node and no such file): the
-    fetched copy once closed, else read from the shared folder through the login node."""
-    name = f"node-{node_index or 0}.log"
-    local = run_dir / "logs" / name
-    if local.is_file():
-        return local.read_bytes()
+def read_log(ws: Workspace, run_dir: Path, rank: int | None, node_index: int | None,
+             follow: bool = False) -> Iterator[bytes]:
+    """A run's log: `rank` -> logs/rank-N.log (the engine's, per rank), else logs/node-N.log (torchrun
+    on node N; node 0 by default). The fetched copy once the run is closed, else read from the
+    shared folder through the login node, with `follow` until the job ends."""
+    name = f"rank-{rank}.log" if rank is not None else f"node-{node_index or 0}.log"
     record = runs.read_record(run_dir)
-    path = f"{record.get('remote_dir')}/logs/{name}"
-    res = login(ws).sh(f"cat {shlex.quote(path)}", timeout=60)
-    if res.returncode != 0:
-        raise InputError(f"run {run_dir.name}: no log {name} yet", fix="the job may still be pending: "
-                         "see `trainkit runs SPEC`")
-    return res.stdout
+    if record.get("status") not in runs.OPEN:
+        local = run_dir / "logs" / name
+        if not local.is_file():
+            raise InputError(f"run {run_dir.name}: no log {name} was fetched",
+                             fix=f"see the logs it has: ls {run_dir / 'logs'}")
+        yield local.read_bytes()
+        return
+    node, offset = login(ws), 0
+    path = shlex.quote(f"{record.get('remote_dir')}/logs/{name}")
+    while True:
+        res = node.sh(f"tail -c +{offset + 1} {path} 2>/dev/null", timeout=60)
+        offset += len(res.stdout)
+        if res.stdout:
+            yield res.stdout
+        if not follow or job_state(node, record["slurm_job"]) not in LIVE:
+            return
+        time.sleep(POLL_S)
 
 
 def cancel(ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path]:

@@ -165,7 +165,7 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
     called once with a line saying which log on which node it waits for."""
     record = runs.read_record(run_dir)
     if record.get("slurm_job"):   # a batch job: one log per node on the shared storage
-        yield slurm_runs.read_log(ws, run_dir, node_index if node_index is not None else rank)
+        yield from slurm_runs.read_log(ws, run_dir, rank, node_index, follow)
         return
     name = log_name(record, rank, node_index)
     per_rank = record.get("mode") == "command" and rank is not None and node_index is None
