@@ -75,7 +75,7 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     record = runs.read_record(run_dir)
     if not ws.inventory_yml.exists():
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
-    if cluster.room.node_source == NODES_SCHEDULER:   # the scheduler stops its job (scancel)
+    if record.get("slurm_job"):   # a batch job: the scheduler stops it (scancel)
         return slurm_runs.cancel(ws, run_dir, wait_s)
     status = run_status.live_status(cluster, ws, run_dir)
     if status not in runs.OPEN:

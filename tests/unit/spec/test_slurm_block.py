@@ -88,7 +88,7 @@ def test_slurm_takes_no_safety_nets(tmp_path, capsys):
     assert code == 2 and "ttl:" in text
 
 
-def test_apply_on_slurm_says_it_is_not_built_yet_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+def test_apply_on_slurm_with_a_login_node_that_does_not_answer_leaves_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TRAINKIT_STATE_DIR", str(tmp_path / "state"))
     path = tmp_path / "spec.yaml"
@@ -97,7 +97,7 @@ def test_apply_on_slurm_says_it_is_not_built_yet_and_leaves_nothing(tmp_path, ca
         main(["apply", str(path), "--yes"])
     err = capsys.readouterr().err
     assert done.value.code == 2 and "Traceback" not in err
-    assert "`apply` and `train` on a Slurm cluster" in err and "not supported" in err
+    assert "slurm.login: login.hpc.example did not run `sbatch --version`" in err, err
     assert not (tmp_path / ".trainkit" / "lab" / "inventory.yml").exists()
 
 
