@@ -34,7 +34,7 @@ PACKAGE = Path(__file__).resolve().parent
 
 # The shipped rooms: the Terraform clouds, then the targets with nothing to provision.
 TERRAFORM_TARGETS: tuple[str, ...] = ("alicloud", "tencentcloud", "huaweicloud", "aws")
-OTHER_TARGETS: tuple[str, ...] = ("hosts", "local")
+OTHER_TARGETS: tuple[str, ...] = ("hosts", "slurm", "local")
 TARGETS: tuple[str, ...] = TERRAFORM_TARGETS + OTHER_TARGETS
 PATH_VARIABLE = "TRAINKIT_CLOUD_PATH"
 
@@ -63,7 +63,7 @@ def terraform_targets() -> tuple[str, ...]:
 
 def targets() -> tuple[str, ...]:
     """Every value `cloud:` may take: the Terraform clouds, the other rooms on TRAINKIT_CLOUD_PATH,
-    then `hosts` and `local`."""
+    then `hosts`, `slurm` and `local`."""
     return TERRAFORM_TARGETS + tuple(_extra_rooms()) + OTHER_TARGETS
 
 

@@ -95,7 +95,7 @@ class CapacityProblem:
 
 
 # Capability values (Cloud.node_source, Cloud.replacement, Cloud.default_ssh_user).
-NODES_TERRAFORM, NODES_HOSTS, NODES_LOCAL = "terraform", "hosts", "local"
+NODES_TERRAFORM, NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER = "terraform", "hosts", "local", "scheduler"
 REPLACE_TERRAFORM, REPLACE_SPARE, REPLACE_NONE = "terraform", "spare", "none"
 USER_CATALOG, USER_CURRENT = "catalog", "current"
 
@@ -285,11 +285,12 @@ class Cloud:
     has_module: bool = True
     # Where the nodes come from (a key of the node-source table in provision/inventory.py):
     # NODES_TERRAFORM (the module's `nodes` output), NODES_HOSTS (the spec's `hosts:`), NODES_LOCAL
-    # (this machine, no ssh).
+    # (this machine, no ssh), NODES_SCHEDULER (a batch scheduler allocates them per job: the spec's
+    # `slurm:` block names its login node).
     node_source: str = NODES_TERRAFORM
     # How a lost node is replaced (a key of the table in cluster/replace.py): REPLACE_TERRAFORM (a new
     # instance by a targeted apply), REPLACE_SPARE (a spare host of the spec), REPLACE_NONE (nothing
-    # replaces it: the run ends preempted).
+    # replaces it: the run ends preempted; on a scheduler, the scheduler requeues the job).
     replacement: str = REPLACE_TERRAFORM
     # Whether a lost node is fenced (its processes killed once it answers again) before the run goes
     # on without it: a lost cloud instance is terminated by its replacement, a lost host is not.

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from trainkit import errors
-from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL
-from trainkit.cluster import failover, lost
+from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER
+from trainkit.cluster import failover, lost, scheduler
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, SpecError, TrainkitError
 from trainkit.money.cost import running_cost, state_cost
@@ -184,6 +184,14 @@ def _apply(cluster: Cluster, ws: Workspace, confirm, provision: bool, upgrade_im
            storage_loss: bool = False) -> ApplyResult:
     rev = None
     outputs: dict[str, Any] = {}
+    if cluster.room.node_source == NODES_SCHEDULER:   # nothing provisioned: the login node is checked
+        prepare_inventory(cluster, ws)
+        try:
+            scheduler.check_login(cluster, ws)
+        except TrainkitError:
+            ws.inventory_yml.unlink(missing_ok=True)   # not applied: train/status say "apply first"
+            raise
+        return ApplyResult(review=None, outputs={}, provisioned=False)
     if cluster.room.has_module:
         # one candidate after the other when the spec lists zones or types (cluster/failover.py)
         cluster, (rev, outputs) = failover.apply_in_order(
@@ -361,6 +369,12 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
             out["hours"] = round((time.time() - applied_at) / 3600, 3)
             if out["per_hour"] is not None:
                 out["cost_so_far"] = round(out["hours"] * out["per_hour"], 2)
+    elif cluster.room.node_source == NODES_SCHEDULER:   # the login node; the jobs from the scheduler
+        out["exists"] = ws.inventory_yml.exists()
+        login = cluster.spec.slurm.login
+        out["nodes"] = [{"name": "login", "private_ip": login.address, "public_ip": login.address}] \
+            if out["exists"] else []
+        out["jobs"] = scheduler.jobs(ws) if out["exists"] else {}
     else:
         out["exists"] = ws.inventory_yml.exists()
         hosts = cluster.spec.hosts or ()

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainkit import clouds, errors
+from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER
 from trainkit.clouds.credentials import describe_sets, explain_failure, presence
+from trainkit.cluster import scheduler
 from trainkit.cluster.host_cleanup import clean_hosts
 from trainkit.errors import CredentialsError, TrainkitError
 from trainkit.spec.resolve import Cluster
@@ -37,7 +39,13 @@ def destroy(cluster: Cluster, ws: Workspace, sweep: bool = False,
     afterwards, when the leftover check could not run (no SDK, no credentials, no network), or
     when tagged resources are left and not swept; the workspace is then kept.
     """
-    return TEARDOWNS[cluster.room.has_module](cluster, ws, sweep, confirm_sweep)
+    return TEARDOWNS[teardown_kind(cluster.room)](cluster, ws, sweep, confirm_sweep)
+
+
+def teardown_kind(room) -> str:
+    """The key of a room in TEARDOWNS: "terraform" for a room with a module, else where its nodes
+    come from (Cloud.node_source)."""
+    return TERRAFORM if room.has_module else room.node_source
 
 
 def _clean_nodes(cluster: Cluster, ws: Workspace, sweep: bool, confirm_sweep) -> dict[str, Any]:
@@ -94,9 +102,25 @@ def _destroy_stack(cluster: Cluster, ws: Workspace, sweep: bool, confirm_sweep) 
     return result
 
 
-# Whether teardown runs terraform (Cloud.has_module) -> how the cluster is torn down.
-TEARDOWNS: dict[bool, Callable[[Cluster, Workspace, bool, Any], dict[str, Any]]] = {
-    True: _destroy_stack, False: _clean_nodes}
+def _clean_scheduler(cluster: Cluster, ws: Workspace, sweep: bool, confirm_sweep) -> dict[str, Any]:
+    """A scheduler's cluster: trainkit's folder on the shared storage removed through the login
+    node (cluster/scheduler.py); the cluster itself is the site's and is not touched."""
+    result: dict[str, Any] = {"destroyed": True, "leftovers": [], "swept": []}
+    if ws.inventory_yml.exists():
+        scheduler.clean(cluster, ws)
+    else:
+        result["note"] = f"nothing to destroy: not applied in {ws.root} (no inventory.yml)"
+    ws.remove_cluster_files()
+    return result
+
+
+TERRAFORM = "terraform"
+# How a cluster is torn down, by teardown_kind(room): terraform destroy (a room with a module),
+# trainkit's files cleaned off the nodes that ran it (hosts, local), or off the scheduler's
+# shared storage (a scheduler's cluster: the site's machines are never touched).
+TEARDOWNS: dict[str, Callable[[Cluster, Workspace, bool, Any], dict[str, Any]]] = {
+    TERRAFORM: _destroy_stack, NODES_HOSTS: _clean_nodes, NODES_LOCAL: _clean_nodes,
+    NODES_SCHEDULER: _clean_scheduler}
 
 
 def _finish_after_sweep(cluster: Cluster, runner, failed: TrainkitError, leftovers: list[dict]) -> None:

@@ -297,6 +297,8 @@ def status(spec, workdir, fmt):
     if out.get("idle_after_minutes"):
         click.echo(f"  idle: each node shuts down after {out['idle_after_minutes']:g} idle minutes")
     click.echo(f"  runs: {', '.join(out['runs']) or 'none'}")
+    for run_id, job in (out.get("jobs") or {}).items():   # a scheduler's cluster: its queue now
+        click.echo(f"  {run_id}: Slurm job {job['slurm_job']} {job['state'] or 'unknown to the scheduler'}")
 
 
 def _list_clusters(fmt: str) -> None:

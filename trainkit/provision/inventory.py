@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import yaml
 
-from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_TERRAFORM
+from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER, NODES_TERRAFORM
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
@@ -72,6 +72,7 @@ NODE_SOURCES: dict[str, Callable[[Cluster, "dict[str, Any] | None", Workspace], 
     NODES_TERRAFORM: lambda cluster, outputs, ws: (_output_nodes(cluster, outputs, ws), _SYSTEM_PYTHON),
     NODES_HOSTS: lambda cluster, outputs, ws: (_host_nodes(cluster, ws), _SYSTEM_PYTHON),
     NODES_LOCAL: lambda cluster, outputs, ws: (_local_nodes(cluster, ws), _local_vars(ws)),
+    NODES_SCHEDULER: lambda cluster, outputs, ws: (_login_nodes(cluster, ws), {}),
 }
 
 
@@ -191,6 +192,17 @@ def _host_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
     return [_node(h.name, i, h.address, h.private_ip or h.address, h.user or cluster.ssh_user,
                   _nproc(cluster, h.gpus), h.port, **more)
             for i, h in enumerate(h for h in cluster.spec.hosts if not h.spare)]
+
+
+def _login_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:
+    """A scheduler's cluster: its login node alone (where sbatch, squeue and scancel run); the
+    compute nodes are whatever the scheduler allocates to each job (runs/slurm_runs.py)."""
+    login = cluster.spec.slurm.login
+    more = {"ansible_ssh_common_args": _ssh_args(login.key, ws.ssh_dir / "known_hosts")}
+    if login.key:
+        more["ansible_ssh_private_key_file"] = login.key
+    return [_node("login", 0, login.address, login.address, login.user or cluster.ssh_user,
+                  _nproc(cluster, cluster.spec.slurm.gpus_per_node), login.port, **more)]
 
 
 def _local_nodes(cluster: Cluster, ws: Workspace) -> list[dict]:

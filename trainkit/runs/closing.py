@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainkit.clouds.base import NODES_SCHEDULER
 from trainkit.cluster import teardown
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import read_nodes
-from trainkit.runs import lock, remote
+from trainkit.runs import lock, remote, slurm_runs
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.runs.attempt import nodes_of
@@ -74,6 +75,8 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     record = runs.read_record(run_dir)
     if not ws.inventory_yml.exists():
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
+    if record.get("slurm_job"):   # a batch job: the scheduler stops it (scancel)
+        return slurm_runs.cancel(ws, run_dir, wait_s)
     status = run_status.live_status(cluster, ws, run_dir)
     if status not in runs.OPEN:
         if record.get("status") in runs.OPEN:
@@ -94,7 +97,9 @@ def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unre
     whose nodes are gone be closed as "unreachable" instead of stopping the destroy."""
     with ws.lock("destroy"):
         closed = []
-        if ws.inventory_yml.exists():
+        if ws.inventory_yml.exists() and cluster.room.node_source == NODES_SCHEDULER:
+            closed = slurm_runs.close_all(ws)   # each open run's job scancelled, its folder fetched
+        elif ws.inventory_yml.exists():
             closed = stop_foreign_runs(cluster, ws) + close_runs(cluster, ws, unreachable_ok=unreachable_ok)
         return teardown.destroy(cluster, ws, sweep=sweep, confirm_sweep=confirm_sweep), closed
 

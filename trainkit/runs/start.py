@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit.clouds.base import NODES_HOSTS
+from trainkit.clouds.base import NODES_HOSTS, NODES_SCHEDULER
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, LockedError, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import launch, lock, recover, remote
+from trainkit.runs import launch, lock, recover, remote, slurm_runs
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
@@ -80,6 +80,8 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
     """The run itself, on an applied cluster (`req` from checked()): attach to req.attach, or start
     (or resume) one and follow it. Returns the run's result ({run_id, run_dir, status: running}
     when detached). `say`: the controller's own lines (stderr); `echo`: rank 0's log lines."""
+    if cluster.room.node_source == NODES_SCHEDULER:   # one batch job through the login node
+        return slurm_runs.run(cluster, ws, req, say, echo)
     cluster = effective_cluster(cluster, ws)
     if req.attach:
         run_dir = runs.resolve_run(ws.runs_dir, req.attach)

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from trainkit.errors import InputError
 from trainkit.provision.node import Node, read_nodes
 from trainkit.runs import record as runs
-from trainkit.runs import remote
+from trainkit.runs import remote, slurm_runs
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -25,6 +25,8 @@ def live_status(cluster: Cluster, ws: Workspace, run_dir: Path) -> str:
     supervisors say for its newest attempt (`runs.combined_status`); "starting" when no attempt
     was launched. InputError when run.json cannot be read."""
     record = runs.read_record(run_dir)
+    if record.get("slurm_job"):   # a batch job: the scheduler has its state
+        return slurm_runs.live_status(ws, run_dir)
     status = record.get("status") or "unknown"
     attempt = len(record.get("attempts") or [])
     if status not in runs.OPEN or not ws.inventory_yml.exists():
@@ -97,6 +99,8 @@ def run_row(ws: Workspace, run_dir: Path) -> dict:
     record = runs.read_record(run_dir)
     if record.get("status") not in ("running", "starting") or not ws.inventory_yml.exists():
         return runs.summarize(run_dir)
+    if record.get("slurm_job"):   # a batch job: its state from the scheduler
+        return runs.summarize(run_dir, {"status": slurm_runs.live_status(ws, run_dir), "step": None})
     nodes, paths = read_nodes(ws.inventory_yml)
     lay = remote.layout_for(paths, run_dir.name)
     states = remote.node_states(nodes, lay, len(record.get("attempts") or []))
@@ -160,6 +164,9 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None = None, node_index: 
     is still empty (the run is starting: sync, setup, torchrun, `import torch`), `on_wait` is
     called once with a line saying which log on which node it waits for."""
     record = runs.read_record(run_dir)
+    if record.get("slurm_job"):   # a batch job: one log per node on the shared storage
+        yield from slurm_runs.read_log(ws, run_dir, rank, node_index, follow)
+        return
     name = log_name(record, rank, node_index)
     per_rank = record.get("mode") == "command" and rank is not None and node_index is None
     if record.get("status") not in runs.OPEN:  # ended and fetched: the logs are here, the nodes may be gone

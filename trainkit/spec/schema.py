@@ -23,6 +23,7 @@ from trainkit.errors import SpecError
 from trainkit.spec import checks, sshkeys, target_rules
 from trainkit.spec.problems import pydantic_problems, train_config_given_as_spec
 from trainkit.spec.safety import parse_minutes
+from trainkit.spec.slurm_block import SlurmSpec
 from trainkit.staging.section import DataSection
 from trainkit.train.config import LAUNCH_KEYS, TrainConfig
 from trainkit.util import grammar, yamlload
@@ -314,6 +315,8 @@ class ClusterSpec(_Model):
     backend: BackendSpec = BackendSpec()
     tags: dict[str, str] = {}
     hosts: tuple[HostSpec, ...] = ()
+    slurm: SlurmSpec | None = Field(None, description="Target slurm: the login node and what the "
+                                                      "batch job asks the scheduler for")
     endpoints: dict[str, str] = Field({}, description="Custom API endpoints (emulators), where "
                                                       "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainkit import clouds
 from trainkit.clouds import Cloud
+from trainkit.clouds.base import NODES_SCHEDULER
 
 # An endpoint trainkit calls itself: scheme, host (a name of at most 253 characters, RFC 1035 2.3.4, or an
 # address, IPv6 in brackets) and an optional port (1-65535), nothing after it: the SDKs take a host and
@@ -41,6 +42,9 @@ def problems(s: Any, room: Cloud) -> list[str]:
     rules; each string names its field first."""
     out = _catalog_problems(s, room) if room.has_catalog else _no_catalog_problems(s, room)
     out += room.read_rules(s)
+    if s.slurm is not None and room.node_source != NODES_SCHEDULER:
+        out.append(f"slurm: only for a target whose nodes a scheduler allocates (cloud: slurm), not "
+                   f"{s.cloud}; remove `slurm`")
     if not room.safety_nets and (s.ttl or s.idle):
         out.append(f"{'ttl' if s.ttl else 'idle'}: the {s.cloud} target is {room.title}; trainkit will not "
                    "shut it down (ttl and idle are for the targets it provisions or reaches over SSH)")

@@ -18,7 +18,7 @@ import yaml
 from trainkit import clouds
 from trainkit.cli import main
 from trainkit.cluster.replace import REPLACEMENTS
-from trainkit.cluster.teardown import TEARDOWNS
+from trainkit.cluster.teardown import TEARDOWNS, teardown_kind
 from trainkit.provision.inventory import NODE_SOURCES
 from trainkit.spec.resolve import load_cluster
 
@@ -51,7 +51,7 @@ def test_a_target_room_from_one_file_is_a_target_with_its_capabilities(rack):
     assert cluster.room.name == "rack" and cluster.ssh_user == "lab" and cluster.nodes == 1
     # every capability it names has its row in the tables that act on it
     assert cluster.room.node_source in NODE_SOURCES and cluster.room.replacement in REPLACEMENTS
-    assert cluster.room.has_module in TEARDOWNS
+    assert teardown_kind(cluster.room) in TEARDOWNS
 
 
 def test_a_target_room_validates_plans_applies_and_destroys(rack, tmp_path, capsys):

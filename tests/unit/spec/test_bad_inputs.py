@@ -127,7 +127,7 @@ SPECS = [
      "network.admin_cidrs: expected a list ([a, b], or one '- item' per line), got '203.0.113.0/24'"),
     ("cloud-a-list", merged(LOCAL, "cloud", ["local"]), "cloud: expected text, got a list"),
     ("cloud-uppercase", merged(LOCAL, "cloud", "AWS"), "cloud: 'AWS' is not one of alicloud, tencentcloud, "
-     "huaweicloud, aws, hosts, local; did you mean 'aws'?"),
+     "huaweicloud, aws, hosts, slurm, local; did you mean 'aws'?"),
     ("backend-region-unknown", merged(ALI, "backend", {"type": "oss", "bucket": "b", "region": "cn-hangzou"}),
      "backend.region: 'cn-hangzou' is not a region of Alibaba Cloud (did you mean cn-hangzhou"),
     ("tab-indent", "name: demo\ncloud: local\nlaunch:\n\troot: /opt/x\n", "not valid YAML"),

@@ -1,0 +1,97 @@
+"""A scheduler's cluster (Cloud.node_source NODES_SCHEDULER: target `slurm`) as `apply` and
+`destroy` see it: nothing is provisioned or torn down; the workspace's inventory holds the login
+node alone (provision/inventory.py's `scheduler` row).
+
+    login(ws)              the login node as `apply` recorded it
+    remote_root(cluster)   trainkit's one folder on the shared storage (slurm.workdir/.trainkit/<cluster>)
+    job_state(node, job_id)   squeue, then sacct, then scontrol (flags Slurm 20.11 has)
+    jobs(ws)               status: the open runs' jobs and their states
+    check_login(cluster, ws)  apply: ssh, `sbatch --version`, the partition in `sinfo`
+    clean(cluster, ws)     destroy: that folder removed through the login node; nothing else touched
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from trainkit.errors import DESTROY, InputError, TrainkitError
+from trainkit.provision.node import Node, read_nodes
+from trainkit.spec.resolve import Cluster
+from trainkit.workspace import Workspace
+
+# Job states in which a job still holds or waits for an allocation (squeue(1) JOB STATE CODES).
+LIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
+        "SUSPENDED", "STAGE_OUT", "SIGNALING")
+_SSH_TIMEOUT_S = 60   # a login node answers `sbatch --version` or `sinfo` within seconds
+
+
+def login(ws: Workspace) -> Node:
+    """The login node as `apply` recorded it (inventory.yml: its only host)."""
+    return read_nodes(ws.inventory_yml)[0][0]
+
+
+def remote_root(cluster: Cluster) -> str:
+    """trainkit's folder on the shared storage for this cluster: nothing outside it is written."""
+    return f"{cluster.spec.slurm.workdir.rstrip('/')}/.trainkit/{cluster.name}"
+
+
+def check_login(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
+    """The login node answers over ssh, runs `sbatch --version`, and lists the spec's partition
+    (`sinfo -h -p P -o %P`). Returns {login, slurm_version}; InputError naming the field."""
+    node, s = login(ws), cluster.spec.slurm
+    res = node.sh("sbatch --version", timeout=_SSH_TIMEOUT_S)
+    if res.returncode != 0:
+        said = (res.stderr or res.stdout).decode(errors="replace").strip()[-400:]
+        raise InputError(f"slurm.login: {s.login.address} did not run `sbatch --version` "
+                         f"(exit {res.returncode}): {said}",
+                         fix="check slurm.login (address, port, user, key) and that Slurm's client "
+                             "commands are on the login node's PATH")
+    if s.partition:
+        res = node.sh(f"sinfo -h -p {shlex.quote(s.partition)} -o %P", timeout=_SSH_TIMEOUT_S)
+        if res.returncode != 0 or not res.stdout.strip():
+            raise InputError(f"slurm.partition: {s.partition!r} is not a partition of the cluster at "
+                             f"{s.login.address}", fix="give one that `sinfo -s` lists on the login node")
+    return {"login": s.login.address, "slurm_version": res.stdout.decode(errors="replace").strip()}
+
+
+def job_state(node: Node, job_id: str) -> str | None:
+    """The job's state: `squeue -h -j ID -o %T`, then `sacct -n -P -j ID -o State` for a job squeue
+    no longer lists (flags both have had since before Slurm 20.11), then `scontrol show job`'s
+    JobState; None when nothing knows it. ValueError for a job id that is not a number."""
+    if not job_id.isdigit():
+        raise ValueError(f"job id {job_id!r}")
+    res = node.sh(f"squeue -h -j {job_id} -o %T 2>/dev/null; sacct -n -P -X -j {job_id} -o State 2>/dev/null",
+                  timeout=_SSH_TIMEOUT_S)
+    words = res.stdout.decode(errors="replace").split()
+    if words:   # sacct writes "CANCELLED by 0": the state is the first word
+        return words[0].rstrip("+")
+    # no accounting (sacct answers nothing) and gone from squeue: scontrol remembers it MinJobAge s
+    res = node.sh(f"scontrol show job {job_id} 2>/dev/null | grep -o 'JobState=[A-Z_]*'", timeout=_SSH_TIMEOUT_S)
+    found = res.stdout.decode(errors="replace").split()
+    return found[0].removeprefix("JobState=") if found else None
+
+
+def jobs(ws: Workspace) -> dict[str, dict[str, str | None]]:
+    """`status`: {run id: {slurm_job, state}} of the workspace's runs not closed yet, as the
+    scheduler has them now."""
+    out: dict[str, dict[str, str | None]] = {}
+    for path in sorted(ws.runs_dir.glob("*/run.json")) if ws.runs_dir.is_dir() else []:
+        record = json.loads(path.read_text())
+        if record.get("slurm_job") and record.get("status") in ("starting", "running"):
+            out[path.parent.name] = {"slurm_job": record["slurm_job"],
+                                     "state": job_state(login(ws), record["slurm_job"])}
+    return out
+
+
+def clean(cluster: Cluster, ws: Workspace) -> None:
+    """Remove trainkit's folder (remote_root) from the shared storage through the login node;
+    TrainkitError(DESTROY) naming the command when the login node does not do it."""
+    root = remote_root(cluster)
+    res = login(ws).sh(f"rm -rf -- {shlex.quote(root)}", timeout=_SSH_TIMEOUT_S)
+    if res.returncode != 0:
+        raise TrainkitError(f"could not remove {root} on {cluster.spec.slurm.login.address} "
+                            f"(exit {res.returncode}): {res.stderr.decode(errors='replace').strip()[-300:]}",
+                            fix=f"remove it on the login node (`rm -rf {shlex.quote(root)}`), then destroy "
+                                "again", exit_code=DESTROY)
