@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -305,3 +306,59 @@ def test_cancel_and_a_job_dead_at_start_up_leave_nothing_running_on_slurm(slurm,
     records = [json.loads(p.read_text()) for p in (ws / "runs").glob("*/run.json")]
     assert sorted(r["status"] for r in records) == ["cancelled", "failed"], records
     assert _no_job_and_no_process(slurm, "trainkit") == ("", [])
+
+
+# The GPT example (examples/train/gpt.yaml) shrunk to seconds of CPU, as tests/dist/test_train_fsdp.py
+# shrinks it: 2 blocks 32 wide on 16 000 bytes of pydoc text, one epoch (about 25 steps at global
+# batch 16; 6 s of CPU in one process here)
+GPT_MODEL = {"block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32, "dropout": 0.1}
+GPT = ["--config", str(REPO / "examples/train/gpt.yaml"),
+       "model_args={block_size: 32, n_layer: 2, n_head: 2, n_embd: 32, dropout: 0.1}",
+       "data_args={block_size: 32, max_bytes: 16000}", "batch=16"]
+# The engine's part of a run folder on every target (tests/e2e/test_train_local.py FETCHED), one
+# rank log per rank; model.onnx is not among them: the GPT example does not export (export.onnx: false)
+ENGINE_FILES = {"config.yaml", "curves.png", "hparams.yaml", "metrics.jsonl", "summary.json",
+                "weights/best.pt", "weights/last.pt", "logs/rank-0.log", "logs/rank-1.log"}
+
+
+def test_the_gpt_example_trains_across_two_slurm_nodes_through_trainkit_train(slurm, tmp_path):
+    """`trainkit train` of the GPT example on `cloud: slurm`: one batch job, torchrun on both
+    nodes, the run completes and its folder comes back as on `local`/`hosts` (metrics, weights,
+    curves, the newest complete checkpoint), the checkpoint loads into the example's model and
+    perplexity is reported."""
+    import torch
+
+    from trainkit.train import restore
+    from trainkit.train.gpt import GPT as GPTModel
+
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    res = _tk(ws, "train", spec, *GPT, "--json")
+    assert res.returncode == 0, f"{res.stdout}\n{slurm.logs()}"
+    result, _ = json.JSONDecoder().raw_decode(res.stdout[res.stdout.index("{"):])
+    run_dir = Path(result["run_dir"])
+    job_id = json.loads((run_dir / "run.json").read_text())["slurm_job"]
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["world_size"], summary["num_nodes"]) == ("completed", 2, 2), summary
+    assert summary["steps"] == summary["total_steps"] > 0 and summary["global_batch"] == 16, summary
+    assert summary["val_ppl"] == pytest.approx(math.exp(summary["val_loss"]), rel=1e-6), summary
+    assert 1 < summary["test_ppl"] < 256, summary   # per byte: below a uniform guess over 256 values
+    names = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
+    assert ENGINE_FILES | {"job.sbatch", "node.sh", "logs/node-0.log", "logs/node-1.log",
+                           f"logs/slurm-{job_id}.out", "run.json", "events.jsonl"} <= names, sorted(names)
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["model_args"] == GPT_MODEL
+    steps = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "step"]
+    assert steps and steps[-1]["loss"] < steps[0]["loss"], steps   # it learns
+    for rank, host in enumerate(slurm.hosts):
+        log = (run_dir / "logs" / f"node-{rank}.log").read_text()
+        assert f"trainkit: node {rank} ({host.name}, {host.address})" in log, log[-1500:]
+
+    # the newest checkpoint came back complete, and it is the example's model, whole
+    newest = run_dir / "checkpoints" / Path(summary["checkpoint"]).name
+    assert restore.is_checkpoint(newest), sorted(names)
+    model = GPTModel(**GPT_MODEL)
+    model.load_state_dict(restore.load(newest)["model"])   # strict: every key, full shapes
+    logits = model.eval()(torch.zeros(1, GPT_MODEL["block_size"], dtype=torch.long))
+    assert logits.shape == (1, GPT_MODEL["block_size"], 256) and torch.isfinite(logits).all()
