@@ -60,6 +60,14 @@ class SlurmCluster:
         self._wait_idle()
         return self
 
+    def rejoin(self, host: Host) -> None:
+        """A host booted again (`NetnsCluster.revive`: a fresh mount namespace and /run) back in the
+        partition: /etc/slurm, munged and slurmd as start() made them; returns once every node is
+        idle (ReturnToService=2 lets a node that was DOWN register again)."""
+        self._munged(host, self.dir / "munge.key")
+        self.sh(host, f"{SLURMD} -N {host.name}")
+        self._wait_idle()
+
     def sh(self, host: Host, command: str, timeout: float = 60) -> str:
         res = self.cluster.ssh(host, command, check=False, timeout=timeout)
         if res.returncode != 0:
