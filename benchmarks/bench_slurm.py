@@ -32,9 +32,16 @@ Run: `python -m benchmarks slurm` (all three) or `python -m benchmarks.bench_slu
 nudged` (own, nudged, raw). Set TRAINKIT_E2E_NETNS_SUBNET / _PREFIX to run it next to other
 namespace users.
 
-Measured 2026-12-05 on a 2-core VM shared with three other sessions' work (so CPU-bound parts
-such as site.yml and torchrun start-up are slower than on an idle machine), Slurm 22.05.8:
-see docs/slurm.md, "Figures".
+Measured 2026-12-05, two runs, on a 2-core VM shared with three other sessions' work (load
+average 2 to 3: CPU-bound parts such as site.yml and torchrun start-up are slower than on an idle
+machine), Slurm 22.05.8; seconds, Slurm/own ratio in brackets:
+
+    submit -> first step        own 11.7, 22.6   nudged 8.8 (0.8x), 15.7 (0.7x)   raw 17.6 (1.5x), 18.2 (0.8x)
+    kill -> first resumed step  own 26.1, 43.3   nudged 42.1 (1.6x), 55.9 (1.3x)  raw 170.2 (6.5x), 173.3 (4.0x)
+    Slurm's kill path           requeued 34-41 s after the kill (SlurmdTimeout=30), the next start
+                                1-2 s later nudged, 121-125 s raw; first step 7-13 s after that
+
+docs/slurm.md ("Figures") reads them.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.bench_faults import REPO, SITE_VARS, TRAINKIT
+from trainkit.runs.slurm_jobs import ENDED
 
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
 KILL_AT, CKPT_EVERY = 15, 5
@@ -159,8 +167,7 @@ def through_slurm(slurm, base: Path, row: str) -> dict:
     return {**_figures(metrics, started, killed), "rc": last, "parts": _slurm_parts(batch, ctld, killed)}
 
 
-_ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-          "DEADLINE", "PREEMPTED", None)
+_ENDED = (*ENDED, None)   # None: the scheduler knows the job no more
 
 
 def _state(slurm, job_id: str) -> str | None:
