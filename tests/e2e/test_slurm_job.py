@@ -305,3 +305,76 @@ def test_cancel_and_a_job_dead_at_start_up_leave_nothing_running_on_slurm(slurm,
     records = [json.loads(p.read_text()) for p in (ws / "runs").glob("*/run.json")]
     assert sorted(r["status"] for r in records) == ["cancelled", "failed"], records
     assert _no_job_and_no_process(slurm, "trainkit") == ("", [])
+
+
+def _record(ws: Path, run_id: str) -> dict:
+    return json.loads((ws / "runs" / run_id / "run.json").read_text())
+
+
+def _wait_for(what: str, ok, slurm: SlurmCluster, proc: subprocess.Popen | None = None) -> None:
+    """Poll `ok()` until it holds (JOB_TIMEOUT_S at most); the CLI's output so far on a timeout."""
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if ok():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(1)
+    out = proc.communicate(timeout=60)[0] if proc is not None and proc.poll() is not None else ""
+    raise AssertionError(f"{what}: not seen\n{out}\n{slurm.logs()}")
+
+
+def test_resume_then_recover_through_a_requeue_and_a_failed_job_on_slurm(slurm, tmp_path):
+    """`train --resume RUN` of a cancelled run submits a new attempt in the same folder on the
+    shared storage, which resumes from its checkpoint; with `--recover` the follow loop records
+    Slurm's requeue of that job (USR1 as Slurm sends it ahead of the time limit: the job
+    checkpoints and requeues itself) as a `requeued` event and keeps following it, and when the
+    job then ends FAILED (its batch shell killed: a job lost under the scheduler) submits the run
+    once more; the run completes with three attempts, and `runs` shows them."""
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    res = _tk(ws, "train", spec, *DIGITS, "epochs=15", f"checkpoint.every_n_steps={CHECKPOINT_EVERY}", "--detach",
+              timeout=120)
+    assert res.returncode == 0, res.stdout
+    run_id = res.stdout.strip().splitlines()[-1]
+    remote = shared / ".trainkit" / "lab" / "runs" / run_id
+    _wait_for("steps of attempt 1", lambda: len(_lines(remote / "metrics.jsonl")) >= 5, slurm)
+    res = _tk(ws, "cancel", spec, run_id, "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["status"] == "cancelled", res.stdout
+
+    proc = subprocess.Popen([str(TRAINKIT), "train", spec, "--resume", run_id, "--recover", "--max-recoveries", "2",
+                             "--json", "--workdir", str(ws)], cwd=REPO, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_for("attempt 2 submitted", lambda: len(_record(ws, run_id)["attempts"]) == 2, slurm, proc)
+        job2 = _record(ws, run_id)["slurm_job"]
+        logged = len(_lines(remote / "metrics.jsonl"))
+        _wait_for("steps of attempt 2", lambda: len(_lines(remote / "metrics.jsonl")) > logged, slurm, proc)
+        slurm.sh(slurm.login, f"scancel --batch --signal=USR1 {job2}")
+
+        def restarted() -> bool:   # Slurm holds a requeued job back: let it start now, as an admin would
+            slurm.cluster.ssh(slurm.login, f"scontrol update JobId={job2} StartTime=now", check=False)
+            return f"job {job2} (restart 1)" in (remote / "logs" / f"slurm-{job2}.out").read_text()
+        _wait_for("job 2 started again after its requeue", restarted, slurm, proc)
+        logged = len(_lines(remote / "metrics.jsonl"))
+        _wait_for("steps after the requeue", lambda: len(_lines(remote / "metrics.jsonl")) > logged, slurm, proc)
+        slurm.sh(slurm.login, f"scancel --batch --signal=KILL {job2}")
+        out = proc.communicate(timeout=JOB_TIMEOUT_S)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, f"{out}\n{slurm.logs()}"
+    record = _record(ws, run_id)
+    assert record["status"] == "completed" and len(record["attempts"]) == 3, record
+    assert [a.get("outcome") for a in record["attempts"]] == ["cancelled", "preempted", "completed"], record
+    events = [json.loads(ln) for ln in (ws / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+    requeues = [e for e in events if e["event"] == "requeued"]
+    assert requeues and requeues[0]["slurm_job"] == job2 and requeues[0]["restarts"] == 1, events
+    assert any(e["event"] == "resubmitted" and e["slurm_job"] == job2 for e in events), events
+    summary = json.loads((ws / "runs" / run_id / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["resumed_from_step"] > 0, summary
+    res = _tk(ws, "runs", spec, "--json", timeout=120)
+    row = json.loads(res.stdout)[0]
+    assert (row["status"], row["attempts"]) == ("completed", 3), res.stdout
+    assert _no_job_and_no_process(slurm, run_id) == ("", [])

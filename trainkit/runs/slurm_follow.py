@@ -24,7 +24,7 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import yaml
 
@@ -36,9 +36,6 @@ from trainkit.runs.ending import Outcome, failure, give_up
 from trainkit.runs.sbatch import BatchJob
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
-
-if TYPE_CHECKING:   # runs/recover.py imports this module (through runs/status.py)
-    from trainkit.runs.recover import Options
 
 # Seconds between looks at the scheduler while a job is followed: squeue is cheap, and a
 # slurmctld answers many such clients (Slurm's "High Throughput Computing" guide asks for no
@@ -108,9 +105,10 @@ def remote_dir(cluster: Cluster, run_id: str) -> str:
 
 
 def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], None],
-           echo: Callable[[str], None], spec: str, opts: Options) -> dict[str, Any]:
+           echo: Callable[[str], None], spec: str, opts: Any) -> dict[str, Any]:
     """Follow the run's job to its end (module doc), with `opts.recover` submitting it again while
-    the limits allow; then close the run. Returns the result of a completed (or cancelled) run;
+    the limits allow; then close the run. `opts`: runs/recover.py's Options (recover,
+    max_recoveries, max_restarts_on_errors; not imported: that module imports this one). Returns the result of a completed (or cancelled) run;
     TrainkitError TRAIN (failed) or PREEMPTED (75: resume it) otherwise. Ctrl-C leaves the job
     queued or running (exit 130, naming attach and cancel)."""
     limits = (opts.max_recoveries, opts.max_restarts_on_errors) if opts.recover else None
@@ -160,6 +158,8 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
 def _fetched_status(ws: Workspace, run_dir: Path, record: dict[str, Any], state: str | None) -> str | None:
     """The run folder fetched; the engine's summary.json status (None without one), recorded as
     the outcome of the record's newest attempt with the job's state."""
+    # an earlier attempt's summary.json must not speak for this one (the job removes its own)
+    (run_dir / "summary.json").unlink(missing_ok=True)
     slurm_jobs.fetch(login(ws), record["remote_dir"], run_dir)
     summary = runs.read_summary(run_dir).get("status")
     outcome = end_of_attempt(state, summary)
