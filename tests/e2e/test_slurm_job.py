@@ -324,8 +324,9 @@ def _wait_for(what: str, ok, slurm: SlurmCluster, proc: subprocess.Popen | None 
     raise AssertionError(f"{what}: not seen\n{out}\n{slurm.logs()}")
 
 
-def test_resume_then_recover_through_a_requeue_and_a_failed_job_on_slurm(slurm, tmp_path):
-    """`train --resume RUN` of a cancelled run submits a new attempt in the same folder on the
+def test_doctor_top_resume_and_recover_through_a_requeue_and_a_failed_job_on_slurm(slurm, tmp_path):
+    """`doctor` probes the idle nodes through srun and names a drained node with its Reason (exit
+    12); `top` shows a running job's state and step. `train --resume RUN` of a cancelled run submits a new attempt in the same folder on the
     shared storage, which resumes from its checkpoint; with `--recover` the follow loop records
     Slurm's requeue of that job (USR1 as Slurm sends it ahead of the time limit: the job
     checkpoints and requeues itself) as a `requeued` event and keeps following it, and when the
@@ -334,6 +335,17 @@ def test_resume_then_recover_through_a_requeue_and_a_failed_job_on_slurm(slurm, 
     shared, ws = tmp_path / "shared", tmp_path / "ws"
     spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
     assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    # doctor: the probe on both idle nodes through srun; then a drained node named with its Reason
+    res = _tk(ws, "doctor", spec, "--json", "--min-free-gb", "0", timeout=120)
+    assert res.returncode == 0, res.stdout
+    report = json.loads(res.stdout[res.stdout.index("{"):])
+    assert [(n["node"], n["verdict"]) for n in report["nodes"]] == [(h.name, "ok") for h in slurm.hosts], report
+    assert all(any(c["name"] == "workdir" for c in n["checks"]) for n in report["nodes"]), report
+    second = slurm.hosts[1].name
+    slurm.sh(slurm.login, f"scontrol update NodeName={second} State=DRAIN Reason=ecc-test")
+    res = _tk(ws, "doctor", spec, "--min-free-gb", "0", timeout=120)
+    slurm.sh(slurm.login, f"scontrol update NodeName={second} State=RESUME")
+    assert res.returncode == 12 and f"failed node(s): {second}" in res.stdout and "ecc-test" in res.stdout, res.stdout
     res = _tk(ws, "train", spec, *DIGITS, "epochs=15", f"checkpoint.every_n_steps={CHECKPOINT_EVERY}", "--detach",
               timeout=120)
     assert res.returncode == 0, res.stdout
@@ -351,6 +363,10 @@ def test_resume_then_recover_through_a_requeue_and_a_failed_job_on_slurm(slurm, 
         job2 = _record(ws, run_id)["slurm_job"]
         logged = len(_lines(remote / "metrics.jsonl"))
         _wait_for("steps of attempt 2", lambda: len(_lines(remote / "metrics.jsonl")) > logged, slurm, proc)
+        res = _tk(ws, "top", spec, "--once", "--json", timeout=120)   # the job's state and the engine's step
+        rows = json.loads(res.stdout)
+        assert [(r["slurm"]["job"], r["slurm"]["state"]) for r in rows] == [(job2, "RUNNING")], res.stdout
+        assert rows[0]["job"]["step"] > 0 and rows[0]["job"]["samples_per_s"] > 0, res.stdout
         slurm.sh(slurm.login, f"scancel --batch --signal=USR1 {job2}")
 
         def restarted() -> bool:   # Slurm holds a requeued job back: let it start now, as an admin would

@@ -33,6 +33,7 @@ from trainkit.errors import TRAIN, TrainkitError
 from trainkit.runs import record as runs
 from trainkit.runs import slurm_jobs
 from trainkit.runs.ending import Outcome, failure, give_up
+from trainkit.runs.launch import workdir_tar
 from trainkit.runs.sbatch import BatchJob
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
@@ -81,13 +82,15 @@ def start_attempt(cluster: Cluster, ws: Workspace, run_dir: Path, config: Path, 
     """sbatch one more job for the run in `run_dir` (its folder on the shared storage, the same
     for every attempt) and record it as the record's next attempt. Returns the job id; on a
     refused sbatch the record is closed `failed` and the TrainkitError raised."""
-    spec, record = cluster.spec, runs.read_record(run_dir)
+    spec, record, job = cluster.spec, runs.read_record(run_dir), runs.load_job(config, overrides)
     batch = BatchJob(run_id=run_dir.name, run_dir=record["remote_dir"], nodes=spec.nodes,
                      nproc_per_node=spec.launch.nproc_per_node or spec.slurm.gpus_per_node or 1,
                      rdzv_port=spec.launch.rdzv_port, slurm=spec.slurm,
-                     engine_config=yaml.safe_load(config.read_text()) or {}, overrides=tuple(overrides))
+                     engine_config=yaml.safe_load(config.read_text()) or {}, overrides=tuple(overrides),
+                     command=job.command, setup=job.setup, env=dict(job.env), code=bool(job.workdir))
+    code = workdir_tar(job.workdir, job.excludes) if job.workdir else None
     try:
-        job_id = slurm_jobs.submit(login(ws), batch)
+        job_id = slurm_jobs.submit(login(ws), batch, code)
     except TrainkitError as err:
         runs.write_record(run_dir, {**record, "status": "failed", "error": err.message})
         raise
@@ -162,6 +165,9 @@ def _fetched_status(ws: Workspace, run_dir: Path, record: dict[str, Any], state:
     (run_dir / "summary.json").unlink(missing_ok=True)
     slurm_jobs.fetch(login(ws), record["remote_dir"], run_dir)
     summary = runs.read_summary(run_dir).get("status")
+    if summary is None and any("preempted" in p.read_text(errors="replace")
+                               for p in (run_dir / "status").glob("node-*")):   # a `command:` job's (node.sh)
+        summary = "preempted"
     outcome = end_of_attempt(state, summary)
     record = runs.read_record(run_dir)
     for a in (record.get("attempts") or [])[-1:]:

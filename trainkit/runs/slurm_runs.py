@@ -31,8 +31,8 @@ def run(cluster: Cluster, ws: Workspace, req, say: Callable[[str], None],
         echo: Callable[[str], None]) -> dict[str, Any]:
     """train: submit the run's batch job (a new run, or `req.resume`'s next attempt), or follow
     `req.attach`'s, and follow it to its end unless detached (with `req.opts.recover`: submitted
-    again while the limits allow, runs/slurm_follow.py). InputError for a `command:` job (not
-    built on this target yet) or a run that cannot be resumed; LockedError for one still queued."""
+    again while the limits allow, runs/slurm_follow.py). InputError for a run that cannot be
+    resumed; LockedError for one still queued."""
     if req.attach:
         run_dir = runs.resolve_run(ws.runs_dir, req.attach)
         record = runs.read_record(run_dir)
@@ -41,9 +41,6 @@ def run(cluster: Cluster, ws: Workspace, req, say: Callable[[str], None],
                              fix=f"its results are in {run_dir}; see `trainkit runs {req.spec}`")
         return follow(cluster, ws, run_dir, say, echo, req.spec, req.opts)
     job = runs.load_job(req.config_path, list(req.overrides))
-    if job.command is not None or job.workdir:
-        raise InputError(f"{job.source}: a `command:`/`workdir:` job on {cluster.room.title} is not built yet",
-                         fix="train an engine config (model/data) on it")
     with ws.lock("train"):
         run_dir = _resume(cluster, ws, req, job) if req.resume else _new_run(cluster, ws, req, job)
         start_attempt(cluster, ws, run_dir, req.config_path, list(req.overrides))

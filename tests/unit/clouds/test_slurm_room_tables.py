@@ -76,19 +76,15 @@ def test_apply_against_a_login_node_that_does_not_answer_names_slurm_login(lab, 
 
 
 def test_what_the_scheduler_path_refuses_is_refused_before_any_ssh(lab, tmp_path, capsys):
-    """With the login node recorded (as `apply` records it; port 1: nothing answers there), a
-    `command:` job, `--resume` of a completed run and `--recover --detach` stop with exit 2 naming
-    why, before any ssh; a run whose job ended is read from its record alone (runs, cancel)."""
+    """With the login node recorded (as `apply` records it; port 1: nothing answers there),
+    `--resume` of a completed run and `--recover --detach` stop with exit 2 naming why, before any
+    ssh; a run whose job ended is read from its record alone (runs, cancel)."""
     cluster = load_cluster(lab)
     ws = Workspace.for_cluster("lab", tmp_path / "ws")
     prepare_inventory(cluster, ws)
     code, text = _cli(capsys, "train", str(lab), "--config", "digits", "--recover", "--detach",
                       "--workdir", str(ws.root))
     assert code == 2 and "--recover needs a controller that stays" in text, text
-    job = tmp_path / "job.yaml"
-    job.write_text("name: job\ncommand: [echo, hi]\n")
-    code, text = _cli(capsys, "train", str(lab), "--config", str(job), "--workdir", str(ws.root))
-    assert code == 2 and "a `command:`/`workdir:` job on a Slurm cluster is not built yet" in text, text
     run_dir = ws.runs_dir / "digits-20260101-000000"
     runs.write_record(run_dir, {"run_id": run_dir.name, "status": "completed", "slurm_job": "7",
                                 "config": str(resources.train_config("digits")), "created_at": 1.0,
