@@ -394,3 +394,36 @@ def test_doctor_top_resume_and_recover_through_a_requeue_and_a_failed_job_on_slu
     row = json.loads(res.stdout)[0]
     assert (row["status"], row["attempts"]) == ("completed", 3), res.stdout
     assert _no_job_and_no_process(slurm, run_id) == ("", [])
+
+
+def test_a_command_job_with_a_workdir_runs_on_every_slurm_node_with_the_job_environment(slurm, tmp_path):
+    """A `command:` job: its workdir ships to the run folder on the shared storage, setup runs once
+    per node, and the command runs on both nodes in that folder with the environment hosts give a
+    job (NODE_RANK, WORLD_SIZE, RANK, MASTER_ADDR, TRAINKIT_*) and its `env:` as literal values."""
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "show.py").write_text(
+        "import os, pathlib\n"
+        "keys = ('NODE_RANK', 'WORLD_SIZE', 'RANK', 'MASTER_ADDR', 'TRAINKIT_NUM_NODES', 'MY_VAR', 'TRAINKIT_CODE_DIR')\n"
+        "out = pathlib.Path(os.environ['TRAINKIT_RUN_DIR'], 'env-' + os.environ['NODE_RANK'] + '.txt')\n"
+        "out.write_text('\\n'.join(f'{k}={os.environ.get(k)}' for k in keys) + '\\ncwd=' + os.getcwd() + '\\n')\n")
+    literal = "a b;$(touch /tmp/pwned) `x`"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({
+        "name": "show", "workdir": str(code), "setup": 'echo "set up on $SLURMD_NODENAME"',
+        "env": {"MY_VAR": literal}, "command": '"$TRAINKIT_PYTHON" show.py'}))
+    res = _tk(ws, "train", spec, "--config", str(tmp_path / "job.yaml"), "--json")
+    assert res.returncode == 0, f"{res.stdout}\n{slurm.logs()}"
+    result, _ = json.JSONDecoder().raw_decode(res.stdout[res.stdout.index("{"):])   # the next steps follow
+    run_dir = ws / "runs" / result["run_id"]
+    remote_code = f"{shared}/.trainkit/lab/runs/{run_dir.name}/code"
+    for rank, host in enumerate(slurm.hosts):
+        env = dict(ln.split("=", 1) for ln in (run_dir / f"env-{rank}.txt").read_text().splitlines())
+        assert env == {"NODE_RANK": str(rank), "WORLD_SIZE": "2", "RANK": str(rank), "MASTER_ADDR": slurm.hosts[0].address,
+                       "TRAINKIT_NUM_NODES": "2", "MY_VAR": literal, "TRAINKIT_CODE_DIR": remote_code,
+                       "cwd": remote_code}, env
+        assert f"set up on {host.name}" in (run_dir / "logs" / f"node-{rank}.log").read_text()
+    assert not Path("/tmp/pwned").exists()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"

@@ -25,6 +25,10 @@ and `--signal=B:USR1@<s>` tells the batch shell `signal_s` seconds before the ti
   every node fails within PROBE_S) requeues the job too; a step that failed on healthy nodes
   ends the job with the step's status.
 
+A `command:` job (BatchJob.command) runs the user's command.sh on every node instead of torchrun,
+with the job environment hosts give (node.sh's _command_body), env.sh last; its text travels only
+as those files, never into job.sbatch or node.sh.
+
 Every value from the spec or the caller is checked here again (ValueError) and reaches the script
 only as an `#SBATCH` option of a fixed form or as one shell-quoted assignment; the script's logic
 reads those variables, never the text itself.
