@@ -111,9 +111,10 @@ def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], 
            echo: Callable[[str], None], spec: str, opts: Any) -> dict[str, Any]:
     """Follow the run's job to its end (module doc), with `opts.recover` submitting it again while
     the limits allow; then close the run. `opts`: runs/recover.py's Options (recover,
-    max_recoveries, max_restarts_on_errors; not imported: that module imports this one). Returns the result of a completed (or cancelled) run;
-    TrainkitError TRAIN (failed) or PREEMPTED (75: resume it) otherwise. Ctrl-C leaves the job
-    queued or running (exit 130, naming attach and cancel)."""
+    max_recoveries, max_restarts_on_errors; not imported: that module imports this one).
+    Returns the result of a completed (or cancelled) run; TrainkitError TRAIN (failed) or
+    PREEMPTED (75: resume it) otherwise. Ctrl-C leaves the job queued or running (exit 130,
+    naming attach and cancel)."""
     limits = (opts.max_recoveries, opts.max_restarts_on_errors) if opts.recover else None
     log = _LogTail(login(ws), f"{runs.read_record(run_dir)['remote_dir']}/logs/node-0.log", echo)
     while True:
@@ -161,8 +162,10 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
 def _fetched_status(ws: Workspace, run_dir: Path, record: dict[str, Any], state: str | None) -> str | None:
     """The run folder fetched; the engine's summary.json status (None without one), recorded as
     the outcome of the record's newest attempt with the job's state."""
-    # an earlier attempt's summary.json must not speak for this one (the job removes its own)
-    (run_dir / "summary.json").unlink(missing_ok=True)
+    # an earlier attempt's summary.json or status files must not speak for this one (the job
+    # removes its own on the shared storage when it starts)
+    for stale in [run_dir / "summary.json", *(run_dir / "status").glob("node-*")]:
+        stale.unlink(missing_ok=True)
     slurm_jobs.fetch(login(ws), record["remote_dir"], run_dir)
     summary = runs.read_summary(run_dir).get("status")
     if summary is None and any("preempted" in p.read_text(errors="replace")
