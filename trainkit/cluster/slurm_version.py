@@ -4,9 +4,9 @@
 trainkit supports Slurm 20.11 and newer (issue 41); an older one is refused with the fix. Every
 flag below is in the man pages of the version named in its row (slurm.schedmd.com/archive/
 slurm-20.11.9 and slurm-22.05.8: sbatch(1), squeue(1), sacct(1), sinfo(1), scontrol(1)); trainkit
-asks only for output fields both versions print as text, because JSON output (`--json`) and
-squeue's `--only-job-state` came later (21.08 and 24.05: SkyPilot issue #8907 is a client that
-used squeue flags an older Slurm lacks).
+asks only for output fields both versions print as text, because JSON output (`--json`, 21.08)
+and squeue's `--only-job-state` came later (SkyPilot issue #8907: Slurm 20.11.7's squeue refuses
+`--only-job-state`, "unrecognized option", and the client stopped right after its sbatch).
 """
 
 from __future__ import annotations
