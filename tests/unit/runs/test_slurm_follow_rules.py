@@ -64,3 +64,23 @@ def test_a_requeue_is_a_restart_count_that_grew_or_running_back_to_waiting(seen,
 ])
 def test_the_scheduler_s_answer_is_read_as_state_and_restarts(text, expected):
     assert parse_view(text) == expected
+
+
+def test_a_followed_run_that_ends_preempted_exits_75_naming_resume(tmp_path):
+    """`train` (a spec given) ends a preempted run with exit 75 and the --resume fix, as on every
+    target; `cancel` and `destroy` (no spec) close it quietly. Both close the record."""
+    from trainkit.errors import PREEMPTED, TrainkitError
+    from trainkit.runs import record as runs
+    from trainkit.runs.slurm_follow import _close_as
+
+    run_dir = tmp_path / "digits-1"
+    runs.write_record(run_dir, {"run_id": "digits-1", "status": "running", "slurm_job": "9", "created_at": 1.0,
+                                "attempts": [{"attempt": 1, "slurm_job": "9"}]})
+    with pytest.raises(TrainkitError) as err:
+        _close_as(run_dir, "NODE_FAIL", "preempted", "gave up after 2 recoveries", "lab.yaml")
+    assert err.value.exit_code == PREEMPTED and "gave up after 2 recoveries" in err.value.message
+    assert "trainkit train lab.yaml --resume digits-1" in err.value.fix
+    record = runs.read_record(run_dir)
+    assert (record["status"], record["slurm_state"]) == ("preempted", "NODE_FAIL")
+    assert [e["event"] for e in runs.read_events(run_dir)] == ["ended"]
+    assert _close_as(run_dir, "PREEMPTED", "preempted", "", None)["status"] == "preempted"
