@@ -60,6 +60,7 @@ def top(spec, workdir, once, fmt, interval, wide):
     scheduler = cluster.room.node_source == NODES_SCHEDULER
     # a scheduler's cluster: the open runs' jobs, through the login node (cluster/scheduler_top.py)
     sample = partial(scheduler_top.rows, ws) if scheduler else partial(collect, nodes)
+    noun = "run(s) in the scheduler's queue" if scheduler else "node(s)"
     try:
         report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
     except InputError as err:  # only shown here: say so, and watch the nodes all the same
@@ -73,11 +74,10 @@ def top(spec, workdir, once, fmt, interval, wide):
             click.echo(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         else:
             console = _console(wide, rows)
-            console.print(view(rows, _title(f"{cluster.name}: {len(rows)} " + ("run(s) in Slurm's queue" if
-                                                                   scheduler else "node(s)"), doctor),
+            console.print(view(rows, _title(f"{cluster.name}: {len(rows)} {noun}", doctor),
                                None if wide else console.width))
         return
-    _live(cluster.name, sample, interval, as_json, wide, doctor, busbw)
+    _live(cluster.name, sample, noun, interval, as_json, wide, doctor, busbw)
 
 
 def with_busbw(rows: list[dict], busbw: dict[str, float]) -> list[dict]:
@@ -100,7 +100,7 @@ def _title(head: str, doctor: str | None) -> str:
     return f"{head}\n{doctor}" if doctor else head
 
 
-def _live(name, sample, interval, as_json, wide, doctor, busbw) -> None:
+def _live(name, sample, noun, interval, as_json, wide, doctor, busbw) -> None:
 
 
     if as_json:  # one JSON array a line, for a pipe
@@ -115,7 +115,7 @@ def _live(name, sample, interval, as_json, wide, doctor, busbw) -> None:
                 rows = sample()
                 if wide:  # as wide as the table, whatever the terminal: no cell cut to an ellipsis
                     console.width = max(console.width, full_width(rows))
-                live.update(view(rows, _title(f"{name}: {len(rows)} row(s), {time.strftime('%H:%M:%S')} "
+                live.update(view(rows, _title(f"{name}: {len(rows)} {noun}, {time.strftime('%H:%M:%S')} "
                                                "(Ctrl-C to quit)", doctor), width), refresh=True)
                 time.sleep(max(0.0, interval - 1))
         except KeyboardInterrupt:

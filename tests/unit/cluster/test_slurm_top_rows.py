@@ -40,6 +40,6 @@ def test_a_data_bound_job_is_flagged_and_a_cut_line_is_no_step():
 def test_the_rows_render_in_top_s_table():
     rows = [row("digits-1", "12", f"RUNNING|1:02|tk-[1-2]\n\n{json.dumps(STEP)}\n", now=103.5)]
     console = Console(width=160, record=True)
-    console.print(view(rows, "lab: 1 run(s) in Slurm's queue", 160))
+    console.print(view(rows, "lab: 1 run(s) in the scheduler's queue", 160))
     out = console.export_text()
     assert "digits-1 (job 12)" in out and "step 40, loss 0.5464" in out, out
