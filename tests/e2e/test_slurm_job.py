@@ -145,33 +145,38 @@ def _lines(path: Path) -> list[str]:
 
 
 def test_a_node_lost_mid_run_requeues_the_job_onto_others_and_it_resumes(slurm3, tmp_path):
-    """Host 2 dies mid-run for good (every process of its namespace SIGKILLed: slurmd, torchrun,
-    its rank); Slurm marks it down and requeues the job (--requeue), which starts again on hosts 1
-    and 3 and resumes from the newest checkpoint on the shared folder, losing at most one
-    checkpoint interval."""
-    slurm = slurm3
-    cluster, shared = slurm.cluster, tmp_path / "shared"
-    spec = SlurmSpec.model_validate({
-        "login": {"address": slurm.login.address, "user": "root", "key": str(cluster.key)},
-        "partition": PARTITION, "time": "15", "workdir": str(shared), "python": sys.executable})
-    login = dataclasses.replace(login_node(spec), ssh_options=(
-        "-F", "/dev/null", "-o", f"UserKnownHostsFile={cluster.known_hosts}", "-o", "IdentitiesOnly=yes"))
-    config = yaml.safe_load((REPO / "examples/train/digits.yaml").read_text())
-    run_dir = Path(f"{shared}/runs/digits-nodefail")
-    job = BatchJob(run_id="digits-nodefail", run_dir=str(run_dir), nodes=2, nproc_per_node=1, rdzv_port=29400,
-                   slurm=spec, engine_config=config, overrides=("epochs=4", "export.onnx=false", "workers=0",
-                                                                 f"checkpoint.every_n_steps={CHECKPOINT_EVERY}"))
-    job_id = submit(login, job)
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while time.monotonic() < deadline and len(_lines(run_dir / "metrics.jsonl")) < 12:
-        time.sleep(1)
-    before = [json.loads(ln) for ln in _lines(run_dir / "metrics.jsonl")]
-    assert cluster.kill(slurm.hosts[1]) > 0
-    state = _wait_ended(login, job_id, release=slurm)
-    back = tmp_path / "back"
-    fetch(login, str(run_dir), back)
+    """`train --recover` on 3 hosts, a job of 2 nodes: host 2 dies mid-run for good (every process
+    of its namespace SIGKILLed: slurmd, torchrun, its rank); Slurm marks it down and requeues the
+    job (--requeue), which starts again on hosts 1 and 3 and resumes from the newest checkpoint on
+    the shared folder, losing at most one checkpoint interval. trainkit's follow loop records the
+    requeue (`requeued`, Restarts=1) and keeps following the same job: one attempt, completed."""
+    slurm, shared, ws = slurm3, tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    proc = subprocess.Popen([str(TRAINKIT), "train", spec, *DIGITS, "epochs=4",
+                             f"checkpoint.every_n_steps={CHECKPOINT_EVERY}", "--recover", "--json", "--workdir", str(ws)],
+                            cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_for("the run's job", lambda: any(json.loads(p.read_text()).get("slurm_job")
+                                               for p in (ws / "runs").glob("*/run.json")), slurm, proc)
+        run_id = next((ws / "runs").glob("*/run.json")).parent.name
+        job_id, remote = _record(ws, run_id)["slurm_job"], shared / ".trainkit" / "lab" / "runs" / run_id
+        _wait_for("12 metrics lines", lambda: len(_lines(remote / "metrics.jsonl")) >= 12, slurm, proc)
+        before = [json.loads(ln) for ln in _lines(remote / "metrics.jsonl")]
+        assert slurm.cluster.kill(slurm.hosts[1]) > 0
+
+        def ended() -> bool:   # Slurm holds a requeued job back: let it start now, as an admin would
+            slurm.cluster.ssh(slurm.login, f"scontrol update JobId={job_id} StartTime=now", check=False)
+            return proc.poll() is not None
+        _wait_for("the run's end", ended, slurm)
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    back = ws / "runs" / run_id
     batch_log = (back / "logs" / f"slurm-{job_id}.out").read_text()
-    assert state == "COMPLETED", f"job {job_id}: {state}\n{batch_log}\n{slurm.logs()}"
+    assert proc.returncode == 0, f"{out}\n{batch_log}\n{slurm.logs()}"
     assert "(restart 1)" in batch_log, batch_log
     third = slurm.hosts[2]   # the second start ran on the host that had been idle
     assert f"({third.name}, {third.address})" in (back / "logs" / "node-1.log").read_text()
@@ -181,6 +186,10 @@ def test_a_node_lost_mid_run_requeues_the_job_onto_others_and_it_resumes(slurm3,
     # the kill less the interval (the ranks may have gone a few steps past that line)
     last = max(r["step"] for r in before if r.get("kind") == "step")
     assert summary["resumed_from_step"] >= max(last - CHECKPOINT_EVERY, 1), (last, summary)
+    events = [json.loads(ln) for ln in (back / "events.jsonl").read_text().splitlines()]
+    assert [(e["slurm_job"], e["restarts"]) for e in events if e["event"] == "requeued"] == [(job_id, 1)], events
+    record = _record(ws, run_id)
+    assert record["status"] == "completed" and len(record["attempts"]) == 1, record
 
 
 # -- the CLI on `cloud: slurm`: apply, train, runs, logs, cancel, destroy -------------------------
