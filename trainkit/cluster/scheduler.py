@@ -17,6 +17,7 @@ import shlex
 from typing import Any
 
 from trainkit.cluster import slurm_version
+from trainkit.cluster.slurm_version import SACCT_STATE, SQUEUE_STATE
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import Node, read_nodes
 from trainkit.spec.resolve import Cluster
@@ -71,7 +72,8 @@ def job_view(node: Node, job_id: str) -> tuple[str | None, int | None]:
     Restarts=, None once scontrol no longer knows the job), in one ssh."""
     if not job_id.isdigit():
         raise ValueError(f"job id {job_id!r}")
-    res = node.sh(f"squeue -h -j {job_id} -o %T 2>/dev/null; sacct -n -P -X -j {job_id} -o State 2>/dev/null; "
+    res = node.sh(f"squeue -h -j {job_id} -o {SQUEUE_STATE} 2>/dev/null; "
+                  f"sacct -n -P -X -j {job_id} -o {SACCT_STATE} 2>/dev/null; "
                   f"scontrol show job {job_id} 2>/dev/null | grep -o 'JobState=[A-Z_]*\\|Restarts=[0-9]*'",
                   timeout=_SSH_TIMEOUT_S)
     return parse_view(res.stdout.decode(errors="replace"))

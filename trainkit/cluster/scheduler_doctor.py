@@ -28,6 +28,7 @@ from trainkit import records
 from trainkit.cluster import doctor_verdict as v
 from trainkit.cluster.doctor import PROBE
 from trainkit.cluster.scheduler import login, remote_root
+from trainkit.cluster.slurm_version import SINFO_NODES
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace, write_atomic
 
@@ -95,7 +96,7 @@ def diagnose(cluster: Cluster, ws: Workspace, th: v.Thresholds, echo: Callable[[
     """The partition's nodes checked (module doc); the report, also saved as doctor.json."""
     s, node, t0 = cluster.spec.slurm, login(ws), time.monotonic()
     part = f"-p {shlex.quote(s.partition)} " if s.partition else ""
-    res = node.sh(f"sinfo -N -h {part}-o '%N|%T|%E'", timeout=60)
+    res = node.sh(f"sinfo -N -h {part}-o {shlex.quote(SINFO_NODES)}", timeout=60)
     reports: dict[str, v.NodeReport] = {}
     idle = []
     for name, state, reason in node_states(res.stdout.decode(errors="replace")):

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from trainkit.cluster.scheduler import login
+from trainkit.cluster.slurm_version import SQUEUE_TOP
 from trainkit.train.monitor import DATA_BOUND_PCT
 from trainkit.workspace import Workspace
 
@@ -32,7 +33,7 @@ def rows(ws: Workspace) -> list[dict[str, Any]]:
         if record.get("status") not in ("starting", "running") or not job_id.isdigit():
             continue
         metrics = shlex.quote(f"{record.get('remote_dir')}/metrics.jsonl")
-        res = login(ws).sh(f"squeue -h -j {job_id} -o '%T|%M|%N' 2>/dev/null; echo; "
+        res = login(ws).sh(f"squeue -h -j {job_id} -o {shlex.quote(SQUEUE_TOP)} 2>/dev/null; echo; "
                            f"tail -n {_TAIL_LINES} {metrics} 2>/dev/null | grep '\"kind\": \"step\"' | tail -n 1",
                            timeout=_SSH_TIMEOUT_S)
         out.append(row(path.parent.name, job_id, res.stdout.decode(errors="replace"), time.time()))

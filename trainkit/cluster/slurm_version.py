@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from trainkit.errors import InputError
 
 OLDEST = (20, 11)   # the oldest Slurm trainkit's batch script and reads are written for
+# The output formats trainkit reads (squeue(1), sacct(1), sinfo(1) of 20.11 and 22.05 alike):
+# a job's state; a job's state, elapsed time and nodes (top); a node's name, state and reason (doctor)
+SQUEUE_STATE, SQUEUE_TOP, SACCT_STATE, SINFO_NODES = "%T", "%T|%M|%N", "State", "%N|%T|%E"
 # "slurm 22.05.8", "slurm-wlm 22.05.8", "slurm 23.11.4-1" (a distribution's build suffix)
 _VERSION = re.compile(r"\bslurm(?:-wlm)?\s+(\d{2})\.(\d{1,2})(?:\.(\d+))?")
 
@@ -27,17 +30,16 @@ class Features:
     (`--gpus-per-node`, sbatch(1) since 19.05; else `--gres=gpu:N`); `overlap`: `srun --overlap`
     (20.11+: a step that may share the resources of a running one, as `top` and a probe need);
     `json`: squeue/sacct/sinfo `--json` (21.08+; trainkit reads text formats, never needs it);
-    `squeue_fields`, `sacct_fields`, `sinfo_fields`: the format fields trainkit reads, the same
-    in every supported version (squeue(1) -o %i %T %M %N, sacct(1) -o State, sinfo(1) -N -o
-    %N %T %E: node, state, reason)."""
+    `squeue_fields`, `sacct_fields`, `sinfo_fields`: the formats trainkit reads (the constants
+    above), the same in every supported version."""
 
     version: tuple[int, int, int]
     gpus_flag: str
     overlap: bool
     json: bool
-    squeue_fields: str = "%i %T %M %N"
-    sacct_fields: str = "State"
-    sinfo_fields: str = "%N|%T|%E"
+    squeue_fields: tuple[str, ...] = (SQUEUE_STATE, SQUEUE_TOP)
+    sacct_fields: str = SACCT_STATE
+    sinfo_fields: str = SINFO_NODES
 
 
 def parse(text: str) -> tuple[int, int, int]:
