@@ -5,8 +5,10 @@ node alone (provision/inventory.py's `scheduler` row).
     login(ws)              the login node as `apply` recorded it
     remote_root(cluster)   trainkit's one folder on the shared storage (slurm.workdir/.trainkit/<cluster>)
     job_state(node, job_id)   squeue, then sacct, then scontrol (flags Slurm 20.11 has)
+    job_view(node, job_id)    the same, with scontrol's Restarts= (a requeue: runs/slurm_follow.py)
     jobs(ws)               status: the open runs' jobs and their states
-    check_login(cluster, ws)  apply: ssh, `sbatch --version`, the partition in `sinfo`
+    check_login(cluster, ws)  apply: ssh, `sbatch --version` (20.11+: cluster/slurm_version.py),
+                           the partition in `sinfo`
     clean(cluster, ws)     destroy: that folder removed through the login node; nothing else touched
 """
 
