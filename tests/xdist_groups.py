@@ -49,9 +49,10 @@ MEASURED_S = {
     # issue 39's node rows: 985 s measured on a machine loaded by other sessions (load ~11 on 2
     # cores), scaled by what test_fault_matrix.py took on it (1752 s) against its 370 here
     "e2e/test_fault_matrix_node.py": 210,
-    # issue 41's Slurm jobs: 59 s + 92 s + 101 s measured alone beside a running .ci/run (2026-12-04);
-    # 304 s for the six tests with the GPT one, alone beside other sessions' work (2026-12-05)
-    "e2e/test_slurm_job.py": 300,
+    # issue 41's Slurm jobs: 59 s + 92 s + 101 s measured alone beside a running .ci/run (2026-12-04),
+    # then 315 s for all seven beside other sessions (2026-12-05: the two added 91 s + 6 s;
+    # the GPT test 53 s in another run of the module)
+    "e2e/test_slurm_job.py": 400,
 }
 DEFAULT_S = 20
 

@@ -127,7 +127,7 @@ def test_usr1_ahead_of_the_time_limit_checkpoints_requeues_and_the_job_resumes(s
         time.sleep(1)
     assert _lines(run_dir / "metrics.jsonl"), f"no steps logged\n{slurm.logs()}"
     slurm.sh(slurm.login, f"scancel --batch --signal=USR1 {job_id}")
-    # Slurm holds a requeued job back before it may start again (136 s measured with 22.05 here);
+    # Slurm holds a requeued job back before it may start again (AuthInfo cred_expire, 120 s by default: slurm.conf(5));
     # the test lets it start at once, as an admin would with the same command
     state = _wait_ended(login, job_id, release=slurm)
     back = tmp_path / "back"
@@ -146,33 +146,38 @@ def _lines(path: Path) -> list[str]:
 
 
 def test_a_node_lost_mid_run_requeues_the_job_onto_others_and_it_resumes(slurm3, tmp_path):
-    """Host 2 dies mid-run for good (every process of its namespace SIGKILLed: slurmd, torchrun,
-    its rank); Slurm marks it down and requeues the job (--requeue), which starts again on hosts 1
-    and 3 and resumes from the newest checkpoint on the shared folder, losing at most one
-    checkpoint interval."""
-    slurm = slurm3
-    cluster, shared = slurm.cluster, tmp_path / "shared"
-    spec = SlurmSpec.model_validate({
-        "login": {"address": slurm.login.address, "user": "root", "key": str(cluster.key)},
-        "partition": PARTITION, "time": "15", "workdir": str(shared), "python": sys.executable})
-    login = dataclasses.replace(login_node(spec), ssh_options=(
-        "-F", "/dev/null", "-o", f"UserKnownHostsFile={cluster.known_hosts}", "-o", "IdentitiesOnly=yes"))
-    config = yaml.safe_load((REPO / "examples/train/digits.yaml").read_text())
-    run_dir = Path(f"{shared}/runs/digits-nodefail")
-    job = BatchJob(run_id="digits-nodefail", run_dir=str(run_dir), nodes=2, nproc_per_node=1, rdzv_port=29400,
-                   slurm=spec, engine_config=config, overrides=("epochs=4", "export.onnx=false", "workers=0",
-                                                                 f"checkpoint.every_n_steps={CHECKPOINT_EVERY}"))
-    job_id = submit(login, job)
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while time.monotonic() < deadline and len(_lines(run_dir / "metrics.jsonl")) < 12:
-        time.sleep(1)
-    before = [json.loads(ln) for ln in _lines(run_dir / "metrics.jsonl")]
-    assert cluster.kill(slurm.hosts[1]) > 0
-    state = _wait_ended(login, job_id, release=slurm)
-    back = tmp_path / "back"
-    fetch(login, str(run_dir), back)
+    """`train --recover` on 3 hosts, a job of 2 nodes: host 2 dies mid-run for good (every process
+    of its namespace SIGKILLed: slurmd, torchrun, its rank); Slurm marks it down and requeues the
+    job (--requeue), which starts again on hosts 1 and 3 and resumes from the newest checkpoint on
+    the shared folder, losing at most one checkpoint interval. trainkit's follow loop records the
+    requeue (`requeued`, Restarts=1) and keeps following the same job: one attempt, completed."""
+    slurm, shared, ws = slurm3, tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    proc = subprocess.Popen([str(TRAINKIT), "train", spec, *DIGITS, "epochs=4",
+                             f"checkpoint.every_n_steps={CHECKPOINT_EVERY}", "--recover", "--json", "--workdir", str(ws)],
+                            cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_for("the run's job", lambda: any(json.loads(p.read_text()).get("slurm_job")
+                                               for p in (ws / "runs").glob("*/run.json")), slurm, proc)
+        run_id = next((ws / "runs").glob("*/run.json")).parent.name
+        job_id, remote = _record(ws, run_id)["slurm_job"], shared / ".trainkit" / "lab" / "runs" / run_id
+        _wait_for("12 metrics lines", lambda: len(_lines(remote / "metrics.jsonl")) >= 12, slurm, proc)
+        before = [json.loads(ln) for ln in _lines(remote / "metrics.jsonl")]
+        assert slurm.cluster.kill(slurm.hosts[1]) > 0
+
+        def ended() -> bool:   # Slurm holds a requeued job back: let it start now, as an admin would
+            slurm.cluster.ssh(slurm.login, f"scontrol update JobId={job_id} StartTime=now", check=False)
+            return proc.poll() is not None
+        _wait_for("the run's end", ended, slurm)
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    back = ws / "runs" / run_id
     batch_log = (back / "logs" / f"slurm-{job_id}.out").read_text()
-    assert state == "COMPLETED", f"job {job_id}: {state}\n{batch_log}\n{slurm.logs()}"
+    assert proc.returncode == 0, f"{out}\n{batch_log}\n{slurm.logs()}"
     assert "(restart 1)" in batch_log, batch_log
     third = slurm.hosts[2]   # the second start ran on the host that had been idle
     assert f"({third.name}, {third.address})" in (back / "logs" / "node-1.log").read_text()
@@ -182,6 +187,10 @@ def test_a_node_lost_mid_run_requeues_the_job_onto_others_and_it_resumes(slurm3,
     # the kill less the interval (the ranks may have gone a few steps past that line)
     last = max(r["step"] for r in before if r.get("kind") == "step")
     assert summary["resumed_from_step"] >= max(last - CHECKPOINT_EVERY, 1), (last, summary)
+    events = [json.loads(ln) for ln in (back / "events.jsonl").read_text().splitlines()]
+    assert [(e["slurm_job"], e["restarts"]) for e in events if e["event"] == "requeued"] == [(job_id, 1)], events
+    record = _record(ws, run_id)
+    assert record["status"] == "completed" and len(record["attempts"]) == 1, record
 
 
 # -- the CLI on `cloud: slurm`: apply, train, runs, logs, cancel, destroy -------------------------
@@ -362,3 +371,125 @@ def test_the_gpt_example_trains_across_two_slurm_nodes_through_trainkit_train(sl
     model.load_state_dict(restore.load(newest)["model"])   # strict: every key, full shapes
     logits = model.eval()(torch.zeros(1, GPT_MODEL["block_size"], dtype=torch.long))
     assert logits.shape == (1, GPT_MODEL["block_size"], 256) and torch.isfinite(logits).all()
+
+
+def _record(ws: Path, run_id: str) -> dict:
+    return json.loads((ws / "runs" / run_id / "run.json").read_text())
+
+
+def _wait_for(what: str, ok, slurm: SlurmCluster, proc: subprocess.Popen | None = None) -> None:
+    """Poll `ok()` until it holds (JOB_TIMEOUT_S at most); the CLI's output so far on a timeout."""
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if ok():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(1)
+    out = proc.communicate(timeout=60)[0] if proc is not None and proc.poll() is not None else ""
+    raise AssertionError(f"{what}: not seen\n{out}\n{slurm.logs()}")
+
+
+def test_doctor_top_resume_and_recover_through_a_requeue_and_a_failed_job_on_slurm(slurm, tmp_path):
+    """`doctor` probes the idle nodes through srun and names a drained node with its Reason (exit
+    12); `top` shows a running job's state and step. `train --resume RUN` of a cancelled run submits a new attempt in the same folder on the
+    shared storage, which resumes from its checkpoint; with `--recover` the follow loop records
+    Slurm's requeue of that job (USR1 as Slurm sends it ahead of the time limit: the job
+    checkpoints and requeues itself) as a `requeued` event and keeps following it, and when the
+    job then ends FAILED (its batch shell killed: a job lost under the scheduler) submits the run
+    once more; the run completes with three attempts, and `runs` shows them."""
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    # doctor: the probe on both idle nodes through srun; then a drained node named with its Reason
+    res = _tk(ws, "doctor", spec, "--json", "--min-free-gb", "0", timeout=120)
+    assert res.returncode == 0, res.stdout
+    report = json.loads(res.stdout[res.stdout.index("{"):])
+    assert [(n["node"], n["verdict"]) for n in report["nodes"]] == [(h.name, "ok") for h in slurm.hosts], report
+    assert all(any(c["name"] == "workdir" for c in n["checks"]) for n in report["nodes"]), report
+    second = slurm.hosts[1].name
+    slurm.sh(slurm.login, f"scontrol update NodeName={second} State=DRAIN Reason=ecc-test")
+    res = _tk(ws, "doctor", spec, "--min-free-gb", "0", timeout=120)
+    slurm.sh(slurm.login, f"scontrol update NodeName={second} State=RESUME")
+    assert res.returncode == 12 and f"failed node(s): {second}" in res.stdout and "ecc-test" in res.stdout, res.stdout
+    res = _tk(ws, "train", spec, *DIGITS, "epochs=15", f"checkpoint.every_n_steps={CHECKPOINT_EVERY}", "--detach",
+              timeout=120)
+    assert res.returncode == 0, res.stdout
+    run_id = res.stdout.strip().splitlines()[-1]
+    remote = shared / ".trainkit" / "lab" / "runs" / run_id
+    _wait_for("steps of attempt 1", lambda: len(_lines(remote / "metrics.jsonl")) >= 5, slurm)
+    res = _tk(ws, "cancel", spec, run_id, "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["status"] == "cancelled", res.stdout
+
+    proc = subprocess.Popen([str(TRAINKIT), "train", spec, "--resume", run_id, "--recover", "--max-recoveries", "2",
+                             "--json", "--workdir", str(ws)], cwd=REPO, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_for("attempt 2 submitted", lambda: len(_record(ws, run_id)["attempts"]) == 2, slurm, proc)
+        job2 = _record(ws, run_id)["slurm_job"]
+        logged = len(_lines(remote / "metrics.jsonl"))
+        _wait_for("steps of attempt 2", lambda: len(_lines(remote / "metrics.jsonl")) > logged, slurm, proc)
+        res = _tk(ws, "top", spec, "--once", "--json", timeout=120)   # the job's state and the engine's step
+        rows = json.loads(res.stdout)
+        assert [(r["slurm"]["job"], r["slurm"]["state"]) for r in rows] == [(job2, "RUNNING")], res.stdout
+        assert rows[0]["job"]["step"] > 0 and rows[0]["job"]["samples_per_s"] > 0, res.stdout
+        slurm.sh(slurm.login, f"scancel --batch --signal=USR1 {job2}")
+
+        def restarted() -> bool:   # Slurm holds a requeued job back: let it start now, as an admin would
+            slurm.cluster.ssh(slurm.login, f"scontrol update JobId={job2} StartTime=now", check=False)
+            return f"job {job2} (restart 1)" in (remote / "logs" / f"slurm-{job2}.out").read_text()
+        _wait_for("job 2 started again after its requeue", restarted, slurm, proc)
+        logged = len(_lines(remote / "metrics.jsonl"))
+        _wait_for("steps after the requeue", lambda: len(_lines(remote / "metrics.jsonl")) > logged, slurm, proc)
+        slurm.sh(slurm.login, f"scancel --batch --signal=KILL {job2}")
+        out = proc.communicate(timeout=JOB_TIMEOUT_S)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, f"{out}\n{slurm.logs()}"
+    record = _record(ws, run_id)
+    assert record["status"] == "completed" and len(record["attempts"]) == 3, record
+    assert [a.get("outcome") for a in record["attempts"]] == ["cancelled", "preempted", "completed"], record
+    events = [json.loads(ln) for ln in (ws / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+    requeues = [e for e in events if e["event"] == "requeued"]
+    assert requeues and requeues[0]["slurm_job"] == job2 and requeues[0]["restarts"] == 1, events
+    assert any(e["event"] == "resubmitted" and e["slurm_job"] == job2 for e in events), events
+    summary = json.loads((ws / "runs" / run_id / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["resumed_from_step"] > 0, summary
+    res = _tk(ws, "runs", spec, "--json", timeout=120)
+    row = json.loads(res.stdout)[0]
+    assert (row["status"], row["attempts"]) == ("completed", 3), res.stdout
+    assert _no_job_and_no_process(slurm, run_id) == ("", [])
+
+
+def test_a_command_job_with_a_workdir_runs_on_every_slurm_node_with_the_job_environment(slurm, tmp_path):
+    """A `command:` job: its workdir ships to the run folder on the shared storage, setup runs once
+    per node, and the command runs on both nodes in that folder with the environment hosts give a
+    job (NODE_RANK, WORLD_SIZE, RANK, MASTER_ADDR, TRAINKIT_*) and its `env:` as literal values."""
+    shared, ws = tmp_path / "shared", tmp_path / "ws"
+    spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
+    assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "show.py").write_text(
+        "import os, pathlib\n"
+        "keys = ('NODE_RANK', 'WORLD_SIZE', 'RANK', 'MASTER_ADDR', 'TRAINKIT_NUM_NODES', 'MY_VAR', 'TRAINKIT_CODE_DIR')\n"
+        "out = pathlib.Path(os.environ['TRAINKIT_RUN_DIR'], 'env-' + os.environ['NODE_RANK'] + '.txt')\n"
+        "out.write_text('\\n'.join(f'{k}={os.environ.get(k)}' for k in keys) + '\\ncwd=' + os.getcwd() + '\\n')\n")
+    literal = "a b;$(touch /tmp/pwned) `x`"
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({
+        "name": "show", "workdir": str(code), "setup": 'echo "set up on $SLURMD_NODENAME"',
+        "env": {"MY_VAR": literal}, "command": '"$TRAINKIT_PYTHON" show.py'}))
+    res = _tk(ws, "train", spec, "--config", str(tmp_path / "job.yaml"), "--json")
+    assert res.returncode == 0, f"{res.stdout}\n{slurm.logs()}"
+    result, _ = json.JSONDecoder().raw_decode(res.stdout[res.stdout.index("{"):])   # the next steps follow
+    run_dir = ws / "runs" / result["run_id"]
+    remote_code = f"{shared}/.trainkit/lab/runs/{run_dir.name}/code"
+    for rank, host in enumerate(slurm.hosts):
+        env = dict(ln.split("=", 1) for ln in (run_dir / f"env-{rank}.txt").read_text().splitlines())
+        assert env == {"NODE_RANK": str(rank), "WORLD_SIZE": "2", "RANK": str(rank), "MASTER_ADDR": slurm.hosts[0].address,
+                       "TRAINKIT_NUM_NODES": "2", "MY_VAR": literal, "TRAINKIT_CODE_DIR": remote_code,
+                       "cwd": remote_code}, env
+        assert f"set up on {host.name}" in (run_dir / "logs" / f"node-{rank}.log").read_text()
+    assert not Path("/tmp/pwned").exists()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "completed"

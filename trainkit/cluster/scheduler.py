@@ -5,8 +5,10 @@ node alone (provision/inventory.py's `scheduler` row).
     login(ws)              the login node as `apply` recorded it
     remote_root(cluster)   trainkit's one folder on the shared storage (slurm.workdir/.trainkit/<cluster>)
     job_state(node, job_id)   squeue, then sacct, then scontrol (flags Slurm 20.11 has)
+    job_view(node, job_id)    the same, with scontrol's Restarts= (a requeue: runs/slurm_follow.py)
     jobs(ws)               status: the open runs' jobs and their states
-    check_login(cluster, ws)  apply: ssh, `sbatch --version`, the partition in `sinfo`
+    check_login(cluster, ws)  apply: ssh, `sbatch --version` (20.11+: cluster/slurm_version.py),
+                           the partition in `sinfo`
     clean(cluster, ws)     destroy: that folder removed through the login node; nothing else touched
 """
 
@@ -16,6 +18,8 @@ import json
 import shlex
 from typing import Any
 
+from trainkit.cluster import slurm_version
+from trainkit.cluster.slurm_version import SACCT_STATE, SQUEUE_STATE
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import Node, read_nodes
 from trainkit.spec.resolve import Cluster
@@ -38,8 +42,9 @@ def remote_root(cluster: Cluster) -> str:
 
 
 def check_login(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
-    """The login node answers over ssh, runs `sbatch --version`, and lists the spec's partition
-    (`sinfo -h -p P -o %P`). Returns {login, slurm_version}; InputError naming the field."""
+    """The login node answers over ssh, runs `sbatch --version` (Slurm 20.11 or newer:
+    cluster/slurm_version.py), and lists the spec's partition (`sinfo -h -p P -o %P`). Returns
+    {login, slurm_version}; InputError naming the field."""
     node, s = login(ws), cluster.spec.slurm
     res = node.sh("sbatch --version", timeout=_SSH_TIMEOUT_S)
     if res.returncode != 0:
@@ -48,29 +53,44 @@ def check_login(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
                          f"(exit {res.returncode}): {said}",
                          fix="check slurm.login (address, port, user, key) and that Slurm's client "
                              "commands are on the login node's PATH")
+    version = slurm_version.features(res.stdout.decode(errors="replace"), s.login.address).version
     if s.partition:
         res = node.sh(f"sinfo -h -p {shlex.quote(s.partition)} -o %P", timeout=_SSH_TIMEOUT_S)
         if res.returncode != 0 or not res.stdout.strip():
             raise InputError(f"slurm.partition: {s.partition!r} is not a partition of the cluster at "
                              f"{s.login.address}", fix="give one that `sinfo -s` lists on the login node")
-    return {"login": s.login.address, "slurm_version": res.stdout.decode(errors="replace").strip()}
+    return {"login": s.login.address, "slurm_version": slurm_version.shown_version(version)}
 
 
 def job_state(node: Node, job_id: str) -> str | None:
     """The job's state: `squeue -h -j ID -o %T`, then `sacct -n -P -j ID -o State` for a job squeue
     no longer lists (flags both have had since before Slurm 20.11), then `scontrol show job`'s
     JobState; None when nothing knows it. ValueError for a job id that is not a number."""
+    return job_view(node, job_id)[0]
+
+
+def job_view(node: Node, job_id: str) -> tuple[str | None, int | None]:
+    """(state as job_state has it, Slurm's restart count of the job: `scontrol show job`'s
+    Restarts=, None once scontrol no longer knows the job), in one ssh."""
     if not job_id.isdigit():
         raise ValueError(f"job id {job_id!r}")
-    res = node.sh(f"squeue -h -j {job_id} -o %T 2>/dev/null; sacct -n -P -X -j {job_id} -o State 2>/dev/null",
+    res = node.sh(f"squeue -h -j {job_id} -o {SQUEUE_STATE} 2>/dev/null; "
+                  f"sacct -n -P -X -j {job_id} -o {SACCT_STATE} 2>/dev/null; "
+                  f"scontrol show job {job_id} 2>/dev/null | grep -o 'JobState=[A-Z_]*\\|Restarts=[0-9]*'",
                   timeout=_SSH_TIMEOUT_S)
-    words = res.stdout.decode(errors="replace").split()
-    if words:   # sacct writes "CANCELLED by 0": the state is the first word
-        return words[0].rstrip("+")
-    # no accounting (sacct answers nothing) and gone from squeue: scontrol remembers it MinJobAge s
-    res = node.sh(f"scontrol show job {job_id} 2>/dev/null | grep -o 'JobState=[A-Z_]*'", timeout=_SSH_TIMEOUT_S)
-    found = res.stdout.decode(errors="replace").split()
-    return found[0].removeprefix("JobState=") if found else None
+    return parse_view(res.stdout.decode(errors="replace"))
+
+
+def parse_view(text: str) -> tuple[str | None, int | None]:
+    """job_view's output -> (state, restarts). The state: squeue's (or sacct's) first word, else
+    scontrol's JobState= (no accounting, gone from squeue: scontrol remembers a job MinJobAge s);
+    sacct writes "CANCELLED by 0" and "RUNNING+" for a state cut short: the state is the word."""
+    words = text.split()
+    plain = [w for w in words if "=" not in w]
+    keyed = dict(w.split("=", 1) for w in words if w.startswith(("JobState=", "Restarts=")))
+    state = plain[0].rstrip("+") if plain else keyed.get("JobState") or None
+    restarts = keyed.get("Restarts")
+    return state, int(restarts) if restarts and restarts.isdigit() else None
 
 
 def jobs(ws: Workspace) -> dict[str, dict[str, str | None]]:

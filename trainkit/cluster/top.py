@@ -88,6 +88,10 @@ def cells(r: dict[str, Any]) -> dict[str, str]:
     """One node's row as text per column (an unreachable node: its error as the verdict)."""
     if "error" in r:
         return {**{c: "-" for c in COLUMNS}, "NODE": r["node"], "VERDICT": f"unreachable: {r['error']}"}
+    if "slurm" in r:   # a batch job's row (cluster/scheduler_top.py): the engine's figures, no node's
+        job = r.get("job") or {}
+        return {**{c: "-" for c in COLUMNS}, "NODE": r["node"], "SMP/s": _fmt(job.get("samples_per_s"), ".0f"),
+                "WAIT": _fmt(job.get("data_wait_pct"), ".1f", "%"), "VERDICT": r["verdict"]}
     gpus, disk, job = r.get("gpus") or [], r.get("disk") or {}, r.get("job") or {}
     return {"NODE": r["node"], "GPU%": _gpu_util(gpus),
             "GMEM": f"{sum(g['mem_used_mb'] for g in gpus) / 1024:.0f}G" if gpus else "-",

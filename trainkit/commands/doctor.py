@@ -6,8 +6,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from trainkit.clouds.base import NODES_SCHEDULER
 from trainkit.cluster import doctor as doc
-from trainkit.cluster import lifecycle
+from trainkit.cluster import lifecycle, scheduler_doctor
 from trainkit.cluster.doctor_verdict import FAILED, Thresholds
 from trainkit.commands.options import (
     Finite,
@@ -41,7 +42,9 @@ def doctor(spec, workdir, fmt, size_mb, iters, slow_fraction, min_free_gb):
     writable, the same storage on every node), clock skew, and an all-reduce test (NCCL on GPUs,
     gloo on CPUs) across all nodes and per node pair, as nccl-tests' algbw/busbw. A verdict per
     node: ok, slow (a link under the threshold) or failed. Exit 12 when a node failed.
-    `train` runs the same checks before its first attempt (`trainkit docs doctor`).
+    `train` runs the same checks before its first attempt (`trainkit docs doctor`). On a Slurm
+    cluster (`cloud: slurm`): sinfo's node states of the partition (down and drained nodes failed,
+    with their Reason) and the probe on its idle nodes through srun; no all-reduce test.
 
     \b
     Example:
@@ -56,7 +59,13 @@ def doctor(spec, workdir, fmt, size_mb, iters, slow_fraction, min_free_gb):
     opts = doc.Options(size_bytes=int(size_mb * 2**20) if size_mb else None, iters=iters,
                        thresholds=Thresholds(slow_fraction=slow_fraction, min_free_gb=min_free_gb))
     as_json = fmt == "json"
-    report = doc.diagnose(cluster, ws, opts, echo=lambda m: click.echo(m, err=True))
+    def echo(m: str) -> None:
+        click.echo(m, err=True)
+
+    if cluster.room.node_source == NODES_SCHEDULER:   # sinfo, then the probe on the idle nodes through srun
+        report = scheduler_doctor.diagnose(cluster, ws, opts.thresholds, echo)
+    else:
+        report = doc.diagnose(cluster, ws, opts, echo=echo)
     if not as_json:
         Console().print(render(report))
     elif not report["failed"]:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 
 import click
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from trainkit.clouds.base import NODES_SCHEDULER
+from trainkit.cluster import scheduler_top
 from trainkit.cluster.doctor import busbw_line, last_report, node_busbw
 from trainkit.cluster.top import collect, full_width, view
 from trainkit.commands.options import (
@@ -39,7 +42,9 @@ def top(spec, workdir, once, fmt, interval, wide):
     thresholds (GPU util < 80%, data wait > 10%) are flagged with the bottleneck verdict. Columns
     that do not fit the terminal are dropped, least useful first (--wide shows all): NODE, GPU%
     and GMEM (per GPU), CPU%, IOW% (iowait), MEM, DISK r/w and DUTIL (data disk MB/s, busy %),
-    NET rx/tx (MB/s), SMP/s (samples/s), WAIT (data wait), VERDICT.
+    NET rx/tx (MB/s), SMP/s (samples/s), WAIT (data wait), VERDICT. On a Slurm cluster
+    (`cloud: slurm`): one row per run in the queue, its job's state and the engine's step, loss,
+    samples/s and data wait (trainkit reaches the login node only: no node counters).
 
     \b
     Example:
@@ -52,6 +57,10 @@ def top(spec, workdir, once, fmt, interval, wide):
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
     nodes, _ = read_nodes(ws.inventory_yml)
+    scheduler = cluster.room.node_source == NODES_SCHEDULER
+    # a scheduler's cluster: the open runs' jobs, through the login node (cluster/scheduler_top.py)
+    sample = partial(scheduler_top.rows, ws) if scheduler else partial(collect, nodes)
+    noun = "run(s) in the scheduler's queue" if scheduler else "node(s)"
     try:
         report = last_report(ws)  # the last `trainkit doctor`: its busbw under the title, per node in JSON
     except InputError as err:  # only shown here: say so, and watch the nodes all the same
@@ -60,15 +69,15 @@ def top(spec, workdir, once, fmt, interval, wide):
     doctor = busbw_line(report)
     busbw = node_busbw(report)
     if once:
-        rows = with_busbw(collect(nodes), busbw)
+        rows = with_busbw(sample(), busbw)
         if as_json:
             click.echo(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         else:
             console = _console(wide, rows)
-            console.print(view(rows, _title(f"{cluster.name}: {len(rows)} node(s)", doctor),
+            console.print(view(rows, _title(f"{cluster.name}: {len(rows)} {noun}", doctor),
                                None if wide else console.width))
         return
-    _live(cluster.name, nodes, interval, as_json, wide, doctor, busbw)
+    _live(cluster.name, sample, noun, interval, as_json, wide, doctor, busbw)
 
 
 def with_busbw(rows: list[dict], busbw: dict[str, float]) -> list[dict]:
@@ -91,22 +100,22 @@ def _title(head: str, doctor: str | None) -> str:
     return f"{head}\n{doctor}" if doctor else head
 
 
-def _live(name, nodes, interval, as_json, wide, doctor, busbw) -> None:
+def _live(name, sample, noun, interval, as_json, wide, doctor, busbw) -> None:
 
 
     if as_json:  # one JSON array a line, for a pipe
         while True:
-            click.echo(json.dumps(json_safe(with_busbw(collect(nodes), busbw)), allow_nan=False))
+            click.echo(json.dumps(json_safe(with_busbw(sample(), busbw)), allow_nan=False))
             time.sleep(max(0.0, interval - 1))
     console = _console(wide, [])
     with Live(Text(f"{name}: sampling..."), auto_refresh=False, console=console) as live:
         width = None if wide else console.width
         try:
             while True:
-                rows = collect(nodes)
+                rows = sample()
                 if wide:  # as wide as the table, whatever the terminal: no cell cut to an ellipsis
                     console.width = max(console.width, full_width(rows))
-                live.update(view(rows, _title(f"{name}: {len(rows)} node(s), {time.strftime('%H:%M:%S')} "
+                live.update(view(rows, _title(f"{name}: {len(rows)} {noun}, {time.strftime('%H:%M:%S')} "
                                                "(Ctrl-C to quit)", doctor), width), refresh=True)
                 time.sleep(max(0.0, interval - 1))
         except KeyboardInterrupt:

@@ -19,11 +19,16 @@ and `--signal=B:USR1@<s>` tells the batch shell `signal_s` seconds before the ti
   summary.json "preempted" (trainkit/train/dist.py's Preemption: 30 s before torchrun's SIGKILL,
   pytorch PR #61602); the shell then requeues its own job (`scontrol requeue`), because Slurm
   does not requeue a job that reaches its time limit. Slurm holds a requeued job back before it
-  starts again (136 s measured with Slurm 22.05 on namespace hosts; `scontrol update
+  starts again (`AuthInfo` `cred_expire`, 120 s by default: slurm.conf(5); 121-125 s measured with
+  Slurm 22.05 on namespace hosts, docs/slurm.md "Figures"; `scontrol update
   JobId=<id> StartTime=now` lets it start at once).
 - a step that failed while a node of the allocation no longer answers (a probe `srun true` on
   every node fails within PROBE_S) requeues the job too; a step that failed on healthy nodes
   ends the job with the step's status.
+
+A `command:` job (BatchJob.command) runs the user's command.sh on every node instead of torchrun,
+with the job environment hosts give (node.sh's _command_body), env.sh last; its text travels only
+as those files, never into job.sbatch or node.sh.
 
 Every value from the spec or the caller is checked here again (ValueError) and reaches the script
 only as an `#SBATCH` option of a fixed form or as one shell-quoted assignment; the script's logic
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -43,6 +48,8 @@ from trainkit.spec.slurm_block import SlurmSpec
 from trainkit.util import grammar
 
 SCRIPT, NODE_SCRIPT, CONFIG = "job.sbatch", "node.sh", "config.yaml"
+COMMAND, SETUP, ENV = "command.sh", "setup.sh", "env.sh"   # a `command:` job's own text, as files
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Seconds a probe step (`srun true` on every node) may take before a node counts as lost after a
 # failed step: well above a healthy step's start (about 1 s measured on namespace hosts), below
 # Slurm's default SlurmdTimeout (300 s), after which Slurm itself would requeue.
@@ -63,14 +70,23 @@ class BatchJob:
     slurm: SlurmSpec
     engine_config: dict
     overrides: tuple[str, ...] = ()
+    command: str | None = None      # a `command:` job: the user's shell text, run on every node as written
+    setup: str | None = None        # its `setup:`, once per node of the run
+    env: dict[str, str] = field(default_factory=dict)   # its `env:`, exported last (as on hosts)
+    code: bool = False              # its `workdir:` is shipped to <run_dir>/code and the command runs there
 
 
 def render(job: BatchJob) -> dict[str, str]:
     """The job's files (name -> text). ValueError naming the value when one is not fit for the
     script (the spec's grammar refuses such values earlier; callers pass only checked ones)."""
     _check(job)
-    return {SCRIPT: batch_script(job), NODE_SCRIPT: node_script(job),
-            CONFIG: yaml.safe_dump(job.engine_config, sort_keys=False)}
+    files = {SCRIPT: batch_script(job), NODE_SCRIPT: node_script(job)}
+    if job.command is None:
+        return {**files, CONFIG: yaml.safe_dump(job.engine_config, sort_keys=False)}
+    files[COMMAND] = job.command.rstrip("\n") + "\n"
+    if job.setup:
+        files[SETUP] = job.setup.rstrip("\n") + "\n"
+    return {**files, ENV: "".join(f"export {k}={shlex.quote(v)}\n" for k, v in job.env.items())}
 
 
 def _check(job: BatchJob) -> None:
@@ -84,6 +100,9 @@ def _check(job: BatchJob) -> None:
     if bad:
         raise ValueError(f"overrides {bad!r} are not KEY=VALUE")
     SlurmSpec.model_validate(job.slurm.model_dump())   # a spec built without validation is checked
+    bad_env = [k for k, v in job.env.items() if not _ENV_NAME.fullmatch(k) or "\x00" in v]
+    if bad_env:   # bash holds no NUL in a value; a name is a name (launch_keys.env refuses both first)
+        raise ValueError(f"env {bad_env!r}: not NAME=value")
 
 
 def sbatch_options(job: BatchJob) -> list[tuple[str, str | None]]:
@@ -115,11 +134,44 @@ def batch_script(job: BatchJob) -> str:
 
 
 def node_script(job: BatchJob) -> str:
-    """node.sh: torchrun on one allocated node (srun starts it once per node)."""
+    """node.sh: torchrun on one allocated node (srun starts it once per node); for a `command:`
+    job, the user's command.sh with the environment every target gives a job (docs: environment)."""
+    head = ["#!/bin/bash", "# One per allocated node (srun, one task per node): torchrun, "
+            "rendezvous on the allocation's first node.", "set -u", *_NODE_BODY]
+    if job.command is not None:
+        return "\n".join(head + _command_body(job)) + "\n"
     overrides = " ".join(shlex.quote(o) for o in job.overrides)
-    return "\n".join(["#!/bin/bash", "# One per allocated node (srun, one task per node): torchrun, "
-                      "rendezvous on the allocation's first node.", "set -u",
-                      *_NODE_BODY, _TORCHRUN + (f" {overrides}" if overrides else "")]) + "\n"
+    return "\n".join(head + [_TORCHRUN + (f" {overrides}" if overrides else "")]) + "\n"
+
+
+def _command_body(job: BatchJob) -> list[str]:
+    """node.sh's tail for a `command:` job: the job environment per node (as runs/launch.py's
+    job_env gives it on hosts, from Slurm's SLURM_NODEID and SLURM_JOB_NUM_NODES; RANK and
+    LOCAL_RANK when one process runs per node, else torchrun in the command sets them), the
+    user's env.sh last, setup.sh once per node, then command.sh in the shipped workdir (or the run
+    folder). Exit 75 from the command is written to $TRAINKIT_STATUS_FILE as `preempted`, which
+    the batch shell reads as a checkpointed stop (docs/runs.md: the resumable-command contract)."""
+    code = '"$TRAINKIT_RUN_DIR/code"' if job.code else '"$TRAINKIT_RUN_DIR"'
+    lines = ['export TRAINKIT_NODE_RANK="$SLURM_NODEID" TRAINKIT_NUM_NODES="$SLURM_JOB_NUM_NODES" '
+             'TRAINKIT_ATTEMPT="$((${SLURM_RESTART_COUNT:-0} + 1))" TRAINKIT_PRIVATE_IP="$self_addr" '
+             'TRAINKIT_CHECKPOINT_DIR="$TRAINKIT_RUN_DIR/checkpoints" '
+             'TRAINKIT_STATUS_FILE="$TRAINKIT_RUN_DIR/status/node-$SLURM_NODEID" '
+             'TRAINKIT_DATA_ROOT="$TRAINKIT_RUN_DIR/data" MASTER_ADDR="$TRAINKIT_HEAD_ADDR" '
+             'MASTER_PORT="${TRAINKIT_RDZV_ENDPOINT##*:}" NNODES="$SLURM_JOB_NUM_NODES" NODE_RANK="$SLURM_NODEID" '
+             'NPROC_PER_NODE="$TRAINKIT_GPUS_PER_NODE" '
+             'WORLD_SIZE="$((SLURM_JOB_NUM_NODES * TRAINKIT_GPUS_PER_NODE))" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1',
+             'mkdir -p "$TRAINKIT_RUN_DIR/status" "$TRAINKIT_CHECKPOINT_DIR"']
+    if job.code:
+        lines.append('export TRAINKIT_CODE_DIR="$TRAINKIT_RUN_DIR/code"')
+    if job.nproc_per_node == 1:   # one process per node: it is global rank NODE_RANK (env:// init)
+        lines.append('export RANK="$SLURM_NODEID" LOCAL_RANK=0')
+    lines.append(f'. "$TRAINKIT_RUN_DIR/{ENV}"')
+    if job.setup:
+        done = '"$TRAINKIT_RUN_DIR/status/.setup-$SLURMD_NODENAME.done"'
+        lines.append(f'if [ ! -e {done} ]; then (cd {code} && bash "$TRAINKIT_RUN_DIR/{SETUP}") || exit $?; '
+                     f'touch {done}; fi')
+    return lines + [f"cd {code}", f'rc=0; bash "$TRAINKIT_RUN_DIR/{COMMAND}" || rc=$?',
+                    'if [ "$rc" = 75 ]; then echo preempted > "$TRAINKIT_STATUS_FILE"; fi', 'exit "$rc"']
 
 
 def _values(job: BatchJob) -> dict[str, str]:
@@ -146,7 +198,7 @@ _BATCH_BODY = [
     "export TRAINKIT_HEAD_ADDR TRAINKIT_RDZV_ENDPOINT",
     'mkdir -p "$TRAINKIT_RUN_DIR/logs"',
     # a summary.json of an earlier start must not speak for this one
-    'rm -f "$TRAINKIT_RUN_DIR/summary.json"',
+    'rm -f "$TRAINKIT_RUN_DIR/summary.json" "$TRAINKIT_RUN_DIR"/status/node-*',
     "signalled=0",
     # SIGTERM to the job's steps, not to srun: srun answers its own SIGTERM by killing the step at
     # once ("srun: forcing job termination", measured with Slurm 22.05); scancel --signal reaches
@@ -161,7 +213,8 @@ _BATCH_BODY = [
     # bash's wait returns early (status > 128) when a trap runs: wait again while the step lives
     'wait "$step"; rc=$?',
     'while kill -0 "$step" 2>/dev/null; do wait "$step"; rc=$?; done',
-    'if [ "$signalled" = 1 ] && grep -qs preempted "$TRAINKIT_RUN_DIR/summary.json"; then',
+    # the engine's summary.json, or a `command:` job's status files (node.sh)
+    'if [ "$signalled" = 1 ] && grep -qs preempted "$TRAINKIT_RUN_DIR/summary.json" "$TRAINKIT_RUN_DIR"/status/node-*; then',
     '  echo "trainkit: checkpoint written; requeueing job $SLURM_JOB_ID"',
     '  scontrol requeue "$SLURM_JOB_ID"',
     # a failed step on a lost node: the step can end before slurmctld marks the node down and

@@ -38,11 +38,18 @@ def login_node(spec: SlurmSpec) -> Node:
                 user=login.user or getpass.getuser(), key_file=login.key)
 
 
-def submit(login: Node, job: BatchJob) -> str:
-    """Write the job's files into `job.run_dir` (created) and `sbatch` it there; the job id.
+def submit(login: Node, job: BatchJob, code: bytes | None = None) -> str:
+    """Write the job's files into `job.run_dir` (created) and `sbatch` it there; the job id. `code`:
+    a `workdir:` job's tar (runs/launch.py workdir_tar), unpacked into <run_dir>/code first.
     TrainkitError with sbatch's own words when the login node or the scheduler refuses."""
     files = {name: text.encode() for name, text in render(job).items()}
     run_dir = shlex.quote(job.run_dir)
+    if code is not None:
+        res = login.sh(f"mkdir -p {run_dir}/code && tar -xf - -C {run_dir}/code", data=code, timeout=_SUBMIT_TIMEOUT_S)
+        if res.returncode != 0:
+            raise TrainkitError(f"could not copy the workdir to {job.run_dir}/code on {login.address} "
+                                f"(exit {res.returncode}): {res.stderr.decode(errors='replace').strip()[-400:]}",
+                                fix="check that the login node can write slurm.workdir and that it has room")
     script = (f"mkdir -p {run_dir}/logs && tar -xf - -C {run_dir} && cd {run_dir} && "
               f"sbatch --parsable {SCRIPT}")
     res = login.sh(script, data=tar_bytes(files), timeout=_SUBMIT_TIMEOUT_S)

@@ -20,6 +20,7 @@ from trainkit.provision.inventory import NODE_SOURCES, inventory_for, inventory_
 from trainkit.provision.playbook import prepare_inventory
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import load_cluster
+from trainkit.util import resources
 from trainkit.workspace import Workspace
 
 SPEC = {"name": "lab", "cloud": "slurm", "nodes": 2,
@@ -74,23 +75,23 @@ def test_apply_against_a_login_node_that_does_not_answer_names_slurm_login(lab, 
     assert code == 0 and "nothing to destroy" in text, text
 
 
-def test_what_the_scheduler_path_does_not_do_yet_is_refused_before_any_ssh(lab, tmp_path, capsys):
-    """With the login node recorded (as `apply` records it; port 1: nothing answers there), `train
-    --recover` and a `command:` job stop with exit 2 naming what is not built, before any ssh; a
-    run whose job ended is read from its record alone (runs, cancel)."""
+def test_what_the_scheduler_path_refuses_is_refused_before_any_ssh(lab, tmp_path, capsys):
+    """With the login node recorded (as `apply` records it; port 1: nothing answers there),
+    `--resume` of a completed run and `--recover --detach` stop with exit 2 naming why, before any
+    ssh; a run whose job ended is read from its record alone (runs, cancel)."""
     cluster = load_cluster(lab)
     ws = Workspace.for_cluster("lab", tmp_path / "ws")
     prepare_inventory(cluster, ws)
-    code, text = _cli(capsys, "train", str(lab), "--config", "digits", "--recover", "--workdir", str(ws.root))
-    assert code == 2 and "--resume/--recover on a Slurm cluster: not built yet" in text, text
-    job = tmp_path / "job.yaml"
-    job.write_text("name: job\ncommand: [echo, hi]\n")
-    code, text = _cli(capsys, "train", str(lab), "--config", str(job), "--workdir", str(ws.root))
-    assert code == 2 and "a `command:`/`workdir:` job on a Slurm cluster is not built yet" in text, text
+    code, text = _cli(capsys, "train", str(lab), "--config", "digits", "--recover", "--detach",
+                      "--workdir", str(ws.root))
+    assert code == 2 and "--recover needs a controller that stays" in text, text
     run_dir = ws.runs_dir / "digits-20260101-000000"
-    runs.write_record(run_dir, {"run_id": run_dir.name, "status": "completed", "slurm_job": "7", "config": "c.yaml",
-                                "created_at": 1.0, "attempts": []})
+    runs.write_record(run_dir, {"run_id": run_dir.name, "status": "completed", "slurm_job": "7",
+                                "config": str(resources.train_config("digits")), "created_at": 1.0,
+                                "attempts": [], "remote_dir": "/shared/alice/.trainkit/lab/runs/x"})
     code, text = _cli(capsys, "runs", str(lab), "--json", "--workdir", str(ws.root))
     assert code == 0 and '"status": "completed"' in text, text
     code, text = _cli(capsys, "cancel", str(lab), run_dir.name, "--workdir", str(ws.root))
     assert code == 0 and "already completed: nothing to cancel" in text, text
+    code, text = _cli(capsys, "train", str(lab), "--resume", run_dir.name, "--recover", "--workdir", str(ws.root))
+    assert code == 2 and f"run {run_dir.name} completed: there is nothing to resume" in text, text
