@@ -53,7 +53,7 @@ def check_login(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
                          f"(exit {res.returncode}): {said}",
                          fix="check slurm.login (address, port, user, key) and that Slurm's client "
                              "commands are on the login node's PATH")
-    version = slurm_version.features(res.stdout.decode(errors="replace"), s.login.address).version
+    version = slurm_version.supported(res.stdout.decode(errors="replace"), s.login.address)
     if s.partition:
         res = node.sh(f"sinfo -h -p {shlex.quote(s.partition)} -o %P", timeout=_SSH_TIMEOUT_S)
         if res.returncode != 0 or not res.stdout.strip():

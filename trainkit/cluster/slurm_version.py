@@ -1,8 +1,8 @@
 """Which Slurm a login node runs, and the flags trainkit may use with it: pure, from the text of
-`sbatch --version` ("slurm 22.05.8", "slurm-wlm 20.11.9", "slurm 23.11.4-1") to a `Features`.
+`sbatch --version` ("slurm 22.05.8", "slurm-wlm 20.11.9", "slurm 23.11.4-1") to its version.
 
 trainkit supports Slurm 20.11 and newer (issue 41); an older one is refused with the fix. Every
-flag below is in the man pages of the version named in its row (slurm.schedmd.com/archive/
+flag trainkit uses is in the man pages of the version named in its row (slurm.schedmd.com/archive/
 slurm-20.11.9 and slurm-22.05.8: sbatch(1), squeue(1), sacct(1), sinfo(1), scontrol(1)); trainkit
 asks only for output fields both versions print as text, because JSON output (`--json`, 21.08)
 and squeue's `--only-job-state` came later (SkyPilot issue #8907: Slurm 20.11.7's squeue refuses
@@ -12,7 +12,6 @@ and squeue's `--only-job-state` came later (SkyPilot issue #8907: Slurm 20.11.7'
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from trainkit.errors import InputError
 
@@ -22,24 +21,6 @@ OLDEST = (20, 11)   # the oldest Slurm trainkit's batch script and reads are wri
 SQUEUE_STATE, SQUEUE_TOP, SACCT_STATE, SINFO_NODES = "%T", "%T|%M|%N", "State", "%N|%T|%E"
 # "slurm 22.05.8", "slurm-wlm 22.05.8", "slurm 23.11.4-1" (a distribution's build suffix)
 _VERSION = re.compile(r"\bslurm(?:-wlm)?\s+(\d{2})\.(\d{1,2})(?:\.(\d+))?")
-
-
-@dataclass(frozen=True)
-class Features:
-    """What a Slurm version offers trainkit. `gpus_flag`: how a job asks for GPUs per node
-    (`--gpus-per-node`, sbatch(1) since 19.05; else `--gres=gpu:N`); `overlap`: `srun --overlap`
-    (20.11+: a step that may share the resources of a running one, as `top` and a probe need);
-    `json`: squeue/sacct/sinfo `--json` (21.08+; trainkit reads text formats, never needs it);
-    `squeue_fields`, `sacct_fields`, `sinfo_fields`: the formats trainkit reads (the constants
-    above), the same in every supported version."""
-
-    version: tuple[int, int, int]
-    gpus_flag: str
-    overlap: bool
-    json: bool
-    squeue_fields: tuple[str, ...] = (SQUEUE_STATE, SQUEUE_TOP)
-    sacct_fields: str = SACCT_STATE
-    sinfo_fields: str = SINFO_NODES
 
 
 def parse(text: str) -> tuple[int, int, int]:
@@ -56,9 +37,12 @@ def shown_version(version: tuple[int, int, int]) -> str:
     return f"{version[0]}.{version[1]:02d}.{version[2]}"
 
 
-def features(text: str, where: str = "the login node") -> Features:
-    """The `Features` of the Slurm whose `sbatch --version` printed `text`. InputError naming
-    slurm.login for a text that names no Slurm or a Slurm older than OLDEST, with the fix."""
+def supported(text: str, where: str = "the login node") -> tuple[int, int, int]:
+    """The version of the Slurm whose `sbatch --version` printed `text`. InputError naming
+    slurm.login for a text that names no Slurm or a Slurm older than OLDEST, with the fix.
+
+    No flag depends on the version past that check: every option trainkit writes or calls is in
+    20.11's man pages (tests/unit/cluster/test_slurm_version_table.py holds the list)."""
     try:
         version = parse(text)
     except ValueError:
@@ -70,6 +54,4 @@ def features(text: str, where: str = "the login node") -> Features:
                          f"{OLDEST[0]}.{OLDEST[1]} or newer", fix="ask the cluster's admins for a login node "
                          "with Slurm 20.11+ client commands (sbatch, squeue, sacct, sinfo), or train on the "
                          "nodes as `cloud: hosts`")
-    return Features(version=version,
-                    gpus_flag="--gpus-per-node" if version[:2] >= (19, 5) else "--gres",
-                    overlap=version[:2] >= (20, 11), json=version[:2] >= (21, 8))
+    return version

@@ -1,8 +1,7 @@
-"""Which Slurm versions trainkit takes and the flags it uses with each (trainkit/cluster/
-slurm_version.py), one row per `sbatch --version` text: the 20.11 and 22.05 rows from those
-versions' man pages (slurm.schedmd.com/archive/slurm-20.11.9, slurm-22.05.8: sbatch(1)
---gpus-per-node since 19.05, srun(1) --overlap new in 20.11, --json in 21.08); an older Slurm is
-refused naming slurm.login and the fix."""
+"""Which Slurm versions trainkit takes (trainkit/cluster/slurm_version.py), one row per `sbatch
+--version` text, and that every option and output field trainkit uses is in the oldest one's man
+pages (slurm.schedmd.com/archive/slurm-20.11.9: sbatch(1) --gpus-per-node since 19.05; nothing
+newer such as --json, 21.08); an older Slurm is refused naming slurm.login and the fix."""
 
 from __future__ import annotations
 
@@ -10,8 +9,10 @@ import re
 
 import pytest
 
-from trainkit.cluster.slurm_version import features, parse
+from trainkit.cluster.slurm_version import SACCT_STATE, SINFO_NODES, SQUEUE_STATE, SQUEUE_TOP, parse, supported
 from trainkit.errors import InputError
+from trainkit.runs.sbatch import BatchJob, sbatch_options
+from trainkit.spec.slurm_block import SlurmSpec
 
 # Format fields of Slurm 20.11.9's man pages (slurm.schedmd.com/archive/slurm-20.11.9): squeue(1)
 # -o: %i job id, %T state (extended), %M time used, %N nodes; sinfo(1) -o: %N node names, %T state
@@ -21,21 +22,35 @@ SINFO_20_11 = {"%N", "%T", "%E", "%P"}
 SACCT_20_11 = {"JobID", "State", "ExitCode", "Elapsed"}
 
 
-@pytest.mark.parametrize("text, version, gpus_flag, overlap, json_", [
-    ("slurm 20.11.9\n", (20, 11, 9), "--gpus-per-node", True, False),
-    ("slurm-wlm 20.11.4\n", (20, 11, 4), "--gpus-per-node", True, False),
-    ("slurm 21.08.8-2\n", (21, 8, 8), "--gpus-per-node", True, True),
-    ("slurm-wlm 22.05.8\n", (22, 5, 8), "--gpus-per-node", True, True),
-    ("slurm 23.11.4-1ubuntu1\n", (23, 11, 4), "--gpus-per-node", True, True),
-    ("slurm 24.05\n", (24, 5, 0), "--gpus-per-node", True, True),
+# Options of Slurm 20.11.9's sbatch(1) that trainkit's batch script may write (long options)
+SBATCH_20_11 = {"--job-name", "--nodes", "--ntasks-per-node", "--partition", "--account", "--qos", "--time",
+                "--gpus-per-node", "--constraint", "--requeue", "--signal", "--open-mode", "--output", "--gres"}
+
+
+@pytest.mark.parametrize("text, version", [
+    ("slurm 20.11.9\n", (20, 11, 9)),
+    ("slurm-wlm 20.11.4\n", (20, 11, 4)),
+    ("slurm 21.08.8-2\n", (21, 8, 8)),
+    ("slurm-wlm 22.05.8\n", (22, 5, 8)),
+    ("slurm 23.11.4-1ubuntu1\n", (23, 11, 4)),
+    ("slurm 24.05\n", (24, 5, 0)),
 ])
-def test_a_supported_slurm_gets_its_flags(text, version, gpus_flag, overlap, json_):
-    f = features(text)
-    assert (f.version, f.gpus_flag, f.overlap, f.json) == (version, gpus_flag, overlap, json_)
-    # every format field trainkit reads is in the oldest supported version's man pages
-    for fmt in f.squeue_fields:
+def test_a_supported_slurm_is_taken_with_its_version(text, version):
+    assert supported(text) == version
+
+
+def test_every_option_and_field_trainkit_uses_is_in_slurm_20_11():
+    """The fallback for older Slurm is to need nothing newer: every #SBATCH option the batch script
+    writes (all optional fields set) and every output field it reads exists in 20.11."""
+    job = BatchJob(run_id="digits-20261205-000000", run_dir="/shared/r", nodes=2, nproc_per_node=1,
+                   rdzv_port=29500, engine_config={}, slurm=SlurmSpec.model_validate({
+                       "login": {"address": "10.0.0.1"}, "workdir": "/shared", "partition": "gpu",
+                       "account": "ml", "qos": "normal", "time": "4:00:00", "gpus_per_node": 8,
+                       "gpu_type": "a100", "constraint": "ib"}))
+    assert {option for option, _ in sbatch_options(job)} <= SBATCH_20_11
+    for fmt in (SQUEUE_STATE, SQUEUE_TOP):
         assert set(re.findall(r"%[A-Za-z]", fmt)) <= SQUEUE_20_11, fmt
-    assert set(re.findall(r"%[A-Za-z]", f.sinfo_fields)) <= SINFO_20_11 and f.sacct_fields in SACCT_20_11
+    assert set(re.findall(r"%[A-Za-z]", SINFO_NODES)) <= SINFO_20_11 and SACCT_STATE in SACCT_20_11
 
 
 @pytest.mark.parametrize("text, said", [
@@ -47,7 +62,7 @@ def test_a_supported_slurm_gets_its_flags(text, version, gpus_flag, overlap, jso
 ])
 def test_an_older_slurm_or_none_is_refused_with_the_fix(text, said):
     with pytest.raises(InputError) as err:
-        features(text, "login.lab")
+        supported(text, "login.lab")
     assert said in err.value.message and err.value.message.startswith("slurm.login: "), err.value.message
     assert err.value.fix
 
