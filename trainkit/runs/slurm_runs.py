@@ -1,6 +1,7 @@
-"""The run commands on a scheduler's cluster (Cloud.node_source NODES_SCHEDULER: target `slurm`).
+"""The run commands on a Slurm cluster (Cluster.batch_jobs: target `slurm`, or `scheduler: slurm`).
 
-The workspace's inventory holds the login node alone (provision/inventory.py's `scheduler` row);
+The workspace's inventory holds the login node first (provision/inventory.py's `scheduler` row;
+with `scheduler: slurm`, the head node);
 a run is one batch job (runs/sbatch.py) whose folder lives on the cluster's shared storage under
 `slurm.workdir`/.trainkit/<cluster>/runs/<run id> and comes back into the workspace's
 runs/<run id>/ when the job ends, as on every other target.
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from trainkit.cluster.scheduler import LIVE, job_state, login, remote_root
+from trainkit.cluster.scheduler import LIVE, job_state, login, remote_root, settings
 from trainkit.errors import TRAIN, InputError, TrainkitError
 from trainkit.runs import record as runs
 from trainkit.runs import slurm_jobs
@@ -75,9 +76,10 @@ def _submit(cluster: Cluster, ws: Workspace, req, job: runs.Job) -> Path:
               "overrides": list(req.overrides), "config_hash": job.fingerprint(), "mode": job.mode,
               "created_at": time.time(), "status": "starting", "attempts": [], "remote_dir": remote}
     runs.write_record(run_dir, record)
-    batch = BatchJob(run_id=run_id, run_dir=remote, nodes=spec.nodes,
-                     nproc_per_node=spec.launch.nproc_per_node or spec.slurm.gpus_per_node or 1,
-                     rdzv_port=spec.launch.rdzv_port, slurm=spec.slurm,
+    slurm = settings(cluster, ws)
+    batch = BatchJob(run_id=run_id, run_dir=remote, nodes=cluster.nodes,
+                     nproc_per_node=spec.launch.nproc_per_node or slurm.gpus_per_node or 1,
+                     rdzv_port=spec.launch.rdzv_port, slurm=slurm,
                      engine_config=yaml.safe_load(req.config_path.read_text()) or {},
                      overrides=tuple(req.overrides))
     try:

@@ -43,6 +43,7 @@ SIGNAL_MAX_S = 65535   # sbatch(1) --signal: sig_time between 0 and 65535
 # What a `slurm:` block may set on a cluster trainkit provisions with `scheduler: slurm` (the rest
 # comes from the cluster: cluster/scheduler.py's settings()).
 PROVISIONED_FIELDS = ("partition", "time", "signal_s")
+DEFAULT_PARTITION = "trainkit"   # the one partition ansible/roles/slurm makes (slurm_partition)
 SIGNAL_MIN_S = 60      # sbatch(1): the signal may come up to 60 s early; less would be noise
 
 
