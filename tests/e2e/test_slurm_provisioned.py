@@ -24,15 +24,33 @@ import stat
 import sys
 from pathlib import Path
 
+import netns
 import pytest
 import slurm_cluster
 import yaml
 from netns import NetnsCluster
 from test_hosts_multinode import SITE_VARS, trainkit
 
+from trainkit.cluster.replace import replace_lost
+from trainkit.spec.resolve import load_cluster
+from trainkit.workspace import Workspace
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "slurm-pair"
 TRAIN_ARGS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=2", "export.onnx=false", "workers=0"]
+
+
+@pytest.fixture
+def hosts3(request, tmp_path_factory) -> NetnsCluster:
+    """Three namespace hosts (conftest's netns_hosts with one more): two nodes and a spare."""
+    missing = netns.missing_tools() + slurm_cluster.missing_tools()
+    if missing:
+        pytest.fail("scheduler: slurm on namespace hosts needs: " + ", ".join(missing))
+    base = tmp_path_factory.mktemp("nn")  # short: ssh control sockets must fit in 108 bytes
+    prefix, subnet = netns.names_for(request.module.__name__)
+    cluster = NetnsCluster(base, count=3, prefix=prefix, local_root=base / "node-local", subnet=subnet)
+    request.addfinalizer(cluster.stop)
+    return cluster.start()
 
 
 def _machines(cluster: NetnsCluster) -> None:
@@ -49,8 +67,8 @@ def _machines(cluster: NetnsCluster) -> None:
 def _spec(cluster: NetnsCluster, shared: Path, root: Path, path: Path) -> Path:
     spec = {
         "name": CLUSTER, "cloud": "hosts", "scheduler": "slurm",
-        "hosts": [{"name": h.name, "address": h.address, "port": h.port, "user": "root"}
-                  for h in cluster.hosts],
+        "hosts": [{"name": h.name, "address": h.address, "port": h.port, "user": "root", "spare": i == 2}
+                  for i, h in enumerate(cluster.hosts)],
         "ssh": {"user": "root", "private_key": str(cluster.key)},
         "storage": {"data_disk": {"enabled": False}, "nas": {"enabled": True, "mount_point": str(shared)}},
         "launch": {"nproc_per_node": 1, "rdzv_port": 29400, "python": sys.executable, "root": str(root)},
@@ -64,15 +82,13 @@ def _pids(cluster: NetnsCluster) -> dict[str, str]:
     """The daemons' pids by host, from their pid files (in each host's own /run)."""
     files = {"munged": "/run/munge/munged.pid", "slurmd": "/run/slurmd.pid", "slurmctld": "/run/slurmctld.pid"}
     return {f"{h.name} {name}": cluster.ssh(h, f"cat {path} 2>/dev/null", check=False).stdout.strip()
-            for h in cluster.hosts for name, path in files.items()}
+            for h in cluster.hosts[:2] for name, path in files.items()}
 
 
-def test_apply_brings_up_slurm_through_the_role_and_train_runs_through_sbatch(netns_hosts, tmp_path):
-    missing = slurm_cluster.missing_tools()
-    if missing:
-        pytest.fail("scheduler: slurm on namespace hosts needs: " + ", ".join(missing))
-    cluster = netns_hosts
-    h1, h2 = cluster.hosts
+def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_spare_joins(
+        hosts3, tmp_path, monkeypatch):
+    cluster = hosts3
+    h1, h2, h3 = cluster.hosts
     _machines(cluster)
     shared = cluster.workdir / "shared"
     shared.mkdir()
@@ -130,3 +146,16 @@ def test_apply_brings_up_slurm_through_the_role_and_train_runs_through_sbatch(ne
     assert "#SBATCH --partition=trainkit" in batch and "#SBATCH --time=15" in batch, batch
     for rank, host in enumerate((h1, h2)):
         assert f"({host.name}, {host.address})" in (run_dir / "logs" / f"node-{rank}.log").read_text()
+
+    # host 2 is lost for good; the spare takes its place (cluster/replace.py, as train --recover and
+    # doctor do): the role runs on it (and rewrites slurm.conf on the head), and its slurmd joins
+    assert cluster.kill(h2) > 0
+    for name, value in {**cluster.ansible_env(), **cluster.ansible_fact_cache()}.items():
+        monkeypatch.setenv(name, value)
+    events: list[dict] = []
+    replace_lost(load_cluster(spec), Workspace.for_cluster(CLUSTER, ws), [h2.name], "resume", events.append)
+    assert [e["kind"] for e in events] == ["replaced", "provisioned"] and events[0]["by"] == h3.name, events
+    sinfo = cluster.ssh(h1, "sinfo -h -N -p trainkit -o '%N %T'").stdout.split("\n")
+    assert sorted(ln for ln in sinfo if ln) == [f"{h1.name} idle", f"{h3.name} idle"], sinfo
+    assert (h3.dir / "etc-munge" / "munge.key").read_bytes() == key.read_bytes()
+    assert f"NodeName={h3.name} NodeAddr={h3.address}" in (h1.dir / "etc-slurm" / "slurm.conf").read_text()
