@@ -2,7 +2,8 @@
 (netns.py) as a `hosts` cluster; `trainkit apply` runs site.yml, whose slurm role (ansible/roles/
 slurm) brings up munge, slurmctld on the head and slurmd on both from the machine's Debian
 packages; `trainkit train` then trains the digits example across both nodes through `sbatch` on
-the head (runs/slurm_runs.py), as on a site's own Slurm (test_slurm_job.py).
+the head (runs/slurm_runs.py), as on a site's own Slurm (test_slurm_job.py); a spare host takes a
+lost one's place and joins the partition; `destroy` stops the daemons.
 
 Choices the namespace machines force (test_hosts_multinode.py has the rest: shared storage,
 node-local launch.root, the controller's venv Python, group_vars for site settings):
@@ -159,3 +160,10 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     assert sorted(ln for ln in sinfo if ln) == [f"{h1.name} idle", f"{h3.name} idle"], sinfo
     assert (h3.dir / "etc-munge" / "munge.key").read_bytes() == key.read_bytes()
     assert f"NodeName={h3.name} NodeAddr={h3.address}" in (h1.dir / "etc-slurm" / "slurm.conf").read_text()
+
+    # destroy (cleanup.yml on the machines that stay): the daemons the role started are stopped
+    out = trainkit(cluster, "destroy", *common, "--yes")
+    assert out.returncode == 0, out.stdout[-4000:]
+    alive = "for p in /run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid; do " \
+            "[ -s $p ] && kill -0 $(cat $p) 2>/dev/null && echo $p; done; true"
+    assert [cluster.ssh(h, alive).stdout.split() for h in (h1, h3)] == [[], []]
