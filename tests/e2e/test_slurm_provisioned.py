@@ -2,8 +2,9 @@
 (netns.py) as a `hosts` cluster; `trainkit apply` runs site.yml, whose slurm role (ansible/roles/
 slurm) brings up munge, slurmctld on the head and slurmd on both from the machine's Debian
 packages; `trainkit train` then trains the digits example across both nodes through `sbatch` on
-the head (runs/slurm_runs.py), as on a site's own Slurm (test_slurm_job.py); a spare host takes a
-lost one's place and joins the partition; `destroy` stops the daemons.
+the head (runs/slurm_runs.py), as on a site's own Slurm (test_slurm_job.py); a host lost mid-run is
+replaced by a spare, which the role sets up and which joins the partition, and the job Slurm
+requeued resumes on it from its checkpoint; `destroy` stops the daemons.
 
 Choices the namespace machines force (test_hosts_multinode.py has the rest: shared storage,
 node-local launch.root, the controller's venv Python, group_vars for site settings):
@@ -23,6 +24,7 @@ import json
 import re
 import stat
 import sys
+import time
 from pathlib import Path
 
 import netns
@@ -30,7 +32,7 @@ import pytest
 import slurm_cluster
 import yaml
 from netns import NetnsCluster
-from test_hosts_multinode import SITE_VARS, trainkit
+from test_hosts_multinode import SITE_VARS, _kill_group, _start, trainkit
 
 from trainkit.cluster.replace import replace_lost
 from trainkit.spec.resolve import load_cluster
@@ -77,6 +79,14 @@ def _spec(cluster: NetnsCluster, shared: Path, root: Path, path: Path) -> Path:
     }
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.is_file() else []
+
+
+def _start_attached(cluster: NetnsCluster, *args: str):
+    return _start(cluster, "train", *args)
 
 
 def _pids(cluster: NetnsCluster) -> dict[str, str]:
@@ -148,8 +158,17 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     for rank, host in enumerate((h1, h2)):
         assert f"({host.name}, {host.address})" in (run_dir / "logs" / f"node-{rank}.log").read_text()
 
-    # host 2 is lost for good; the spare takes its place (cluster/replace.py, as train --recover and
-    # doctor do): the role runs on it (and rewrites slurm.conf on the head), and its slurmd joins
+    # a second run; host 2 is lost for good mid-run; the spare takes its place (cluster/replace.py,
+    # as train --recover and doctor do): the role runs on it (and rewrites slurm.conf on the head),
+    # its slurmd joins, and the job Slurm requeued resumes on host 1 and the spare
+    out = trainkit(cluster, "train", *common, *TRAIN_ARGS, "epochs=4", "checkpoint.every_n_steps=5", "--detach")
+    assert out.returncode == 0, out.stdout[-4000:]
+    run_id = out.stdout.strip().splitlines()[-1]
+    metrics = shared / ".trainkit" / CLUSTER / "runs" / run_id / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(_lines(metrics)) < 12:
+        time.sleep(1)
+    assert _lines(metrics), f"no steps logged\n{logs}"
     assert cluster.kill(h2) > 0
     for name, value in {**cluster.ansible_env(), **cluster.ansible_fact_cache()}.items():
         monkeypatch.setenv(name, value)
@@ -160,6 +179,20 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     assert sorted(ln for ln in sinfo if ln) == [f"{h1.name} idle", f"{h3.name} idle"], sinfo
     assert (h3.dir / "etc-munge" / "munge.key").read_bytes() == key.read_bytes()
     assert f"NodeName={h3.name} NodeAddr={h3.address}" in (h1.dir / "etc-slurm" / "slurm.conf").read_text()
+    job_id = json.loads((ws / "runs" / run_id / "run.json").read_text())["slurm_job"]
+    attach = _start_attached(cluster, *common, "--attach", run_id, "--json")
+    try:   # Slurm holds a requeued job back before it starts again (test_slurm_job.py): let it start now
+        while attach.poll() is None and time.monotonic() < deadline + 300:
+            cluster.ssh(h1, f"scontrol update JobId={job_id} StartTime=now", check=False)
+            time.sleep(3)
+        text, _ = attach.communicate(timeout=60)
+    finally:
+        _kill_group(attach)
+    assert attach.returncode == 0, text[-6000:]
+    summary = json.loads((ws / "runs" / run_id / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["resumed_from_step"] > 0, summary
+    assert f"({h3.name}, {h3.address})" in (ws / "runs" / run_id / "logs" / "node-1.log").read_text()
+    assert "(restart 1)" in (ws / "runs" / run_id / "logs" / f"slurm-{job_id}.out").read_text()
 
     # destroy (cleanup.yml on the machines that stay): the daemons the role started are stopped
     out = trainkit(cluster, "destroy", *common, "--yes")
