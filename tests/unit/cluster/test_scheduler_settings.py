@@ -5,6 +5,7 @@ optional `slurm:` block's partition/time/signal_s; the script runs/sbatch.py ren
 
 from __future__ import annotations
 
+from trainkit.cluster.replace import site_limit
 from trainkit.cluster.scheduler import login, remote_root, settings
 from trainkit.provision.inventory import inventory_for
 from trainkit.runs.sbatch import BatchJob, render
@@ -46,3 +47,10 @@ def test_the_optional_slurm_block_sets_partition_time_and_signal(tmp_path):
 def test_a_cluster_without_a_scheduler_runs_no_batch_jobs(tmp_path):
     cluster, _ = _applied(tmp_path, scheduler="none")
     assert not cluster.batch_jobs
+
+
+def test_a_replacement_provisions_every_node_under_slurm_and_only_the_new_one_otherwise(tmp_path):
+    """slurm.conf is one file on every node: the replacement's site.yml runs on all active nodes."""
+    slurm, _ = _applied(tmp_path)
+    plain, _ = _applied(tmp_path / "plain", scheduler="none")
+    assert site_limit(slurm, ["n1"]) is None and site_limit(plain, ["n1"]) == ["n1"]
