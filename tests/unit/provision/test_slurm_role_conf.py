@@ -1,19 +1,25 @@
 """ansible/roles/slurm's slurm.conf, gres.conf and health script, rendered from the role's own
-templates with Ansible's own filters (ansible.plugins.filter.core: extract, quote) as the template
-module would; the role's name check (defaults' slurm_name_pattern, asserted in tasks/main.yml) and
-the inventory's (provision/slurm_vars.py): no text from the spec or a module output becomes a key,
-a second value or a line of slurm.conf."""
+templates as the template module would; the role's name check (defaults' slurm_name_pattern,
+asserted in tasks/main.yml) and the inventory's (provision/slurm_vars.py): no text from the spec or
+a module output becomes a key, a second value or a line of slurm.conf.
+
+The two Ansible filters the templates use (extract, quote) are applied here as Ansible defines
+them (ansible.plugins.filter.core); one test renders the same values with Ansible's own filters
+and `match` test in a separate process and compares: importing ansible here would patch
+sys.intern for the whole pytest worker, which breaks torch.compile in the tests that share it."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
-from ansible.plugins.filter.core import FilterModule
-from ansible.plugins.test.core import TestModule as AnsibleTests
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,7 +33,10 @@ from trainkit.workspace import Workspace
 ROLE = Path(__file__).resolve().parents[3] / "ansible" / "roles" / "slurm"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 PATTERN = re.compile(DEFAULTS["slurm_name_pattern"])
-_FILTERS = FilterModule().filters()
+# ansible.plugins.filter.core: extract(item, container, morekeys) = container[item][morekeys];
+# quote = shlex.quote
+_FILTERS = {"extract": lambda item, container, morekeys=None: container[item] if morekeys is None
+            else container[item][morekeys], "quote": lambda text: shlex.quote(str(text))}
 # Every key the role writes, each in slurm.conf(5) of Slurm 22.05 (the template cites it)
 KEYS = {"ClusterName", "SlurmctldHost", "SlurmUser", "SlurmdUser", "AuthType", "CredType", "StateSaveLocation",
         "SlurmdSpoolDir", "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile", "ProctrackType",
@@ -39,9 +48,27 @@ KEYS = {"ClusterName", "SlurmctldHost", "SlurmUser", "SlurmdUser", "AuthType", "
 def render(name: str, **values) -> str:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True)   # as Ansible's template module sets it
-    env.filters.update(extract=_FILTERS["extract"], quote=_FILTERS["quote"])
-    settings = {k: v for k, v in DEFAULTS.items() if "{{" not in str(v)}
-    return env.from_string((ROLE / "templates" / name).read_text()).render(**{**settings, **values})
+    env.filters.update(_FILTERS)
+    return env.from_string((ROLE / "templates" / name).read_text()).render(**_values(values))
+
+
+def _values(values: dict) -> dict:
+    return {**{k: v for k, v in DEFAULTS.items() if "{{" not in str(v)}, **values}
+
+
+_ANSIBLE_RENDER = """
+import json, sys, jinja2
+from ansible.plugins.filter.core import FilterModule
+from ansible.plugins.test.core import TestModule
+job = json.load(sys.stdin)
+env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True)
+filters = FilterModule().filters()
+env.filters.update(extract=filters["extract"], quote=filters["quote"])
+out = {name: env.from_string(text).render(**job["values"][name]) for name, text in job["templates"].items()}
+match = TestModule().tests()["match"]
+out["matched"] = [bool(match(v, job["pattern"])) for v in job["names"]]
+print(json.dumps(out))
+"""
 
 
 def _node(name: str, address: str, gpus: int = 0) -> dict:
@@ -103,7 +130,6 @@ def test_a_name_the_role_accepts_stays_one_word_of_its_line(text):
 @pytest.mark.parametrize("bad", ["a\nSlurmUser=root", "a\n", "a b", "a=b", "a#b", "a,b", "h[1-2]", "-a", ""])
 def test_the_role_and_the_inventory_refuse_a_name_slurm_conf_would_read_as_syntax(bad, tmp_path):
     assert not PATTERN.match(bad)
-    assert not AnsibleTests().tests()["match"](bad, DEFAULTS["slurm_name_pattern"])   # the role's assert
     assert not NODE_NAME.fullmatch(bad)
     cluster = resolve(ClusterSpec.model_validate(_hosts_spec()))
     with pytest.raises(InputError, match="Slurm NodeName"):
@@ -135,3 +161,24 @@ def test_the_inventory_turns_the_role_on_with_the_cluster_name_partition_and_a_w
     assert not any(k.startswith("slurm_") for k in plain["all"]["vars"])
     default = inventory_for(resolve(ClusterSpec.model_validate(_hosts_spec())), None, ws)
     assert default["all"]["vars"]["slurm_partition"] == "trainkit"
+
+
+def test_ansibles_own_filters_and_match_test_give_the_same_files_and_refusals():
+    nodes = {"n0": _node("n0", "10.0.0.10", gpus=2), "n1": _node("n1", "10.0.0.11")}
+    conf = {"slurm_cluster_name": "lab", "slurm_controller": "n0", "slurm_controller_address": "10.0.0.10",
+            "slurm_partition": "trainkit", "slurm_health_program": "/opt/trainkit/bin/slurm-health",
+            "ansible_play_hosts_all": list(nodes), "hostvars": nodes}
+    health = {"slurm_node_name": "n-1", "slurm_node_gpus": ["/dev/nvidia0"],
+              "slurm_health_python": "/opt/my venv/bin/python", "slurm_health_shared": "/mnt/it's shared"}
+    names = ["ok-1", "a\n", "a\nSlurmUser=root", "a b", "a=b", "h[1-2]", ""]
+    job = {"templates": {n: (ROLE / "templates" / n).read_text() for n in ("slurm.conf.j2", "slurm-health.j2")},
+           "values": {"slurm.conf.j2": _values(conf), "slurm-health.j2": _values(health)},
+           "pattern": DEFAULTS["slurm_name_pattern"], "names": names}
+    proc = subprocess.run([sys.executable, "-c", _ANSIBLE_RENDER], input=json.dumps(job), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["slurm.conf.j2"] == render("slurm.conf.j2", **conf)
+    assert out["slurm-health.j2"] == render("slurm-health.j2", **health)
+    assert out["matched"] == [True, False, False, False, False, False, False]
+    assert [bool(PATTERN.match(n)) for n in names] == out["matched"]
