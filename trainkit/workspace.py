@@ -58,6 +58,7 @@ class Workspace:
     outputs_json = property(lambda self: self.root / "outputs.json")
     inventory_yml = property(lambda self: self.root / "inventory.yml")
     ssh_dir = property(lambda self: self.root / "ssh")
+    munge_key = property(lambda self: self.root / "ssh" / "munge.key")   # scheduler: slurm (roles/slurm)
     runs_dir = property(lambda self: self.root / "runs")
     ansible_dir = property(lambda self: self.root / "ansible")
     lock_path = property(lambda self: self.root / "lock")
@@ -85,7 +86,7 @@ class Workspace:
     # it its workspace, and are never deleted.
     USER_FILES = ("group_vars", "host_vars")
     SUBTREES = {  # folder -> what trainkit, terraform, ssh and ansible-runner write in it
-        "ssh": ("id_ed25519", "id_ed25519.pub", "known_hosts", "known_hosts.old"),
+        "ssh": ("id_ed25519", "id_ed25519.pub", "known_hosts", "known_hosts.old", "munge.key"),
         "ansible": ("artifacts", "env", "inventory", "project", "wheels"),
         "terraform": (".terraform", ".terraform.lock.hcl", "terraform.tfstate", "terraform.tfstate.backup",
                       ".trainkit-rendered"),

@@ -45,7 +45,8 @@ READY_TIMEOUT_S = 20
 MODULE_SLOTS = {"test_netns_hosts": 1, "test_hosts_multinode": 2, "test_recover_hosts": 3,
                 "test_doctor_hosts": 4, "test_fault_matrix": 5,
                 "test_fault_matrix_control": 6, "test_fault_matrix_cluster": 8,
-                "test_fault_matrix_node": 9, "test_slurm_job": 10}
+                "test_fault_matrix_node": 9, "test_slurm_job": 10,
+                "test_slurm_provisioned": 11}
 
 
 def names_for(module: str) -> tuple[str, str]:

@@ -61,6 +61,11 @@ def terraform_targets() -> tuple[str, ...]:
     return TERRAFORM_TARGETS + tuple(n for n in _extra_rooms() if get(n).has_module)
 
 
+def scheduler_targets(scheduler: str) -> tuple[str, ...]:
+    """The targets trainkit may install `scheduler` on (Cloud.schedulers), in targets() order."""
+    return tuple(t for t in targets() if scheduler in get(t).schedulers)
+
+
 def targets() -> tuple[str, ...]:
     """Every value `cloud:` may take: the Terraform clouds, the other rooms on TRAINKIT_CLOUD_PATH,
     then `hosts`, `slurm` and `local`."""

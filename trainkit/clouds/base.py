@@ -315,6 +315,10 @@ class Cloud:
     # Whether the target has an instance catalog (types, defaults, prices): region, zone, instance,
     # image, spot and endpoints only mean something where it has.
     has_catalog: bool = True
+    # The batch schedulers trainkit may install on the target's nodes (the spec's `scheduler:`,
+    # ansible/roles/slurm): a target whose machines trainkit provisions or reaches over SSH. ()
+    # where it must not: this machine (`local`), a site's own scheduler (`slurm`).
+    schedulers: tuple[str, ...] = ("slurm",)
 
     def billed(self, resource: dict) -> "dict | None":
         """What one resource `{type, values}` (planned or in the state) bills as: {"node": type,

@@ -27,4 +27,5 @@ CLOUD = Cloud(
     nodes_limit_text="the local target is this one machine; set nodes: 1 or use cloud: hosts",
     shared_storage=False,
     safety_nets=False,
+    schedulers=(),
 )

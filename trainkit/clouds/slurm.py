@@ -24,6 +24,9 @@ def _read_rules(s: Any) -> list[str]:
     if s.slurm is None:
         out.append("slurm: required for cloud: slurm: give at least slurm.login.address (the login "
                    "node) and slurm.workdir (a folder every node shares)")
+    elif s.slurm.login is None or s.slurm.workdir is None:
+        out.append(f"slurm.{'login' if s.slurm.login is None else 'workdir'}: required for cloud: slurm "
+                   "(slurm.login.address: the login node; slurm.workdir: a folder every node shares)")
     if s.hosts:
         out.append("hosts: the scheduler chooses the nodes on cloud: slurm; remove `hosts` "
                    "(the login node is slurm.login)")
@@ -43,5 +46,6 @@ CLOUD = Cloud(
     installs_key=False,
     shared_storage=False,
     safety_nets=False,
+    schedulers=(),
     read_rules=_read_rules,
 )

@@ -1,7 +1,8 @@
 """Replace what a reclaim took, and only that: hosts -> a spare host; cloud -> the lost instance.
 
 Side effects: writes ws/hosts.json (hosts, whole, through the workspace's atomic writer), runs
-terraform (cloud) and site.yml limited to the new node(s). Every function returns what it did as
+terraform (cloud) and site.yml limited to the new node(s) (on every node with `scheduler: slurm`:
+site_limit). Every function returns what it did as
 event records (`{"kind": ..., ..., "took_s": ...}`); the caller (recovery) writes them to the
 run's events.jsonl, so this module knows nothing of runs.
 
@@ -83,7 +84,7 @@ def _new_instances(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint
     wait_for_ssh([(n["public_ip"], 22) for n in fresh])   # private ones: through the head, by Ansible
     t0 = time.time()
     prepare_inventory(cluster, ws)               # site.yml on the new node(s) only (ansible --limit)
-    run_site(cluster, ws, limit=lost)
+    run_site(cluster, ws, limit=site_limit(cluster, lost))
     record({"kind": "provisioned", "nodes": lost, "took_s": round(time.time() - t0, 3)})
     return cluster
 
@@ -103,7 +104,7 @@ def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: st
         t0 = time.time()
         try:
             prepare_inventory(cluster, ws)
-            run_site(cluster, ws, limit=pending)
+            run_site(cluster, ws, limit=site_limit(cluster, pending))
         except TrainkitError:
             by_name = {h.name: h for h in cluster.spec.hosts}
             todo = [n for n in pending if not reachable(by_name[n].address, by_name[n].port)]
@@ -115,6 +116,14 @@ def _spares_in(cluster: Cluster, ws: Workspace, lost: list[str], resume_hint: st
             continue
         record({"kind": "provisioned", "nodes": pending, "took_s": round(time.time() - t0, 3)})
         return cluster
+
+
+def site_limit(cluster: Cluster, new: list[str]) -> list[str] | None:
+    """The nodes site.yml provisions after a replacement: the new ones; every active node (None)
+    on a cluster with `scheduler: slurm`, whose slurm.conf is one file the same on every node
+    (slurm.conf(5)) that now names the new node in the lost one's place, so the slurm role
+    rewrites it everywhere and restarts the daemons (every other role changes nothing there)."""
+    return None if cluster.batch_jobs else new
 
 
 # How a lost node is replaced (Cloud.replacement) -> (cluster, ws, lost, resume_hint, record) -> the

@@ -1,9 +1,11 @@
 """A scheduler's cluster (Cloud.node_source NODES_SCHEDULER: target `slurm`) as `apply` and
 `destroy` see it: nothing is provisioned or torn down; the workspace's inventory holds the login
-node alone (provision/inventory.py's `scheduler` row).
+node alone (provision/inventory.py's `scheduler` row). A provisioned cluster with `scheduler:
+slurm` (ansible/roles/slurm) is reached the same way: its head node is the login node.
 
     login(ws)              the login node as `apply` recorded it
-    remote_root(cluster)   trainkit's one folder on the shared storage (slurm.workdir/.trainkit/<cluster>)
+    remote_root(cluster)   trainkit's one folder on the shared storage (workdir(cluster)/.trainkit/<cluster>)
+    settings(cluster, ws)  what a batch job asks for: the `slurm:` block, or (scheduler: slurm) the cluster's
     job_state(node, job_id)   squeue, then sacct, then scontrol (flags Slurm 20.11 has)
     job_view(node, job_id)    the same, with scontrol's Restarts= (a requeue: runs/slurm_follow.py)
     jobs(ws)               status: the open runs' jobs and their states
@@ -23,6 +25,7 @@ from trainkit.cluster.slurm_version import SACCT_STATE, SQUEUE_STATE
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import Node, read_nodes
 from trainkit.spec.resolve import Cluster
+from trainkit.spec.slurm_block import DEFAULT_PARTITION, PROVISIONED_FIELDS, SlurmSpec
 from trainkit.workspace import Workspace
 
 # Job states in which a job still holds or waits for an allocation (squeue(1) JOB STATE CODES).
@@ -38,7 +41,32 @@ def login(ws: Workspace) -> Node:
 
 def remote_root(cluster: Cluster) -> str:
     """trainkit's folder on the shared storage for this cluster: nothing outside it is written."""
-    return f"{cluster.spec.slurm.workdir.rstrip('/')}/.trainkit/{cluster.name}"
+    return f"{workdir(cluster).rstrip('/')}/.trainkit/{cluster.name}"
+
+
+def workdir(cluster: Cluster) -> str:
+    """The folder every node shares: slurm.workdir on a site's cluster; with `scheduler: slurm`,
+    the cluster's shared storage (storage.nas.mount_point: the NAS trainkit mounts on a cloud, the
+    share the user mounted on `hosts`; the spec refuses scheduler: slurm without it)."""
+    if cluster.spec.scheduler == "slurm":
+        return cluster.spec.storage.nas.mount_point
+    return cluster.spec.slurm.workdir
+
+
+def settings(cluster: Cluster, ws: Workspace) -> SlurmSpec:
+    """What a batch job asks for (runs/sbatch.py's BatchJob.slurm): the spec's `slurm:` block on a
+    site's cluster; with `scheduler: slurm`, what ansible/roles/slurm made of the cluster (the head,
+    inventory.yml's first host, is the login node; the partition is slurm.partition, else
+    DEFAULT_PARTITION; GPUs per node the cluster's; the nodes' trainkit Python), with the optional
+    block's partition/time/signal_s."""
+    given = cluster.spec.slurm
+    if cluster.spec.scheduler != "slurm":
+        return given
+    head = login(ws)
+    own = given.model_dump(include=set(PROVISIONED_FIELDS), exclude_unset=True) if given else {}
+    return SlurmSpec.model_validate({"partition": DEFAULT_PARTITION, "workdir": workdir(cluster),
+                                     "python": head.python, "gpus_per_node": cluster.gpus_per_node,
+                                     **own})
 
 
 def check_login(cluster: Cluster, ws: Workspace) -> dict[str, Any]:
@@ -108,10 +136,10 @@ def jobs(ws: Workspace) -> dict[str, dict[str, str | None]]:
 def clean(cluster: Cluster, ws: Workspace) -> None:
     """Remove trainkit's folder (remote_root) from the shared storage through the login node;
     TrainkitError(DESTROY) naming the command when the login node does not do it."""
-    root = remote_root(cluster)
-    res = login(ws).sh(f"rm -rf -- {shlex.quote(root)}", timeout=_SSH_TIMEOUT_S)
+    root, node = remote_root(cluster), login(ws)
+    res = node.sh(f"rm -rf -- {shlex.quote(root)}", timeout=_SSH_TIMEOUT_S)
     if res.returncode != 0:
-        raise TrainkitError(f"could not remove {root} on {cluster.spec.slurm.login.address} "
+        raise TrainkitError(f"could not remove {root} on {node.address} "
                             f"(exit {res.returncode}): {res.stderr.decode(errors='replace').strip()[-300:]}",
                             fix=f"remove it on the login node (`rm -rf {shlex.quote(root)}`), then destroy "
                                 "again", exit_code=DESTROY)

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from trainkit.clouds.base import NODES_SCHEDULER
 from trainkit.cluster import scheduler_top
 from trainkit.cluster.doctor import busbw_line, last_report, node_busbw
 from trainkit.cluster.top import collect, full_width, view
@@ -43,7 +42,7 @@ def top(spec, workdir, once, fmt, interval, wide):
     that do not fit the terminal are dropped, least useful first (--wide shows all): NODE, GPU%
     and GMEM (per GPU), CPU%, IOW% (iowait), MEM, DISK r/w and DUTIL (data disk MB/s, busy %),
     NET rx/tx (MB/s), SMP/s (samples/s), WAIT (data wait), VERDICT. On a Slurm cluster
-    (`cloud: slurm`): one row per run in the queue, its job's state and the engine's step, loss,
+    (`cloud: slurm`, or `scheduler: slurm`): one row per run in the queue, its job's state and the engine's step, loss,
     samples/s and data wait (trainkit reaches the login node only: no node counters).
 
     \b
@@ -57,8 +56,8 @@ def top(spec, workdir, once, fmt, interval, wide):
     if not ws.inventory_yml.exists():  # cloud targets too: top reads the nodes from the inventory
         require_applied(cluster, ws)
     nodes, _ = read_nodes(ws.inventory_yml)
-    scheduler = cluster.room.node_source == NODES_SCHEDULER
-    # a scheduler's cluster: the open runs' jobs, through the login node (cluster/scheduler_top.py)
+    scheduler = cluster.batch_jobs
+    # runs are Slurm batch jobs: the open runs' jobs, through the login node (cluster/scheduler_top.py)
     sample = partial(scheduler_top.rows, ws) if scheduler else partial(collect, nodes)
     noun = "run(s) in the scheduler's queue" if scheduler else "node(s)"
     try:

@@ -30,6 +30,7 @@ import yaml
 
 from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER, NODES_TERRAFORM
 from trainkit.errors import InputError
+from trainkit.provision.slurm_vars import slurm_vars
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.spec.sshkeys import key_files, private_key_path
@@ -54,7 +55,8 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
     head = nodes[0]
     group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs),
                   **network_vars(cluster),
-                  **_training_vars(cluster, workspace), **guard_vars(cluster), **extra}
+                  **_training_vars(cluster, workspace), **guard_vars(cluster),
+                  **slurm_vars(cluster, nodes, workspace), **extra}
     return {"all": {
         "vars": group_vars,
         "children": {

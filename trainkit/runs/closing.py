@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainkit.clouds.base import NODES_SCHEDULER
 from trainkit.cluster import teardown
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import read_nodes
@@ -97,7 +96,7 @@ def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unre
     whose nodes are gone be closed as "unreachable" instead of stopping the destroy."""
     with ws.lock("destroy"):
         closed = []
-        if ws.inventory_yml.exists() and cluster.room.node_source == NODES_SCHEDULER:
+        if ws.inventory_yml.exists() and cluster.batch_jobs:
             closed = slurm_runs.close_all(ws)   # each open run's job scancelled, its folder fetched
         elif ws.inventory_yml.exists():
             closed = stop_foreign_runs(cluster, ws) + close_runs(cluster, ws, unreachable_ok=unreachable_ok)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import yaml
 
-from trainkit.cluster.scheduler import LIVE, job_view, login, remote_root
+from trainkit.cluster.scheduler import LIVE, job_view, login, remote_root, settings
 from trainkit.errors import TRAIN, TrainkitError
 from trainkit.runs import record as runs
 from trainkit.runs import slurm_jobs
@@ -83,9 +83,10 @@ def start_attempt(cluster: Cluster, ws: Workspace, run_dir: Path, config: Path, 
     for every attempt) and record it as the record's next attempt. Returns the job id; on a
     refused sbatch the record is closed `failed` and the TrainkitError raised."""
     spec, record, job = cluster.spec, runs.read_record(run_dir), runs.load_job(config, overrides)
-    batch = BatchJob(run_id=run_dir.name, run_dir=record["remote_dir"], nodes=spec.nodes,
-                     nproc_per_node=spec.launch.nproc_per_node or spec.slurm.gpus_per_node or 1,
-                     rdzv_port=spec.launch.rdzv_port, slurm=spec.slurm,
+    slurm = settings(cluster, ws)   # the spec's slurm: block, or what the role made (scheduler: slurm)
+    batch = BatchJob(run_id=run_dir.name, run_dir=record["remote_dir"], nodes=cluster.nodes,
+                     nproc_per_node=spec.launch.nproc_per_node or slurm.gpus_per_node or 1,
+                     rdzv_port=spec.launch.rdzv_port, slurm=slurm,
                      engine_config=yaml.safe_load(config.read_text()) or {}, overrides=tuple(overrides),
                      command=job.command, setup=job.setup, env=dict(job.env), code=bool(job.workdir))
     code = workdir_tar(job.workdir, job.excludes) if job.workdir else None

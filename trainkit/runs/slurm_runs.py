@@ -1,7 +1,7 @@
-"""The run commands on a scheduler's cluster (Cloud.node_source NODES_SCHEDULER: target `slurm`).
+"""The run commands on a Slurm cluster (Cluster.batch_jobs: target `slurm`, or `scheduler: slurm`).
 
-The workspace's inventory holds the login node alone (provision/inventory.py's `scheduler` row);
-a run is one batch job per attempt (runs/sbatch.py, runs/slurm_follow.py) whose folder lives on
+The workspace's inventory holds the login node first (provision/inventory.py's `scheduler` row;
+with `scheduler: slurm`, the head node); a run is one batch job per attempt (runs/sbatch.py, runs/slurm_follow.py) whose folder lives on
 the cluster's shared storage under `slurm.workdir`/.trainkit/<cluster>/runs/<run id> and comes
 back into the workspace's runs/<run id>/ when the job ends, as on every other target.
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from trainkit.clouds.base import NODES_HOSTS, NODES_SCHEDULER
+from trainkit.clouds.base import NODES_HOSTS
 from trainkit.cluster import doctor, lifecycle
 from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, LockedError, TrainkitError
@@ -80,7 +80,7 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
     """The run itself, on an applied cluster (`req` from checked()): attach to req.attach, or start
     (or resume) one and follow it. Returns the run's result ({run_id, run_dir, status: running}
     when detached). `say`: the controller's own lines (stderr); `echo`: rank 0's log lines."""
-    if cluster.room.node_source == NODES_SCHEDULER:   # one batch job through the login node
+    if cluster.batch_jobs:   # one batch job through the login node (the head, with scheduler: slurm)
         return slurm_runs.run(cluster, ws, req, say, echo)
     cluster = effective_cluster(cluster, ws)
     if req.attach:

@@ -14,7 +14,7 @@ from typing import Any
 
 from trainkit.catalog import Catalog, InstanceType, load_catalog, matching, refreshed_price_file, select, with_prices
 from trainkit.clouds import Cloud
-from trainkit.clouds.base import USER_CATALOG, USER_CURRENT
+from trainkit.clouds.base import NODES_SCHEDULER, USER_CATALOG, USER_CURRENT
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
 from trainkit.spec import placeholders
@@ -59,6 +59,12 @@ class Cluster:
     @property
     def nodes(self) -> int:
         return node_count(self.spec)
+
+    @property
+    def batch_jobs(self) -> bool:
+        """Whether runs are batch jobs of a Slurm cluster (runs/slurm_runs.py): a scheduler's target
+        (its room's NODES_SCHEDULER) or a provisioned cluster with `scheduler: slurm`."""
+        return self.room.node_source == NODES_SCHEDULER or self.spec.scheduler == "slurm"
 
     @property
     def gpus_per_node(self) -> int:

@@ -315,8 +315,12 @@ class ClusterSpec(_Model):
     backend: BackendSpec = BackendSpec()
     tags: dict[str, str] = {}
     hosts: tuple[HostSpec, ...] = ()
+    scheduler: Literal["none", "slurm"] = Field("none", description="A batch scheduler trainkit installs "
+                                                "on the cluster it provisions (ansible/roles/slurm): "
+                                                "none, or slurm (train then submits batch jobs)")
     slurm: SlurmSpec | None = Field(None, description="Target slurm: the login node and what the "
-                                                      "batch job asks the scheduler for")
+                                                      "batch job asks the scheduler for; with "
+                                                      "scheduler: slurm, partition/time/signal_s only")
     endpoints: dict[str, str] = Field({}, description="Custom API endpoints (emulators), where "
                                                       "the cloud's room allows them")
     launch: LaunchSpec = LaunchSpec()

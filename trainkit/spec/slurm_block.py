@@ -40,6 +40,10 @@ _TIME_FORMS = (
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 UNLIMITED = ("0", "UNLIMITED", "INFINITE")
 SIGNAL_MAX_S = 65535   # sbatch(1) --signal: sig_time between 0 and 65535
+# What a `slurm:` block may set on a cluster trainkit provisions with `scheduler: slurm` (the rest
+# comes from the cluster: cluster/scheduler.py's settings()).
+PROVISIONED_FIELDS = ("partition", "time", "signal_s")
+DEFAULT_PARTITION = "trainkit"   # the one partition ansible/roles/slurm makes (slurm_partition)
 SIGNAL_MIN_S = 60      # sbatch(1): the signal may come up to 60 s early; less would be noise
 
 
@@ -112,7 +116,8 @@ class SlurmSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    login: SlurmLogin
+    # None only with `scheduler: slurm` (the head node is the login node: spec/target_rules.py)
+    login: SlurmLogin | None = None
     partition: str | None = Field(None, description="--partition; default: the cluster's default partition")
     account: str | None = Field(None, description="--account; default: your default account")
     qos: str | None = Field(None, description="--qos; default: the association's default QOS")
@@ -126,8 +131,10 @@ class SlurmSpec(BaseModel):
     signal_s: int = Field(300, ge=SIGNAL_MIN_S, le=SIGNAL_MAX_S,
                           description="Seconds before the time limit when the job is told to "
                                       "checkpoint and requeue itself (--signal=B:USR1@<s>)")
-    workdir: str = Field(description="Folder on storage every compute node and the login node share, "
-                                     "where runs live (their checkpoints, logs, the batch script)")
+    workdir: str | None = Field(None, description="Folder on storage every compute node and the login "
+                                                  "node share, where runs live (their checkpoints, logs, "
+                                                  "the batch script); with scheduler: slurm, the "
+                                                  "cluster's shared storage")
     python: str = Field("python3", description="Interpreter on the compute nodes with trainkit and "
                                                "torch installed (an absolute path, or python3)")
 
@@ -150,8 +157,8 @@ class SlurmSpec(BaseModel):
 
     @field_validator("workdir")
     @classmethod
-    def _workdir(cls, v: str) -> str:
-        return grammar.check_path(v)
+    def _workdir(cls, v: str | None) -> str | None:
+        return v if v is None else grammar.check_path(v)
 
     @field_validator("python")
     @classmethod

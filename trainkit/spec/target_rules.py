@@ -13,6 +13,7 @@ from typing import Any
 from trainkit import clouds
 from trainkit.clouds import Cloud
 from trainkit.clouds.base import NODES_SCHEDULER
+from trainkit.spec.slurm_block import PROVISIONED_FIELDS
 
 # An endpoint trainkit calls itself: scheme, host (a name of at most 253 characters, RFC 1035 2.3.4, or an
 # address, IPv6 in brackets) and an optional port (1-65535), nothing after it: the SDKs take a host and
@@ -42,9 +43,7 @@ def problems(s: Any, room: Cloud) -> list[str]:
     rules; each string names its field first."""
     out = _catalog_problems(s, room) if room.has_catalog else _no_catalog_problems(s, room)
     out += room.read_rules(s)
-    if s.slurm is not None and room.node_source != NODES_SCHEDULER:
-        out.append(f"slurm: only for a target whose nodes a scheduler allocates (cloud: slurm), not "
-                   f"{s.cloud}; remove `slurm`")
+    out += _scheduler_problems(s, room)
     if not room.safety_nets and (s.ttl or s.idle):
         out.append(f"{'ttl' if s.ttl else 'idle'}: the {s.cloud} target is {room.title}; trainkit will not "
                    "shut it down (ttl and idle are for the targets it provisions or reaches over SSH)")
@@ -54,6 +53,30 @@ def problems(s: Any, room: Cloud) -> list[str]:
     low, high = room.node_limits
     if not low <= s.nodes <= (high or s.nodes):
         out.append(f"nodes: {room.nodes_limit_text or f'{room.title} takes {low} to {high} nodes'}")
+    return out
+
+
+def _scheduler_problems(s: Any, room: Cloud) -> list[str]:
+    """`scheduler:` where the room lets trainkit install one (Cloud.schedulers); `slurm:` on a
+    scheduler's target, or on a cluster with `scheduler: slurm` holding only what the cluster
+    does not give (PROVISIONED_FIELDS)."""
+    out: list[str] = []
+    if s.scheduler != "none" and s.scheduler not in room.schedulers:
+        out.append(f"scheduler: trainkit installs no scheduler on {room.title} (cloud: {s.cloud}); "
+                   "remove `scheduler` (it serves the targets trainkit provisions or reaches over "
+                   f"SSH: {', '.join(clouds.scheduler_targets(s.scheduler))})")
+    elif s.slurm is not None and s.scheduler == "slurm":
+        extra = sorted(set(s.slurm.model_fields_set) - set(PROVISIONED_FIELDS))
+        if extra:
+            out.append(f"slurm.{extra[0]}: with scheduler: slurm the cluster gives it (the head node "
+                       f"is the login node, the shared storage the workdir); a `slurm:` block here "
+                       f"may set only {', '.join(PROVISIONED_FIELDS)}")
+    elif s.slurm is not None and room.node_source != NODES_SCHEDULER:
+        out.append(f"slurm: only for a target whose nodes a scheduler allocates (cloud: slurm) or a "
+                   f"cluster with scheduler: slurm, not {s.cloud}; remove `slurm`")
+    if s.scheduler == "slurm" and s.scheduler in room.schedulers and not s.storage.nas.enabled:
+        out.append("storage.nas.enabled: scheduler: slurm keeps its jobs' folders on the cluster's "
+                   "shared storage; set storage.nas.enabled: true")
     return out
 
 
