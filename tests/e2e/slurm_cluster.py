@@ -7,7 +7,8 @@
                  daemons all read the test's configuration from the path a real site uses;
                  munged as user munge with one test key, everything under the host's own /run/munge
                  (a tmpfs per host: netns.py), where Slurm's auth/munge finds the socket;
-                 slurmd -N <host name>, its spool, pid and log under workdir (%n per node)
+                 slurmd -N <host name>, its pid and log under workdir (%n per node), its spool
+                 in the host's own /run/slurmd
     host 1       also slurmctld (the login node and controller in one): state under workdir
 
 Daemons are started over ssh, so they live in the hosts' network namespaces and
@@ -98,7 +99,10 @@ class SlurmCluster:
         conf = [
             "ClusterName=tk", f"SlurmctldHost={self.login.name}({self.login.address})",
             "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
-            f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool-%n",
+            # the spool under the host's own /run (a tmpfs per host: netns.py), not under pytest's tmp dir:
+            # slurmd's step sockets there are <spool>/<node>_<job>.<step>, and a Unix socket path
+            # holds at most 108 bytes (unix(7)); a deep tmp dir went over (110, measured)
+            f"StateSaveLocation={d}/state", "SlurmdSpoolDir=/run/slurmd",
             f"SlurmctldPidFile={d}/slurmctld.pid", f"SlurmdPidFile={d}/slurmd-%n.pid",
             f"SlurmctldLogFile={d}/slurmctld.log", f"SlurmdLogFile={d}/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
