@@ -67,10 +67,9 @@ def _scheduler_problems(s: Any, room: Cloud) -> list[str]:
                    f"SSH: {', '.join(clouds.scheduler_targets(s.scheduler))})")
     elif s.slurm is not None and s.scheduler == "slurm":
         extra = sorted(set(s.slurm.model_fields_set) - set(PROVISIONED_FIELDS))
-        if extra:
-            out.append(f"slurm.{extra[0]}: with scheduler: slurm the cluster gives it (the head node "
-                       f"is the login node, the shared storage the workdir); a `slurm:` block here "
-                       f"may set only {', '.join(PROVISIONED_FIELDS)}")
+        out += [f"slurm.{field}: with scheduler: slurm the cluster gives it (the head node is the login "
+                f"node, the shared storage the workdir); a `slurm:` block here may set only "
+                f"{', '.join(PROVISIONED_FIELDS)}" for field in extra]
     elif s.slurm is not None and room.node_source != NODES_SCHEDULER:
         out.append(f"slurm: only for a target whose nodes a scheduler allocates (cloud: slurm) or a "
                    f"cluster with scheduler: slurm, not {s.cloud}; remove `slurm`")

@@ -50,6 +50,8 @@ def test_a_slurm_block_beside_it_sets_only_partition_time_and_signal():
     for field, value in (("workdir", "/x"), ("login", {"address": "10.0.0.1"}), ("account", "a")):
         said = _problems({**HOSTS, "slurm": {field: value}})
         assert f"slurm.{field}: with scheduler: slurm the cluster gives it" in said, said
+    said = _problems({**HOSTS, "slurm": {"partition": "gpu", "login": {"address": "10.0.0.1"}, "account": "a"}})
+    assert "slurm.account: with scheduler" in said and "slurm.login: with scheduler" in said, said   # each named
     assert "slurm: only for a target whose nodes a scheduler allocates" in \
         _problems({**HOSTS, "scheduler": "none", "slurm": {"partition": "gpu"}})
     assert "is not a Slurm partition name" in _problems({**HOSTS, "slurm": {"partition": "a\nb"}})
