@@ -194,6 +194,17 @@ def no_runs_text(runs_dir: Path) -> str:
     return f"no runs on this cluster yet ({runs_dir} is empty): start one with `trainkit train`"
 
 
+def attachable(runs_dir: Path, run: str, spec: str, started: str) -> tuple[Path, dict[str, Any]]:
+    """(folder, record) of run `run` for `train --attach`: InputError naming where its results are
+    when it is not open, or has no `started` key yet ("attempts", "slurm_job": nothing runs)."""
+    run_dir = resolve_run(runs_dir, run)
+    record = read_record(run_dir)
+    if record.get("status") not in OPEN or not record.get(started):
+        raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
+                         fix=f"its results are in {run_dir}; see `trainkit runs {spec}`")
+    return run_dir, record
+
+
 def resolve_run(runs_dir: Path, run: str | None) -> Path:
     """The folder of run `run` (an id, or a unique prefix); None = the newest run (NoRuns when
     there is none)."""

@@ -34,11 +34,7 @@ def run(cluster: Cluster, ws: Workspace, req, say: Callable[[str], None],
     again while the limits allow, runs/slurm_follow.py). InputError for a run that cannot be
     resumed; LockedError for one still queued."""
     if req.attach:
-        run_dir = runs.resolve_run(ws.runs_dir, req.attach)
-        record = runs.read_record(run_dir)
-        if record.get("status") not in runs.OPEN or not record.get("slurm_job"):
-            raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
-                             fix=f"its results are in {run_dir}; see `trainkit runs {req.spec}`")
+        run_dir, _ = runs.attachable(ws.runs_dir, req.attach, req.spec, "slurm_job")
         return follow(cluster, ws, run_dir, say, echo, req.spec, req.opts)
     job = runs.load_job(req.config_path, list(req.overrides))
     with ws.lock("train"):

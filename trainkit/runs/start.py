@@ -84,11 +84,7 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
         return slurm_runs.run(cluster, ws, req, say, echo)
     cluster = effective_cluster(cluster, ws)
     if req.attach:
-        run_dir = runs.resolve_run(ws.runs_dir, req.attach)
-        record = runs.read_record(run_dir)
-        if record.get("status") not in runs.OPEN or not record.get("attempts"):
-            raise InputError(f"run {run_dir.name} is {record.get('status') or 'unknown'}: nothing to attach to",
-                             fix=f"its results are in {run_dir}; see `trainkit runs {req.spec}`")
+        run_dir, record = runs.attachable(ws.runs_dir, req.attach, req.spec, "attempts")
         job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
         return follow(req.spec, cluster, ws, job, run_dir, req.opts, len(record["attempts"]), echo)
     started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
