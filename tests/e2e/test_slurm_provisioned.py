@@ -170,16 +170,22 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
         time.sleep(1)
     assert _lines(metrics), f"no steps logged\n{logs}"
     job_id = json.loads((ws / "runs" / run_id / "run.json").read_text())["slurm_job"]
+    out = trainkit(cluster, "status", *common, "--json")   # the open run's job, from the queue on the head
+    assert out.returncode == 0, out.stdout[-3000:]
+    status, _ = json.JSONDecoder().raw_decode(out.stdout[out.stdout.index("{"):])
+    assert status["jobs"] == {run_id: {"slurm_job": job_id, "state": "RUNNING"}}, status
     assert cluster.kill(h2) > 0
     attach = _start_attached(cluster, *common, "--attach", run_id, "--recover", "--json")
     try:   # Slurm holds a requeued job back before it starts again (test_slurm_job.py): let it start now
         while attach.poll() is None and time.monotonic() < deadline + 400:
             cluster.ssh(h1, f"scontrol update JobId={job_id} StartTime=now", check=False)
             time.sleep(3)
-        text, _ = attach.communicate(timeout=60)
     finally:
-        _kill_group(attach)
-    assert attach.returncode == 0, text[-6000:]
+        _kill_group(attach)   # still following after the deadline: its output says where it waits
+        text, _ = attach.communicate(timeout=60)
+    said = cluster.ssh(h1, "sinfo -N -p trainkit; squeue", check=False).stdout
+    ctld = "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted((state / "log").glob("slurmctld*")))
+    assert attach.returncode == 0, f"{text[-6000:]}\n{said}\n{ctld}"
     events = [json.loads(ln) for ln in (ws / "runs" / run_id / "events.jsonl").read_text().splitlines()]
     kinds = [e["event"] for e in events]
     assert "requeued" in kinds and kinds.count("replaced") == 1 and "provisioned" in kinds, kinds

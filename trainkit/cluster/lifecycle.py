@@ -369,18 +369,19 @@ def status(cluster: Cluster, ws: Workspace, live: bool = True) -> dict[str, Any]
             out["hours"] = round((time.time() - applied_at) / 3600, 3)
             if out["per_hour"] is not None:
                 out["cost_so_far"] = round(out["hours"] * out["per_hour"], 2)
-    elif cluster.room.node_source == NODES_SCHEDULER:   # the login node; the jobs from the scheduler
+    elif cluster.room.node_source == NODES_SCHEDULER:   # the login node (the jobs: below)
         out["exists"] = ws.inventory_yml.exists()
         login = cluster.spec.slurm.login
         out["nodes"] = [{"name": "login", "private_ip": login.address, "public_ip": login.address}] \
             if out["exists"] else []
-        out["jobs"] = scheduler.jobs(ws) if out["exists"] else {}
     else:
         out["exists"] = ws.inventory_yml.exists()
         hosts = cluster.spec.hosts or ()
         out["nodes"] = ([{"name": h.name, "private_ip": h.private_ip or h.address, "public_ip": h.address}
                          for h in hosts] or [{"name": "localhost", "private_ip": "127.0.0.1", "public_ip": None}]
                         ) if out["exists"] else []
+    if cluster.batch_jobs and out["exists"]:   # runs are Slurm jobs: the open runs' jobs from the queue
+        out["jobs"] = scheduler.jobs(ws)
     runs = sorted(p.name for p in ws.runs_dir.iterdir()) if ws.runs_dir.exists() else []
     out["runs"] = runs
     return out

@@ -148,7 +148,7 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
             now = job_view(node, job_id)
             log.poll()
             if watch is not None:
-                watch.check()
+                watch.check(now[0])
             if requeued(seen, now):
                 runs.event(run_dir, "requeued", slurm_job=job_id, restarts=now[1], state=now[0])
                 say(f"run {run_dir.name}: Slurm requeued job {job_id} (restart {now[1] if now[1] is not None else '?'}); "

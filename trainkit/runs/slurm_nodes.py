@@ -4,12 +4,19 @@ is replaced as on every provisioned cluster, and Slurm's requeued job starts aga
 Slurm notices the loss itself (slurmctld marks a node that stops answering DOWN after
 SlurmdTimeout, slurm.conf(5), and requeues its job: `--requeue`), but it cannot bring a machine
 back. So while the run is followed, `NodeWatch.check` reads the partition's node states every
-CHECK_S seconds; an active node that is DOWN, FAIL or not responding (sinfo(1) NODE STATE CODES:
-`down`, `fail`, a `*` suffix) is replaced through cluster/replace.py (a new instance by a
+CHECK_S seconds; an active node Slurm has set DOWN or FAIL (sinfo(1) NODE STATE CODES) is replaced
+through cluster/replace.py (a new instance by a
 targeted Terraform apply on a cloud, a spare host on `hosts`), whose site.yml run rewrites
 slurm.conf on every active node (cluster/replace.py site_limit), so the new node joins the
 partition and the requeued job starts on it. A drained node (the health check's verdict, or an
 admin's) is left to whoever drained it: `trainkit doctor` names it.
+
+Not before Slurm is done with the node: a node that only stops answering (a `*` suffix) is not
+DOWN yet (SlurmdTimeout), and while the followed job is COMPLETING slurmctld still waits for it
+there. Replacing it then rewrites slurm.conf without the lost node under a job still completing on
+it, and Slurm 22.05 kept such a job in COMPLETING with no nodes for good (measured on namespace
+hosts: the requeued job never started again). So the check waits for DOWN/FAIL and for a job state
+other than COMPLETING.
 
 Only where the room replaces nodes (Cloud.replacement other than REPLACE_NONE): on a site's own
 Slurm (`cloud: slurm`) the site's admins own the machines.
@@ -37,18 +44,18 @@ from trainkit.workspace import Workspace
 # RPC to slurmctld, and a loss is only seen after SlurmdTimeout anyway (300 s by default, the
 # role's slurm_slurmd_timeout), so a check every 15 s adds at most 5% to that wait.
 CHECK_S = 15.0
-# sinfo's %T words for a node Slurm has given up on (sinfo(1) NODE STATE CODES); `*` (not
-# responding) is a suffix on any state
+# sinfo's %T words for a node Slurm has given up on (sinfo(1) NODE STATE CODES)
 LOST_STATES = ("down", "fail", "failing")
 
 
 def lost(sinfo_text: str, active: list[str]) -> list[str]:
-    """The `active` nodes `sinfo -N -h -o '%N|%T|%E'` shows as lost (down, fail, not responding),
-    in `active`'s order. A drained node is not lost. Pure."""
+    """The `active` nodes `sinfo -N -h -o '%N|%T|%E'` shows as lost (down or fail, whether or not
+    they answer: `down*`), in `active`'s order. A drained node is not lost, nor one that only stops
+    answering (`idle*`, `allocated*`: not DOWN yet). Pure."""
     gone = set()
     for name, state, _ in node_states(sinfo_text):
         words = state.lower().rstrip("*~#!%$@^-").split("+")
-        if state.endswith("*") or any(w in LOST_STATES for w in words):
+        if any(w in LOST_STATES for w in words):
             gone.add(name)
     return [n for n in active if n in gone]
 
@@ -68,8 +75,10 @@ class NodeWatch:
         self.cluster, self.ws, self.run_dir, self.say = cluster, ws, run_dir, say
         self.next_at, self.given_up = 0.0, set()
 
-    def check(self) -> None:
-        if time.monotonic() < self.next_at:
+    def check(self, job_state: str | None) -> None:
+        """`job_state`: the followed job's state now (squeue %T); nothing is replaced while it is
+        COMPLETING (module doc)."""
+        if time.monotonic() < self.next_at or job_state == "COMPLETING":
             return
         self.next_at = time.monotonic() + CHECK_S
         active = [n.name for n in read_nodes(self.ws.inventory_yml)[0]]
