@@ -125,11 +125,16 @@ def jobs(ws: Workspace) -> dict[str, dict[str, str | None]]:
     """`status`: {run id: {slurm_job, state}} of the workspace's runs not closed yet, as the
     scheduler has them now."""
     out: dict[str, dict[str, str | None]] = {}
+    node = None   # read from the inventory once, when an open run needs it
     for path in sorted(ws.runs_dir.glob("*/run.json")) if ws.runs_dir.is_dir() else []:
-        record = json.loads(path.read_text())
-        if record.get("slurm_job") and record.get("status") in ("starting", "running"):
-            out[path.parent.name] = {"slurm_job": record["slurm_job"],
-                                     "state": job_state(login(ws), record["slurm_job"])}
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):   # an unreadable record: `trainkit runs` names it; status goes on
+            continue
+        job = record.get("slurm_job") if isinstance(record, dict) else None
+        if isinstance(job, str) and job.isdigit() and record.get("status") in ("starting", "running"):
+            node = node or login(ws)
+            out[path.parent.name] = {"slurm_job": job, "state": job_state(node, job)}
     return out
 
 
