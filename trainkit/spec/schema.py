@@ -21,6 +21,7 @@ from trainkit import clouds
 from trainkit.clouds.base import NODES_HOSTS
 from trainkit.errors import SpecError
 from trainkit.spec import checks, sshkeys, target_rules
+from trainkit.spec.controller_block import ControllerSpec
 from trainkit.spec.problems import pydantic_problems, train_config_given_as_spec
 from trainkit.spec.safety import parse_minutes
 from trainkit.spec.slurm_block import SlurmSpec
@@ -330,6 +331,9 @@ class ClusterSpec(_Model):
                                               "e.g. 12h (see docs: safety nets)")
     idle: str | None = Field(None, description="Shut a node down after this long with no training "
                                                "process and idle CPU/GPU, e.g. 30m")
+    controller: ControllerSpec = Field(ControllerSpec(), description="Where `train --recover --detach` "
+                                       "runs the recovery loop (spec/controller_block.py)")
+    down: bool = Field(False, description="Destroy the cluster when its run ends (the default of `train --down`)")
 
     @property
     def room(self) -> clouds.Cloud:

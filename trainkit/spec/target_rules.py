@@ -13,6 +13,7 @@ from typing import Any
 from trainkit import clouds
 from trainkit.clouds import Cloud
 from trainkit.clouds.base import NODES_SCHEDULER
+from trainkit.spec import controller_block
 from trainkit.spec.slurm_block import PROVISIONED_FIELDS
 
 # An endpoint trainkit calls itself: scheme, host (a name of at most 253 characters, RFC 1035 2.3.4, or an
@@ -44,6 +45,7 @@ def problems(s: Any, room: Cloud) -> list[str]:
     out = _catalog_problems(s, room) if room.has_catalog else _no_catalog_problems(s, room)
     out += room.read_rules(s)
     out += _scheduler_problems(s, room)
+    out += controller_block.problems(s, room)
     if not room.safety_nets and (s.ttl or s.idle):
         out.append(f"{'ttl' if s.ttl else 'idle'}: the {s.cloud} target is {room.title}; trainkit will not "
                    "shut it down (ttl and idle are for the targets it provisions or reaches over SSH)")
