@@ -78,6 +78,14 @@ def requeued(seen: tuple[str | None, int | None], now: tuple[str | None, int | N
     return was in ("RUNNING", "COMPLETING") and state in (*REQUEUE_STATES, "PENDING")
 
 
+def ended(last: tuple[str | None, int | None] | None, now: tuple[str | None, int | None]) -> bool:
+    """Whether the job has ended: two looks in a row (`last`, `now`: state, Restarts=) show the
+    same state outside LIVE with the same restart count. One look is not enough: a job that
+    requeues itself (`scontrol requeue`) shows FAILED with its Restarts= already grown for a
+    moment before it is PENDING again (Slurm 22.05, seen in test_slurm_job.py's USR1 path). Pure."""
+    return now[0] not in LIVE and last == now
+
+
 def start_attempt(cluster: Cluster, ws: Workspace, run_dir: Path, config: Path, overrides: list[str]) -> str:
     """sbatch one more job for the run in `run_dir` (its folder on the shared storage, the same
     for every attempt) and record it as the record's next attempt. Returns the job id; on a
@@ -138,6 +146,7 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
     `slurm_state` event, each restart by Slurm a `requeued` one."""
     job_id, node = record["slurm_job"], login(ws)
     seen: tuple[str | None, int | None] = ("", None)
+    last: tuple[str | None, int | None] | None = None   # the previous look as it came
     try:
         while True:
             now = job_view(node, job_id)
@@ -150,8 +159,9 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
                 runs.event(run_dir, "slurm_state", slurm_job=job_id, state=now[0])
                 say(f"run {run_dir.name}: Slurm job {job_id} {now[0] or 'unknown to the scheduler'}")
             seen = (now[0], now[1] if now[1] is not None else seen[1])
-            if now[0] not in LIVE:
+            if ended(last, now):
                 return now[0]
+            last = now
             time.sleep(POLL_S)
     except KeyboardInterrupt:
         raise TrainkitError(f"interrupted: run {run_dir.name} (Slurm job {job_id}) stays in the scheduler's "

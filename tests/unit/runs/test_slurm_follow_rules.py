@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainkit.cluster.scheduler import parse_view
-from trainkit.runs.slurm_follow import end_of_attempt, requeued
+from trainkit.runs.slurm_follow import end_of_attempt, ended, requeued
 
 LIMITS = (2, 0)   # --max-recoveries 2, --max-restarts-on-errors 0 (the CLI's default for the second)
 
@@ -51,6 +51,20 @@ def test_an_ended_job_ends_the_run_or_is_submitted_again(state, summary, limits,
 ])
 def test_a_requeue_is_a_restart_count_that_grew_or_running_back_to_waiting(seen, now, expected):
     assert requeued(seen, now) is expected
+
+
+@pytest.mark.parametrize("last, now, expected", [
+    (None, ("COMPLETED", 0), False),                  # the first look never ends it
+    (("RUNNING", 0), ("FAILED", 1), False),           # a self-requeue shows FAILED for a moment
+    (("FAILED", 1), ("PENDING", 1), False),           # ... and then waits again
+    (("FAILED", 1), ("FAILED", 1), True),             # the same ended state twice: over
+    (("FAILED", 0), ("FAILED", 1), False),            # the count grew between them: requeued
+    (("CANCELLED", None), ("CANCELLED", None), True),
+    ((None, None), (None, None), True),               # the scheduler forgot it, twice
+    (("COMPLETING", 0), ("COMPLETING", 0), False),    # live states never end it
+])
+def test_a_job_has_ended_when_two_looks_in_a_row_show_the_same_ended_state(last, now, expected):
+    assert ended(last, now) is expected
 
 
 @pytest.mark.parametrize("text, expected", [
