@@ -50,6 +50,10 @@ ENDED_AS = {"COMPLETED": "completed", "CANCELLED": "cancelled", "PREEMPTED": "pr
 # States a job passes through when Slurm starts it again (squeue(1) JOB STATE CODES: REQUEUED,
 # REQUEUE_HOLD, REQUEUE_FED; then PENDING until it runs)
 REQUEUE_STATES = ("REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+# Seconds after a requeue during which an ended state is not believed: the requeued job's end
+# and its return to PENDING are processed apart (ended()); slurmctld finishes the requeue once its
+# nodes' epilogs are done, seconds here, and 30 s is ten looks (POLL_S).
+REQUEUE_SETTLE_S = 30.0
 
 
 def end_of_attempt(state: str | None, summary_status: str | None, limits: tuple[int, int] | None = None,
@@ -78,12 +82,16 @@ def requeued(seen: tuple[str | None, int | None], now: tuple[str | None, int | N
     return was in ("RUNNING", "COMPLETING") and state in (*REQUEUE_STATES, "PENDING")
 
 
-def ended(last: tuple[str | None, int | None] | None, now: tuple[str | None, int | None]) -> bool:
+def ended(last: tuple[str | None, int | None] | None, now: tuple[str | None, int | None],
+          since_requeue_s: float | None = None) -> bool:
     """Whether the job has ended: two looks in a row (`last`, `now`: state, Restarts=) show the
-    same state outside LIVE with the same restart count. One look is not enough: a job that
-    requeues itself (`scontrol requeue`) shows FAILED with its Restarts= already grown for a
-    moment before it is PENDING again (Slurm 22.05, seen in test_slurm_job.py's USR1 path). Pure."""
-    return now[0] not in LIVE and last == now
+    same state outside LIVE with the same restart count, and the last requeue seen (if any) is at
+    least REQUEUE_SETTLE_S old. One look is not enough: a job that requeues itself (`scontrol
+    requeue`) shows FAILED with its Restarts= already grown for a moment before it is PENDING
+    again (Slurm 22.05: _job_requeue_op counts the restart before the job's own end is
+    processed; seen in test_slurm_job.py's USR1 path). Pure."""
+    settled = since_requeue_s is None or since_requeue_s >= REQUEUE_SETTLE_S
+    return now[0] not in LIVE and last == now and settled
 
 
 def start_attempt(cluster: Cluster, ws: Workspace, run_dir: Path, config: Path, overrides: list[str]) -> str:
@@ -142,16 +150,18 @@ def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], 
 
 def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Callable[[str], None],
                  log: "_LogTail", spec: str) -> str | None:
-    """Poll the record's job until it is no longer LIVE; its state then. Each state change is a
+    """Poll the record's job until it has ended (ended()); its state then. Each state change is a
     `slurm_state` event, each restart by Slurm a `requeued` one."""
     job_id, node = record["slurm_job"], login(ws)
     seen: tuple[str | None, int | None] = ("", None)
     last: tuple[str | None, int | None] | None = None   # the previous look as it came
+    requeued_at: float | None = None                    # time.monotonic() of the last requeue seen
     try:
         while True:
             now = job_view(node, job_id)
             log.poll()
             if requeued(seen, now):
+                requeued_at = time.monotonic()
                 runs.event(run_dir, "requeued", slurm_job=job_id, restarts=now[1], state=now[0])
                 say(f"run {run_dir.name}: Slurm requeued job {job_id} (restart {now[1] if now[1] is not None else '?'}); "
                     "it resumes from the newest checkpoint when it starts again")
@@ -159,7 +169,7 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
                 runs.event(run_dir, "slurm_state", slurm_job=job_id, state=now[0])
                 say(f"run {run_dir.name}: Slurm job {job_id} {now[0] or 'unknown to the scheduler'}")
             seen = (now[0], now[1] if now[1] is not None else seen[1])
-            if ended(last, now):
+            if ended(last, now, None if requeued_at is None else time.monotonic() - requeued_at):
                 return now[0]
             last = now
             time.sleep(POLL_S)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainkit.cluster.scheduler import parse_view
-from trainkit.runs.slurm_follow import end_of_attempt, ended, requeued
+from trainkit.runs.slurm_follow import REQUEUE_SETTLE_S, end_of_attempt, ended, requeued
 
 LIMITS = (2, 0)   # --max-recoveries 2, --max-restarts-on-errors 0 (the CLI's default for the second)
 
@@ -65,6 +65,13 @@ def test_a_requeue_is_a_restart_count_that_grew_or_running_back_to_waiting(seen,
 ])
 def test_a_job_has_ended_when_two_looks_in_a_row_show_the_same_ended_state(last, now, expected):
     assert ended(last, now) is expected
+
+
+def test_an_ended_state_soon_after_a_requeue_is_not_believed_until_it_settles():
+    look = ("FAILED", 1)
+    assert not ended(look, look, since_requeue_s=REQUEUE_SETTLE_S - 1)
+    assert ended(look, look, since_requeue_s=REQUEUE_SETTLE_S)
+    assert ended(look, look, since_requeue_s=None)
 
 
 @pytest.mark.parametrize("text, expected", [
