@@ -3,8 +3,8 @@
 slurm) brings up munge, slurmctld on the head and slurmd on both from the machine's Debian
 packages; `trainkit train` then trains the digits example across both nodes through `sbatch` on
 the head (runs/slurm_runs.py), as on a site's own Slurm (test_slurm_job.py); a host lost mid-run is
-replaced by a spare, which the role sets up and which joins the partition, and the job Slurm
-requeued resumes on it from its checkpoint; `destroy` stops the daemons.
+replaced by a spare under `train --recover` (runs/slurm_nodes.py), which the role sets up and
+which joins the partition, and the job Slurm requeued resumes on it from its checkpoint; `destroy` stops the daemons.
 
 Choices the namespace machines force (test_hosts_multinode.py has the rest: shared storage,
 node-local launch.root, the controller's venv Python, group_vars for site settings):
@@ -33,10 +33,6 @@ import slurm_cluster
 import yaml
 from netns import NetnsCluster
 from test_hosts_multinode import SITE_VARS, _kill_group, _start, trainkit
-
-from trainkit.cluster.replace import replace_lost
-from trainkit.spec.resolve import load_cluster
-from trainkit.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "slurm-pair"
@@ -97,7 +93,7 @@ def _pids(cluster: NetnsCluster) -> dict[str, str]:
 
 
 def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_spare_joins(
-        hosts3, tmp_path, monkeypatch):
+        hosts3, tmp_path):
     cluster = hosts3
     h1, h2, h3 = cluster.hosts
     _machines(cluster)
@@ -108,7 +104,9 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     (ws / "group_vars").mkdir(parents=True)
     (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump({
         **SITE_VARS, "slurm_state_dir": str(state / "ctld"), "slurm_spool_dir": str(state / "spool"),
-        "slurm_log_dir": str(state / "log"), "slurm_user": "root"}))
+        "slurm_log_dir": str(state / "log"), "slurm_user": "root",
+        # a lost node is DOWN (and its job requeued) after 30 s, not Slurm's default 300 (slurm.conf(5))
+        "slurm_slurmd_timeout": 30}))
     common = [str(spec), "--workdir", str(ws)]
 
     out = trainkit(cluster, "apply", *common, "--yes")
@@ -158,9 +156,11 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     for rank, host in enumerate((h1, h2)):
         assert f"({host.name}, {host.address})" in (run_dir / "logs" / f"node-{rank}.log").read_text()
 
-    # a second run; host 2 is lost for good mid-run; the spare takes its place (cluster/replace.py,
-    # as train --recover and doctor do): the role runs on it (and rewrites slurm.conf on the head),
-    # its slurmd joins, and the job Slurm requeued resumes on host 1 and the spare
+    # a second run; host 2 is lost for good mid-run. `train --attach RUN --recover` follows the job:
+    # Slurm marks host 2 DOWN (SlurmdTimeout, 30 s here) and requeues the job; trainkit sees the node
+    # lost in sinfo and the spare takes its place (runs/slurm_nodes.py -> cluster/replace.py): the
+    # role runs on it (and rewrites slurm.conf on the head), its slurmd joins, and the requeued job
+    # resumes on host 1 and the spare
     out = trainkit(cluster, "train", *common, *TRAIN_ARGS, "epochs=4", "checkpoint.every_n_steps=5", "--detach")
     assert out.returncode == 0, out.stdout[-4000:]
     run_id = out.stdout.strip().splitlines()[-1]
@@ -169,26 +169,32 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     while time.monotonic() < deadline and len(_lines(metrics)) < 12:
         time.sleep(1)
     assert _lines(metrics), f"no steps logged\n{logs}"
+    job_id = json.loads((ws / "runs" / run_id / "run.json").read_text())["slurm_job"]
+    out = trainkit(cluster, "status", *common, "--json")   # the open run's job, from the queue on the head
+    assert out.returncode == 0, out.stdout[-3000:]
+    status, _ = json.JSONDecoder().raw_decode(out.stdout[out.stdout.index("{"):])
+    assert status["jobs"] == {run_id: {"slurm_job": job_id, "state": "RUNNING"}}, status
     assert cluster.kill(h2) > 0
-    for name, value in {**cluster.ansible_env(), **cluster.ansible_fact_cache()}.items():
-        monkeypatch.setenv(name, value)
-    events: list[dict] = []
-    replace_lost(load_cluster(spec), Workspace.for_cluster(CLUSTER, ws), [h2.name], "resume", events.append)
-    assert [e["kind"] for e in events] == ["replaced", "provisioned"] and events[0]["by"] == h3.name, events
+    attach = _start_attached(cluster, *common, "--attach", run_id, "--recover", "--json")
+    try:   # Slurm holds a requeued job back before it starts again (test_slurm_job.py): let it start now
+        while attach.poll() is None and time.monotonic() < deadline + 400:
+            cluster.ssh(h1, f"scontrol update JobId={job_id} StartTime=now", check=False)
+            time.sleep(3)
+    finally:
+        _kill_group(attach)   # still following after the deadline: its output says where it waits
+        text, _ = attach.communicate(timeout=60)
+    said = cluster.ssh(h1, "sinfo -N -p trainkit; squeue", check=False).stdout
+    ctld = "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted((state / "log").glob("slurmctld*")))
+    assert attach.returncode == 0, f"{text[-6000:]}\n{said}\n{ctld}"
+    events = [json.loads(ln) for ln in (ws / "runs" / run_id / "events.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert "requeued" in kinds and kinds.count("replaced") == 1 and "provisioned" in kinds, kinds
+    assert next(e for e in events if e["event"] == "replaced")["by"] == h3.name, events
+    assert "resubmitted" not in kinds, kinds   # Slurm's requeue carried the run: one attempt
     sinfo = cluster.ssh(h1, "sinfo -h -N -p trainkit -o '%N %T'").stdout.split("\n")
     assert sorted(ln for ln in sinfo if ln) == [f"{h1.name} idle", f"{h3.name} idle"], sinfo
     assert (h3.dir / "etc-munge" / "munge.key").read_bytes() == key.read_bytes()
     assert f"NodeName={h3.name} NodeAddr={h3.address}" in (h1.dir / "etc-slurm" / "slurm.conf").read_text()
-    job_id = json.loads((ws / "runs" / run_id / "run.json").read_text())["slurm_job"]
-    attach = _start_attached(cluster, *common, "--attach", run_id, "--json")
-    try:   # Slurm holds a requeued job back before it starts again (test_slurm_job.py): let it start now
-        while attach.poll() is None and time.monotonic() < deadline + 300:
-            cluster.ssh(h1, f"scontrol update JobId={job_id} StartTime=now", check=False)
-            time.sleep(3)
-        text, _ = attach.communicate(timeout=60)
-    finally:
-        _kill_group(attach)
-    assert attach.returncode == 0, text[-6000:]
     summary = json.loads((ws / "runs" / run_id / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["resumed_from_step"] > 0, summary
     assert f"({h3.name}, {h3.address})" in (ws / "runs" / run_id / "logs" / "node-1.log").read_text()

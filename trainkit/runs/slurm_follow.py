@@ -16,7 +16,8 @@ completing is submitted again (a new attempt, as `train --resume` does) while th
 `--max-recoveries` for the ends that are not the job's fault (NODE_FAIL, PREEMPTED, TIMEOUT,
 BOOT_FAIL: the scheduler took the allocation), `--max-restarts-on-errors` for the others (FAILED,
 OUT_OF_MEMORY, DEADLINE) (runs/ending.py give_up, the rule every target uses). Slurm's own
-requeues count against neither: the scheduler's policy bounds them.
+requeues count against neither: the scheduler's policy bounds them. With `--recover` on a cluster
+trainkit provisions (`scheduler: slurm`), a node Slurm lost is replaced meanwhile (slurm_nodes.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from trainkit.runs import slurm_jobs
 from trainkit.runs.ending import Outcome, failure, give_up
 from trainkit.runs.launch import workdir_tar
 from trainkit.runs.sbatch import BatchJob
+from trainkit.runs.slurm_nodes import NodeWatch, replaces_nodes
 from trainkit.spec.resolve import Cluster
 from trainkit.workspace import Workspace
 
@@ -133,10 +135,12 @@ def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], 
     PREEMPTED (75: resume it) otherwise. Ctrl-C leaves the job queued or running (exit 130,
     naming attach and cancel)."""
     limits = (opts.max_recoveries, opts.max_restarts_on_errors) if opts.recover else None
+    # with --recover on a cluster trainkit provisions: the nodes Slurm loses are replaced (slurm_nodes.py)
+    watch = NodeWatch(cluster, ws, run_dir, say) if limits and replaces_nodes(cluster) else None
     log = _LogTail(login(ws), f"{runs.read_record(run_dir)['remote_dir']}/logs/node-0.log", echo)
     while True:
         record = runs.read_record(run_dir)
-        state = _until_ended(ws, run_dir, record, say, log, spec)
+        state = _until_ended(ws, run_dir, record, say, log, spec, watch)
         status = _fetched_status(ws, run_dir, record, state)
         done = [a.get("outcome") for a in record.get("attempts") or []][:-1]
         verdict = end_of_attempt(state, status, limits, done.count("preempted"), done.count("failed"))
@@ -149,9 +153,10 @@ def follow(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[str], 
 
 
 def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Callable[[str], None],
-                 log: "_LogTail", spec: str) -> str | None:
+                 log: "_LogTail", spec: str, watch: NodeWatch | None = None) -> str | None:
     """Poll the record's job until it has ended (ended()); its state then. Each state change is a
-    `slurm_state` event, each restart by Slurm a `requeued` one."""
+    `slurm_state` event, each restart by Slurm a `requeued` one; `watch` (--recover on a cluster
+    trainkit provisions) replaces the nodes Slurm lost meanwhile."""
     job_id, node = record["slurm_job"], login(ws)
     seen: tuple[str | None, int | None] = ("", None)
     last: tuple[str | None, int | None] | None = None   # the previous look as it came
@@ -160,6 +165,8 @@ def _until_ended(ws: Workspace, run_dir: Path, record: dict[str, Any], say: Call
         while True:
             now = job_view(node, job_id)
             log.poll()
+            if watch is not None:
+                watch.check(now[0])
             if requeued(seen, now):
                 requeued_at = time.monotonic()
                 runs.event(run_dir, "requeued", slurm_job=job_id, restarts=now[1], state=now[0])
