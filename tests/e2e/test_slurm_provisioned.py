@@ -114,11 +114,13 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     assert out.returncode == 0, f"{out.stdout[-6000:]}\n{logs}"
     # both nodes idle in the role's partition, the head the controller
     sinfo = cluster.ssh(h1, "sinfo -h -N -p trainkit -o '%N %T'").stdout.split("\n")
-    assert sorted(ln for ln in sinfo if ln) == [f"{h1.name} idle", f"{h2.name} idle"], sinfo
+    # NodeNames are places (<cluster>-n<rank>: provision/slurm_vars.node_name), not machines
+    n0, n1 = f"{CLUSTER}-n0", f"{CLUSTER}-n1"
+    assert sorted(ln for ln in sinfo if ln) == [f"{n0} idle", f"{n1} idle"], sinfo
     for host in (h1, h2):
         conf = (host.dir / "etc-slurm" / "slurm.conf").read_text()
         assert f"ClusterName={CLUSTER}" in conf and f"SlurmctldHost={h1.name}({h1.address})" in conf, conf
-        assert f"NodeName={h2.name} NodeAddr={h2.address} CPUs=" in conf, conf
+        assert f"NodeName={n1} NodeAddr={h2.address} CPUs=" in conf, conf
         assert "HealthCheckProgram=" in conf and "GresTypes" not in conf, conf   # no GPUs here
     # one munge key, made on this machine (0400), the same on both hosts, never in Ansible's output
     key = ws / "ssh" / "munge.key"
@@ -154,7 +156,7 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     batch = (run_dir / "job.sbatch").read_text()
     assert "#SBATCH --partition=trainkit" in batch and "#SBATCH --time=15" in batch, batch
     for rank, host in enumerate((h1, h2)):
-        assert f"({host.name}, {host.address})" in (run_dir / "logs" / f"node-{rank}.log").read_text()
+        assert f"({CLUSTER}-n{rank}, {host.address})" in (run_dir / "logs" / f"node-{rank}.log").read_text()
 
     # a second run; host 2 is lost for good mid-run. `train --attach RUN --recover` follows the job:
     # Slurm marks host 2 DOWN (SlurmdTimeout, 30 s here) and requeues the job; trainkit sees the node
@@ -192,12 +194,12 @@ def test_apply_brings_up_slurm_through_the_role_train_runs_through_sbatch_and_a_
     assert next(e for e in events if e["event"] == "replaced")["by"] == h3.name, events
     assert "resubmitted" not in kinds, kinds   # Slurm's requeue carried the run: one attempt
     sinfo = cluster.ssh(h1, "sinfo -h -N -p trainkit -o '%N %T'").stdout.split("\n")
-    assert sorted(ln for ln in sinfo if ln) == [f"{h1.name} idle", f"{h3.name} idle"], sinfo
+    assert sorted(ln for ln in sinfo if ln) == [f"{n0} idle", f"{n1} idle"], sinfo   # n1 is host 3 now
     assert (h3.dir / "etc-munge" / "munge.key").read_bytes() == key.read_bytes()
-    assert f"NodeName={h3.name} NodeAddr={h3.address}" in (h1.dir / "etc-slurm" / "slurm.conf").read_text()
+    assert f"NodeName={n1} NodeAddr={h3.address}" in (h1.dir / "etc-slurm" / "slurm.conf").read_text()
     summary = json.loads((ws / "runs" / run_id / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["resumed_from_step"] > 0, summary
-    assert f"({h3.name}, {h3.address})" in (ws / "runs" / run_id / "logs" / "node-1.log").read_text()
+    assert f"({n1}, {h3.address})" in (ws / "runs" / run_id / "logs" / "node-1.log").read_text()
     assert "(restart 1)" in (ws / "runs" / run_id / "logs" / f"slurm-{job_id}.out").read_text()
 
     # destroy (cleanup.yml on the machines that stay): the daemons the role started are stopped

@@ -30,7 +30,7 @@ import yaml
 
 from trainkit.clouds.base import NODES_HOSTS, NODES_LOCAL, NODES_SCHEDULER, NODES_TERRAFORM
 from trainkit.errors import InputError
-from trainkit.provision.slurm_vars import slurm_vars
+from trainkit.provision.slurm_vars import node_name, slurm_vars
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.safety import idle_minutes, ttl_hours
 from trainkit.spec.sshkeys import key_files, private_key_path
@@ -53,6 +53,9 @@ def inventory_for(cluster: Cluster, outputs: dict[str, Any] | None, workspace: W
     """
     nodes, extra = NODE_SOURCES[cluster.room.node_source](cluster, outputs, workspace)
     head = nodes[0]
+    if cluster.spec.scheduler == "slurm":   # NodeName by place, not by machine (slurm_vars.node_name)
+        for n in nodes:
+            n["vars"]["slurm_node_name"] = node_name(cluster.name, n["vars"]["trainkit_node_rank"])
     group_vars = {**_cluster_vars(cluster, nodes, head), **_storage_vars(cluster, outputs),
                   **network_vars(cluster),
                   **_training_vars(cluster, workspace), **guard_vars(cluster),

@@ -21,6 +21,16 @@ from trainkit.workspace import Workspace
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
+def node_name(cluster_name: str, rank: int) -> str:
+    """The Slurm NodeName of the node at `rank` (slurmd -N): one name per place in the cluster,
+    not per machine. A replacement (a spare host, a new instance) takes the lost node's rank and so
+    its NodeName: slurm.conf keeps the same nodes and only the address changes, and the job Slurm
+    requeued waits for that node rather than for a node slurm.conf no longer has (Slurm 22.05 left
+    such a job COMPLETING with no nodes when a replacement removed the lost node's name; measured on
+    namespace hosts). A cluster name is spec-checked (ClusterSpec.name), so this fits NODE_NAME."""
+    return f"{cluster_name}-n{rank}"
+
+
 def slurm_vars(cluster: Cluster, nodes: list[dict], ws: Workspace) -> dict[str, Any]:
     """{slurm_enabled, slurm_cluster_name, slurm_partition, slurm_munge_key_source} where the spec
     says `scheduler: slurm`, else {}. `nodes`: the inventory's nodes ({name, ...}), head first.

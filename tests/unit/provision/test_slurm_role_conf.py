@@ -23,8 +23,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from trainkit import records
+from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError
-from trainkit.provision.inventory import inventory_for
+from trainkit.provision.inventory import inventory_for, inventory_hosts
 from trainkit.provision.slurm_vars import NODE_NAME, slurm_vars
 from trainkit.spec.resolve import resolve
 from trainkit.spec.schema import ClusterSpec
@@ -182,3 +184,21 @@ def test_ansibles_own_filters_and_match_test_give_the_same_files_and_refusals():
     assert out["slurm-health.j2"] == render("slurm-health.j2", **health)
     assert out["matched"] == [True, False, False, False, False, False, False]
     assert [bool(PATTERN.match(n)) for n in names] == out["matched"]
+
+
+def test_a_nodename_belongs_to_a_place_and_a_spare_in_that_place_takes_it(tmp_path):
+    """slurm_node_name is `<cluster>-n<rank>`: the spare that replaced n1 (hosts.json) is NodeName
+    lab-n1 as n1 was, so slurm.conf keeps its nodes and only the address changes."""
+    spec = _hosts_spec(hosts=[{"name": "n0", "address": "10.0.0.10"}, {"name": "n1", "address": "10.0.0.11"},
+                              {"name": "sp", "address": "10.0.0.12", "spare": True}])
+    ws = Workspace(tmp_path / "ws", "lab")
+    cluster = resolve(ClusterSpec.model_validate(spec))
+    names = {h: v["slurm_node_name"] for h, v in inventory_hosts(inventory_for(cluster, None, ws)).items()}
+    assert names == {"n0": "lab-n0", "n1": "lab-n1"}
+    ws.root.mkdir(parents=True, exist_ok=True)
+    (ws.root / "hosts.json").write_text(records.dump({"active": ["n0", "sp"], "replaced": {"n1": "sp"}}))
+    hosts = inventory_hosts(inventory_for(effective_cluster(cluster, ws), None, ws))
+    assert {h: v["slurm_node_name"] for h, v in hosts.items()} == {"n0": "lab-n0", "sp": "lab-n1"}
+    assert hosts["sp"]["ansible_host"] == "10.0.0.12"
+    plain = inventory_for(resolve(ClusterSpec.model_validate({**spec, "scheduler": "none"})), None, ws)
+    assert not any("slurm_node_name" in v for v in inventory_hosts(plain).values())

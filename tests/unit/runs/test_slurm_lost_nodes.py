@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainkit.clouds import get
-from trainkit.runs.slurm_nodes import NodeWatch, lost, replaces_nodes
+from trainkit.runs.slurm_nodes import NodeWatch, lost, replaces_nodes, slurm_names
 
 ACTIVE = ["head", "n1", "n2"]
 
@@ -47,3 +47,9 @@ def test_nothing_is_read_or_replaced_while_the_job_is_completing():
     watch.check("COMPLETING")
     with pytest.raises(AttributeError):
         watch.check("PENDING")   # any other state reads the inventory and sinfo
+
+
+def test_slurm_names_are_places_in_rank_order():
+    assert slurm_names("lab", ["h1", "spare"]) == {"lab-n0": "h1", "lab-n1": "spare"}
+    assert lost("lab-n0|idle|none\nlab-n1|down*|Not responding\n", list(slurm_names("lab", ["h1", "h2"]))) == \
+        ["lab-n1"]
