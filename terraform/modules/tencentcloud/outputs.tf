@@ -34,3 +34,13 @@ output "ssh_public_key" {
   description = "The cluster's SSH public key, so every workspace of the cluster renders the same key"
   value       = var.ssh_public_key
 }
+
+output "controller" {
+  description = "The controller instance, or null when there is none (this module renders none yet)"
+  value       = null
+}
+
+output "controller_policy" {
+  description = "The controller's policy document (JSON), or null when there is no controller"
+  value       = null
+}
