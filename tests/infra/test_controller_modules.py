@@ -1,15 +1,18 @@
 """The modules with the controller on (issue 42), through the real terraform: the AWS stack (remote
-s3 state with a DynamoDB lock) validates against the real hashicorp/aws provider; the seed clouds' modules, whose instance identity is
-not built yet, refuse `controller` at validate with the message that names the field and the fix.
-Plan and apply with the controller on are in test_aws_controller.py (moto)."""
+s3 state with a DynamoDB lock) validates against the real hashicorp/aws provider; each seed cloud's
+stack plans (validate included) against the provider stand-ins with the controller instance and
+its identity (Alibaba RAM role, Tencent CAM role, Huawei agency). Apply with the controller on is in
+test_aws_controller.py (moto)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from seed_clouds import CLOUDS, trainkit, write_spec
 
 from trainkit.spec.resolve import load_cluster
 from trainkit.stack.render import write_stack
@@ -40,10 +43,36 @@ def test_the_aws_stack_with_the_controller_and_remote_state_validates(terraform_
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("cloud", ["alicloud", "tencentcloud", "huaweicloud"])
-def test_a_seed_cloud_refuses_the_controller_naming_the_field(terraform_bin, tf_cli_config, tmp_path, cloud):
-    folder = _stack(tmp_path, cloud)
-    assert _tf(terraform_bin, folder, "init", "-backend=false", "-input=false").returncode == 0
-    result = _tf(terraform_bin, folder, "validate")
-    said = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode != 0 and "controller: this module does not render the controller instance yet" in said, said
+# The identity each seed module gives the controller, and the instance argument that carries it.
+IDENTITY = {
+    "alicloud": ({"alicloud_ram_role", "alicloud_ram_policy", "alicloud_ram_role_policy_attachment",
+                  "alicloud_ecs_ram_role_attachment"}, "alicloud_instance", None),
+    "tencentcloud": ({"tencentcloud_cam_role", "tencentcloud_cam_policy", "tencentcloud_cam_role_policy_attachment"},
+                     "tencentcloud_instance", "cam_role_name"),
+    "huaweicloud": ({"huaweicloud_identity_role", "huaweicloud_identity_agency"}, "huaweicloud_compute_instance",
+                    "agency_name"),
+}
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_seed_cloud_plans_the_controller_on_demand_with_its_identity(repo, tmp_path, seed_cloud, cloud):
+    """validate + plan through the provider stand-ins (tests/standin, schemas read from the providers'
+    Go source): the controller instance, never spot, with the cloud's identity bound to it, and the
+    review showing the policy."""
+    spec = write_spec(repo, tmp_path, cloud, **{"controller": {"enabled": True}})
+    ws = tmp_path / "ws"
+    review = json.loads(trainkit("plan", spec, "--workdir", ws, "--format", "json").stdout)
+    plan = json.loads((ws / "plan.json").read_text())
+    made = {c["type"]: c["change"]["after"] for c in plan["resource_changes"] if c["name"] == "controller"}
+    kinds, instance_type, binding = IDENTITY[cloud]
+    assert kinds <= set(made) and instance_type in made, sorted(made)
+    vm = made[instance_type]
+    spot = {k: vm.get(k) for k in ("spot_strategy", "instance_charge_type", "charging_mode") if k in vm}
+    assert spot in ({"spot_strategy": "NoSpot", "instance_charge_type": "PostPaid"},
+                    {"instance_charge_type": "POSTPAID_BY_HOUR"}, {"charging_mode": "postPaid"}), spot
+    if binding:  # the role/agency name is known at plan time: "<name>-controller"
+        assert vm[binding].endswith("-controller"), vm[binding]
+    else:
+        assert made["alicloud_ecs_ram_role_attachment"]["ram_role_name"].endswith("-controller")
+    assert review["controller_policy"] and all(" on " in line for line in review["controller_policy"])
+    assert any(item["item"].startswith("controller ") for item in review["cost"]["items"])

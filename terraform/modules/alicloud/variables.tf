@@ -260,13 +260,6 @@ variable "controller" {
   })
   default = null
 
-  # The controller's instance identity on this cloud is not built yet (issue 42 part 2): refused
-  # here, with the field named, rather than a cluster whose recovery loop has no way to act.
-  validation {
-    condition     = var.controller == null
-    error_message = "controller: this module does not render the controller instance yet; set controller.enabled to false (or leave it unset) in the spec."
-  }
-
   validation {
     condition     = var.controller == null ? true : length(var.controller.instance_type) > 0
     error_message = "controller.instance_type must not be empty."

@@ -37,11 +37,16 @@ output "ssh_public_key" {
 }
 
 output "controller" {
-  description = "The controller instance, or null when there is none (this module renders none yet)"
-  value       = null
+  description = "The controller instance (id, private_ip, public_ip, role), or null when there is none"
+  value = try({
+    id         = huaweicloud_compute_instance.controller[0].id
+    private_ip = huaweicloud_compute_instance.controller[0].access_ip_v4
+    public_ip  = huaweicloud_compute_instance.controller[0].public_ip != "" ? huaweicloud_compute_instance.controller[0].public_ip : null
+    role       = huaweicloud_identity_agency.controller[0].name
+  }, null)
 }
 
 output "controller_policy" {
   description = "The controller's policy document (JSON), or null when there is no controller"
-  value       = null
+  value       = var.controller == null ? null : local.controller_policy
 }
