@@ -48,3 +48,20 @@ def test_the_controller_is_priced_on_demand_apart_from_the_spot_nodes():
     assert items["controller t3a.small (on-demand)"]["per_hour"] == 0.0188
     assert [k for k in items if k.startswith("g5.xlarge")] == ["g5.xlarge (spot)"]
     assert items["g5.xlarge (spot)"]["quantity"] == 1
+
+
+def test_the_controller_is_no_node_where_the_placement_is_read_from_the_state():
+    """cluster/placement.py held / held_apart: the controller's instance (another type, on demand)
+    must not make the nodes' placement look mixed, or recovery would lose where they run."""
+    from trainkit.cluster.placement import held, held_apart
+
+    cluster = resolve(ClusterSpec.model_validate(AWS))
+
+    def vm(name, kind):
+        return {"type": "aws_instance", "index": 0, "address": f"module.cluster.aws_instance.{name}[0]",
+                "values": {"availability_zone": "us-east-1a", "instance_type": kind}}
+    record = {"type": "terraform_data", "index": 0, "address": "module.cluster.terraform_data.node[0]",
+              "values": {"input": {"spot": True, "max_price": None}}}
+    state = [vm("node", "g5.xlarge"), record, vm("controller", "t3a.small")]
+    assert held(cluster, state) == ("us-east-1a", "g5.xlarge", True)
+    assert held_apart(cluster, state) == (("us-east-1a", "g5.xlarge", True), {})
