@@ -1,8 +1,9 @@
 """The controller instance and its identity (issue 42), applied by the real terraform against a moto
 server: the controller is on demand (no spot request, no InstanceLifecycle), carries the instance
 profile of its own role, the role's inline policy is the documented one (tag-scoped statements), the
-review shows that policy and prices the controller, and the user's access key reaches none of the
-rendered files, the workspace or the controller's user data.
+review shows that policy and prices the controller, the policy reaches the s3 backend's state under
+the spec's prefix only, and the user's access key reaches none of the rendered files, the workspace
+or the controller's user data.
 
 moto does not evaluate IAM conditions (moto/iam/access_control.py: "TODO add support for the
 Resource and Condition parts of IAM policies"), so the tag scoping cannot be proven by a refused
@@ -42,8 +43,9 @@ def _statements(policy: str | dict) -> dict[str, dict]:
 
 
 def test_the_controller_is_on_demand_with_a_tag_scoped_role_and_no_copied_key(repo, tmp_path, moto):
+    aws(moto, "s3").create_bucket(Bucket="tfstate")
     spec = write_spec(repo, tmp_path, moto, nodes=1, spot={"enabled": True, "max_price": 3.5},
-                      controller={"enabled": True},
+                      controller={"enabled": True}, backend={"type": "s3", "bucket": "tfstate", "region": "us-east-1"},
                       storage={"system_disk": {"size_gb": 30}, "data_disk": {"enabled": False}, "nas": {"enabled": False}})
     ws = Workspace.for_cluster("aws-moto", tmp_path / "ws").ensure().root
     plan = _trainkit("plan", spec, "--workdir", ws).stdout
@@ -79,6 +81,10 @@ def test_the_controller_is_on_demand_with_a_tag_scoped_role_and_no_copied_key(re
     assert held["TagOnlyOnCreate"]["Condition"] == {
         "StringEquals": {"ec2:CreateAction": ["RunInstances", "CreateVolume"]}}
     assert held["LaunchIntoTheClusterNetwork"]["Condition"] == tag
+    # The s3 backend's state and lock file, under the spec's prefix only (no DynamoDB table named).
+    assert held["ReadWriteTheState"]["Resource"] == "arn:aws:s3:::tfstate/aws-moto/*"
+    assert held["ListTheState"]["Condition"] == {"StringLike": {"s3:prefix": ["aws-moto/*"]}}
+    assert "LockTheState" not in held
     # Every mutating statement is conditioned or names the cluster's own resources; only reads are "*".
     for sid, s in held.items():
         if s["Resource"] == "*":
