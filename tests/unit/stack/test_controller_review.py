@@ -65,3 +65,14 @@ def test_the_controller_is_no_node_where_the_placement_is_read_from_the_state():
     state = [vm("node", "g5.xlarge"), record, vm("controller", "t3a.small")]
     assert held(cluster, state) == ("us-east-1a", "g5.xlarge", True)
     assert held_apart(cluster, state) == (("us-east-1a", "g5.xlarge", True), {})
+
+
+def test_cost_before_a_plan_prices_the_controller_once_on_demand():
+    """`trainkit cost` (money/cost.py cluster_cost) adds the controller when the spec turns it on."""
+    from trainkit.money.cost import cluster_cost
+
+    on = cluster_cost(resolve(ClusterSpec.model_validate(AWS)), nodes=2)
+    off = cluster_cost(resolve(ClusterSpec.model_validate({**AWS, "controller": {"enabled": False}})), nodes=2)
+    added = [i for i in on["items"] if i["item"].startswith("controller ")]
+    assert [(i["item"], i["quantity"], i["per_hour"]) for i in added] == [("controller t3a.small (on-demand)", 1, 0.0188)]
+    assert round(on["per_hour"] - off["per_hour"], 4) == 0.0188
