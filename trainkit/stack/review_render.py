@@ -160,7 +160,7 @@ def _controller(rev: dict) -> list[str]:
     if not rev.get("controller_policy"):
         return []
     return ["", "**Controller policy** (what the controller's instance identity may do):", ""] + \
-        [f"- {_cell(line)}" for line in rev["controller_policy"]]
+        [f"- `{_code(line)}`" for line in rev["controller_policy"]]
 
 
 def _header(rev: dict) -> list[str]:
@@ -249,6 +249,11 @@ def _details(blocks: list[list[str]], room: int) -> str:
     return "\n".join(["", f"<details><summary>All {len(blocks)} change(s), {attrs} attribute line(s)</summary>",
                       "", "```diff"] + [line for b in kept for line in b] + ["```"] + note
                      + ["", "</details>", ""])
+
+
+def _code(text: str) -> str:
+    """Text for a markdown code span (shown as it is: `*` and `<` stay literal): no backtick or line break."""
+    return str(text).replace("`", "'").replace("\n", " ").replace("\r", " ")
 
 
 def _cell(text: str) -> str:

@@ -76,3 +76,15 @@ def test_cost_before_a_plan_prices_the_controller_once_on_demand():
     added = [i for i in on["items"] if i["item"].startswith("controller ")]
     assert [(i["item"], i["quantity"], i["per_hour"]) for i in added] == [("controller t3a.small (on-demand)", 1, 0.0188)]
     assert round(on["per_hour"] - off["per_hour"], 4) == 0.0188
+
+
+def test_the_pull_request_comment_lists_each_statement_as_code():
+    from trainkit.stack.review import review
+    from trainkit.stack.review_render import to_markdown, to_text
+
+    rev = review({"resource_changes": [], **_plan(json.dumps(POLICY))}, resolve(ClusterSpec.model_validate(AWS)))
+    md, text = to_markdown(rev), to_text(rev)
+    assert "**Controller policy**" in md and "- `Allow ec2:Describe* on *`" in md
+    assert "  Allow ec2:TerminateInstances on arn:aws:ec2:*:*:instance/* if StringEquals " \
+        "aws:ResourceTag/trainkit-cluster = lab" in text
+    assert "Controller policy" not in to_text(review({"resource_changes": []}, resolve(ClusterSpec.model_validate(AWS))))
