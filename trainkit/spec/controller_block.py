@@ -109,7 +109,7 @@ def controller_type(s: Any, catalog: Catalog) -> InstanceType:
     if named is not None:
         if named not in known:
             cpu = ", ".join(i.type for i in catalog.controllers) or "none"
-            raise InputError(f"controller.instance_type: {named!r} is not a {catalog.cloud} type in the catalog",
+            raise InputError(f"controller.instance_type: {named!r} is not in the {catalog.cloud} catalog",
                              fix=f"name one of the catalog's controller types ({cpu}), or remove it to take "
                                  "the cheapest that fits")
         return known[named]

@@ -76,7 +76,7 @@ def test_a_named_type_is_checked_against_the_catalog_with_the_field_and_the_fix(
     assert controller_type(_spec(controller={"instance_type": "m5.large"}), catalog).type == "m5.large"
     with pytest.raises(InputError) as err:
         controller_type(_spec(controller={"instance_type": "t3.smal"}), catalog)
-    assert err.value.message.startswith("controller.instance_type: 't3.smal' is not a aws type")
+    assert err.value.message.startswith("controller.instance_type: 't3.smal' is not in the aws catalog")
     assert "t3.small" in err.value.fix
     with pytest.raises(InputError) as err:
         controller_type(_spec(), replace(catalog, controllers=()))
