@@ -197,8 +197,9 @@ def test_every_taggable_resource_carries_the_tags(schemas, name):
         schema = schemas.get(rtype)
         taggable = "tags" in (schema or {}).get("optional", []) if schema else None
         if rtype.startswith("aws_"):
+            # aws_iam_role_policy: an inline policy is part of its role and has no tags argument
             taggable = rtype not in {"aws_security_group_rule", "aws_route_table_association",
-                                     "aws_volume_attachment", "aws_efs_mount_target"}
+                                     "aws_volume_attachment", "aws_efs_mount_target", "aws_iam_role_policy"}
         if taggable and "var.tags" not in str(body.get("tags", "")):
             missing.append(f"{rel}: {rtype}.{rname}")
     assert not missing, "resources without var.tags:\n" + "\n".join(missing)

@@ -337,6 +337,17 @@ class Cloud:
         return names
 
 
+# Every module names its controller's resources `controller` (terraform/modules/*/controller.tf):
+# the instance, its identity and policy. They are no node: cost prices them apart (on demand).
+CONTROLLER_NAME = "controller"
+
+
+def is_controller(resource: dict) -> bool:
+    """Whether a planned or state resource ({address, ...}) is one of the controller's."""
+    name = str(resource.get("address", "")).rsplit(".", 1)[-1]
+    return name.split("[", 1)[0] == CONTROLLER_NAME
+
+
 def index_of(resource: dict) -> int:
     """The count index of a planned resource (0 when it has none)."""
     index = resource.get("index")

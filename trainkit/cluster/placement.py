@@ -16,6 +16,7 @@ import ipaddress
 from typing import Any
 
 from trainkit import errors
+from trainkit.clouds.base import is_controller
 from trainkit.money.cost import billing_records, node_spot
 from trainkit.spec.resolve import Cluster
 
@@ -31,7 +32,7 @@ def held(cluster: Cluster, resources: list[dict]) -> Placement | None:
     room, records = cluster.room, billing_records(resources)
     found = set()
     for r in resources:
-        b = room.billed(r)
+        b = None if is_controller(r) else room.billed(r)  # the controller is no node (issue 42)
         if b and b.get("node"):
             spot = node_spot(records, r.get("index"), b.get("billing"))
             found.add((r["values"].get("availability_zone"), b["node"], spot))
@@ -50,7 +51,7 @@ def held_apart(cluster: Cluster, resources: list[dict]) -> tuple[Placement | Non
                if isinstance(r.get("index"), str) and r["address"].rsplit(".", 1)[-1].startswith("zone[")}
     nodes: dict[int, Placement] = {}
     for r in resources:
-        b = room.billed(r)
+        b = None if is_controller(r) else room.billed(r)  # the controller is no node (issue 42)
         if b and b.get("node"):
             spot = node_spot(records, r.get("index"), b.get("billing"))
             nodes[r.get("index") if isinstance(r.get("index"), int) else len(nodes)] = (

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from trainkit.clouds.base import is_controller
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, nat_gateway
 
@@ -95,7 +96,22 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
             items.append(_item(f"{label} {disk['category']}", count * disk["size_gb"], "GB",
                                _per_hour(month), _basis(month, cluster)))
     items += _shared_items(cluster, nat_gateways, cluster.nas["enabled"])
+    items += [controller_item(cluster, cluster.controller.type)] if cluster.controller is not None else []
     return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
+
+
+def controller_item(cluster, kind: str | None) -> dict:
+    """The controller instance (issue 42) as a cost item: one `kind` on demand (a controller is never
+    spot), priced from the catalog's controllers (or node types); unknown when the catalog has no
+    price or the type is not in it, never guessed. Its root disk is not priced (the nodes' disk
+    category and size)."""
+    kind = kind or (cluster.controller.type if cluster.controller is not None else None)
+    known = {i.type: i for i in (*cluster.catalog.controllers, *cluster.catalog.instances)}
+    inst = known.get(kind)
+    price = inst.on_demand if inst is not None else None
+    basis = (f"on demand ({price_source(cluster)})" if price is not None else
+             "price unknown" if inst is not None else f"{kind} not in the catalog")
+    return _item(f"controller {kind} (on-demand)", 1, "instance", price, basis)
 
 
 def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
@@ -103,6 +119,8 @@ def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
     the cloud room's `billed`; NAT gateways are the `*_nat_gateway` resources."""
     room = cluster.room
     records = billing_records(resources)
+    controllers = [b["node"] for b in (room.billed(r) for r in resources if is_controller(r)) if b and "node" in b]
+    resources = [r for r in resources if not is_controller(r)]
     billed = []
     for r in resources:
         b = room.billed(r)
@@ -112,7 +130,11 @@ def resources_cost(cluster, resources: list[dict]) -> dict[str, Any]:
         if b:
             billed.append(b)
     nat = sum(1 for r in resources if r["type"].endswith("_nat_gateway"))
-    return billed_cost(cluster, billed, nat, nas=any(b.get("nas") for b in billed))
+    out = billed_cost(cluster, billed, nat, nas=any(b.get("nas") for b in billed))
+    if not controllers:
+        return out
+    items = out["items"] + [controller_item(cluster, kind) for kind in controllers]
+    return {**out, **totals(items, out["currency"], out["billing"], out["price_source"])}
 
 
 def billing_records(resources: list[dict]) -> dict[int | None, dict]:

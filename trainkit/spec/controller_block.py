@@ -21,8 +21,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from trainkit.catalog import Catalog, InstanceType, controller_types
 from trainkit.clouds import Cloud
 from trainkit.clouds.base import NODES_HOSTS, NODES_SCHEDULER, NODES_TERRAFORM
+from trainkit.errors import InputError
+
+# The smallest controller the catalog pick accepts. Memory: the controller runs `terraform apply`
+# with the cloud's provider plugin, and the AWS provider alone has been measured at hundreds of MB
+# RSS per process and plans failing with out-of-memory on a 1.6 GB allowance
+# (hashicorp/terraform-provider-aws #31722, #29631, #5084), beside Python (trainkit, ansible-runner).
+# vCPUs: terraform core and its provider plugin are separate processes, and Ansible forks per host.
+# 2 vCPU / 2 GiB is the smallest general-purpose size each catalog's controllers: list offers.
+CONTROLLER_MIN_VCPUS = 2
+CONTROLLER_MIN_RAM_GB = 2
 
 
 class ControllerSpec(BaseModel):
@@ -66,3 +77,45 @@ def problems(s: Any, room: Cloud) -> list[str]:
         out.append("controller.host: target hosts runs the controller on a host you name; set "
                    "controller.host to one of hosts:")
     return out
+
+
+def controller_wanted(s: Any, recover: bool, detach: bool) -> bool:
+    """Whether a run started with `--recover`/`--detach` hands its loop to a controller: the spec's
+    `controller.enabled` when set; unset, exactly for `train --recover --detach` on spot. Never on a
+    target that runs none (local, slurm)."""
+    if s.room.node_source not in (NODES_TERRAFORM, NODES_HOSTS):
+        return False
+    if s.controller.enabled is not None:
+        return s.controller.enabled
+    return recover and detach and bool(s.spot.enabled)
+
+
+def rendered(s: Any) -> bool:
+    """Whether the cloud module renders the controller instance: `controller.enabled: true` on a
+    Terraform target. ("auto" is decided at run time: the runtime renders with `controller_type`.)"""
+    return bool(s.controller.enabled) and s.room.node_source == NODES_TERRAFORM
+
+
+def controller_type(s: Any, catalog: Catalog) -> InstanceType:
+    """The controller's instance type: `controller.instance_type` (a type of the catalog: its CPU
+    `controllers:` or its node types), else the cheapest CPU-only type of the catalog with at least
+    CONTROLLER_MIN_VCPUS and CONTROLLER_MIN_RAM_GB, priced on demand (a controller is never spot).
+
+    The catalog is per cloud, not per zone: its controller types are general-purpose families every
+    region sells. InputError naming controller.instance_type when the named type is unknown or no
+    type fits."""
+    named = s.controller.instance_type
+    known = {i.type: i for i in (*catalog.controllers, *catalog.instances)}
+    if named is not None:
+        if named not in known:
+            cpu = ", ".join(i.type for i in catalog.controllers) or "none"
+            raise InputError(f"controller.instance_type: {named!r} is not in the {catalog.cloud} catalog",
+                             fix=f"name one of the catalog's controller types ({cpu}), or remove it to take "
+                                 "the cheapest that fits")
+        return known[named]
+    fits = controller_types(catalog, CONTROLLER_MIN_VCPUS, CONTROLLER_MIN_RAM_GB)
+    if not fits:
+        raise InputError(f"controller.instance_type: the {catalog.cloud} catalog lists no CPU type with "
+                         f">= {CONTROLLER_MIN_VCPUS} vCPUs and >= {CONTROLLER_MIN_RAM_GB} GiB",
+                         fix="set controller.instance_type to a type your account can launch")
+    return fits[0]

@@ -17,7 +17,7 @@ from trainkit.clouds import Cloud
 from trainkit.clouds.base import NODES_SCHEDULER, USER_CATALOG, USER_CURRENT
 from trainkit.clouds.checks import problems as cloud_problems
 from trainkit.errors import InputError, SpecError
-from trainkit.spec import placeholders
+from trainkit.spec import controller_block, placeholders
 from trainkit.spec.safety import check_ttl, parse_minutes
 from trainkit.spec.schema import RESERVED_TAG, ClusterSpec, load_spec, node_count
 
@@ -47,6 +47,9 @@ class Cluster:
     # The target's room (trainkit.clouds): what every step asks instead of the target's name. Set
     # once by resolve(); a Cluster built without one takes its spec's.
     room: Cloud = None  # type: ignore[assignment]
+    # The controller's instance type when the module renders one (controller_block.rendered), else
+    # None; the runtime sets it for "auto" (dataclasses.replace with controller_block.controller_type).
+    controller: InstanceType | None = None
 
     def __post_init__(self) -> None:
         if self.room is None:
@@ -134,6 +137,7 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
     return Cluster(spec=spec, source=source, instance=inst, catalog=catalog, image=image,
                    ssh_user=_ssh_user(spec, room, d), system_disk=system_disk,
                    data_disk=data_disk, nas=nas, room=room,
+                   controller=controller_block.controller_type(spec, catalog) if controller_block.rendered(spec) else None,
                    warnings=tuple(advise(inst, spec.nodes)))
 
 
@@ -228,7 +232,25 @@ def module_variables(cluster: Cluster, ssh_public_key: str) -> dict[str, Any]:
         "tags": tags(s),
         "node_placement": cluster.node_placement or {},
         **safety_variables(cluster),
+        **controller_variables(cluster),
     }
+
+
+def controller_variables(cluster: Cluster) -> dict[str, Any]:
+    """{"controller": {instance_type, state_bucket, state_prefix, lock_table}} when the cluster has a
+    controller, else {} (the module's default, null: no controller, and every stack rendered before
+    issue 42 stays byte-identical). The state fields scope the controller's policy to the spec's
+    remote state (the objects under `<bucket>/<prefix>/`, the lock table); null with a local backend."""
+    if cluster.controller is None:
+        return {}
+    s, b = cluster.spec, cluster.spec.backend
+    remote = b.type != "local"
+    return {"controller": {
+        "instance_type": cluster.controller.type,
+        "state_bucket": b.bucket if remote else None,
+        "state_prefix": (b.prefix or s.name) if remote else None,
+        "lock_table": (b.dynamodb_table or b.tablestore_table) if remote else None,
+    }}
 
 
 def safety_variables(cluster: Cluster) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 from trainkit.money.cost import HOURS_PER_MONTH, no_cost, resources_cost
 from trainkit.spec import safety as safety_nets
 from trainkit.spec.resolve import Cluster
+from trainkit.stack.controller_review import policy_lines
 from trainkit.stack.plan_diff import changed_attributes
 from trainkit.stack.plan_rules import (
     ROLE_KEYWORDS,
@@ -257,7 +258,9 @@ def review(plan: dict, cluster: Cluster, extra_findings: list[dict] | None = Non
     if lost:
         found.append(_finding(STORAGE_LOSS, "warn", f"destroys the data on {', '.join(lost)}: `apply --yes` "
                               "refuses this plan unless given --allow-storage-loss"))
-    return _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster) + release_lines)
+    rev = _review(cluster, changes(plan, disrupted), cost_, found, safety(cluster) + release_lines)
+    policy = policy_lines(plan)
+    return {**rev, "controller_policy": policy} if policy else rev
 
 
 # Alibaba auto_release_time and Huawei auto_terminate_time must lie at least 30 minutes after the

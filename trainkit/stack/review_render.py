@@ -136,6 +136,9 @@ def to_text(rev: dict) -> str:
     if not rev["findings"]:
         lines.append("Findings: none")
     lines += [f"  safety: {s}" for s in rev.get("safety", [])]
+    if rev.get("controller_policy"):
+        lines.append("Controller policy (what the controller's instance identity may do):")
+        lines += [f"  {line}" for line in rev["controller_policy"]]
     if ch["addresses"]:
         lines.append(f"Changes ({len(ch['addresses'])}):")
         lines += [f"  {line}" for a in ch["addresses"] for line in change_lines(a)]
@@ -148,9 +151,16 @@ def to_markdown(rev: dict, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     if rev.get("note"):
         return f"{title}\n\n{rev['note']}\n"
     head = "\n".join([title, ""] + _header(rev) + _danger(rev) + _summary(rev) + _placement(rev) + _cost(rev)
-                     + _findings(rev))
+                     + _findings(rev) + _controller(rev))
     blocks = [change_lines(a) for a in rev["changes"]["addresses"]]
     return head + _details(blocks, limit - len(head) - _MARGIN)
+
+
+def _controller(rev: dict) -> list[str]:
+    if not rev.get("controller_policy"):
+        return []
+    return ["", "**Controller policy** (what the controller's instance identity may do):", ""] + \
+        [f"- `{_code(line)}`" for line in rev["controller_policy"]]
 
 
 def _header(rev: dict) -> list[str]:
@@ -239,6 +249,11 @@ def _details(blocks: list[list[str]], room: int) -> str:
     return "\n".join(["", f"<details><summary>All {len(blocks)} change(s), {attrs} attribute line(s)</summary>",
                       "", "```diff"] + [line for b in kept for line in b] + ["```"] + note
                      + ["", "</details>", ""])
+
+
+def _code(text: str) -> str:
+    """Text for a markdown code span (shown as it is: `*` and `<` stay literal): no backtick or line break."""
+    return str(text).replace("`", "'").replace("\n", " ").replace("\r", " ")
 
 
 def _cell(text: str) -> str:

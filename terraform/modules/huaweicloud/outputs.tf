@@ -35,3 +35,18 @@ output "ssh_public_key" {
   description = "The cluster's SSH public key, so every workspace of the cluster renders the same key"
   value       = var.ssh_public_key
 }
+
+output "controller" {
+  description = "The controller instance (id, private_ip, public_ip, role), or null when there is none"
+  value = try({
+    id         = huaweicloud_compute_instance.controller[0].id
+    private_ip = huaweicloud_compute_instance.controller[0].access_ip_v4
+    public_ip  = huaweicloud_compute_instance.controller[0].public_ip != "" ? huaweicloud_compute_instance.controller[0].public_ip : null
+    role       = huaweicloud_identity_agency.controller[0].name
+  }, null)
+}
+
+output "controller_policy" {
+  description = "The controller's policy document (JSON), or null when there is no controller"
+  value       = var.controller == null ? null : local.controller_policy
+}

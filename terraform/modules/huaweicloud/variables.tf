@@ -256,3 +256,24 @@ variable "node_placement" {
     error_message = "node_placement: nodes placed in the same zone must give the same subnet_cidr."
   }
 }
+
+variable "controller" {
+  description = "The controller instance (issue 42), or null for none: instance_type (on demand, never spot); state_bucket, state_prefix and lock_table scope its policy to the remote state (null with a local backend)"
+  type = object({
+    instance_type = string
+    state_bucket  = optional(string)
+    state_prefix  = optional(string)
+    lock_table    = optional(string)
+  })
+  default = null
+
+  validation {
+    condition     = var.controller == null ? true : length(var.controller.instance_type) > 0
+    error_message = "controller.instance_type must not be empty."
+  }
+
+  validation {
+    condition     = var.controller == null ? true : (var.controller.state_bucket == null) == (var.controller.state_prefix == null)
+    error_message = "controller: state_bucket and state_prefix go together (both, or neither with a local backend)."
+  }
+}

@@ -34,3 +34,18 @@ output "ssh_public_key" {
   description = "The cluster's SSH public key, so every workspace of the cluster renders the same key"
   value       = var.ssh_public_key
 }
+
+output "controller" {
+  description = "The controller instance (id, private_ip, public_ip, role), or null when there is none"
+  value = try({
+    id         = tencentcloud_instance.controller[0].id
+    private_ip = tencentcloud_instance.controller[0].private_ip
+    public_ip  = tencentcloud_instance.controller[0].public_ip != "" ? tencentcloud_instance.controller[0].public_ip : null
+    role       = tencentcloud_cam_role.controller[0].name
+  }, null)
+}
+
+output "controller_policy" {
+  description = "The controller's policy document (JSON), or null when there is no controller"
+  value       = var.controller == null ? null : local.controller_policy
+}

@@ -22,3 +22,13 @@ output "ssh_public_key" {
   description = "The cluster's SSH public key: a second workspace renders this one, not a new key"
   value       = module.cluster.ssh_public_key
 }
+
+output "controller" {
+  description = "The controller instance (id, private_ip, public_ip, role), or null when there is none"
+  value       = module.cluster.controller
+}
+
+output "controller_policy" {
+  description = "What the controller's instance identity may do (the policy document, JSON), or null"
+  value       = module.cluster.controller_policy
+}

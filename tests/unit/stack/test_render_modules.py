@@ -13,7 +13,7 @@ from trainkit import clouds
 REPO = Path(__file__).resolve().parents[3]
 MODULES = REPO / "terraform" / "modules"
 CLOUDS = clouds.TERRAFORM_TARGETS
-OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user", "ssh_public_key"]
+OUTPUTS = ["nodes", "nas", "data_disk_device", "ssh_user", "ssh_public_key", "controller", "controller_policy"]
 
 
 def blocks(cloud: str, filename: str, kind: str) -> dict[str, dict]:
