@@ -59,6 +59,8 @@ class Catalog:
     price_source: str | None = None
     price_date: str | None = None
     price_region: str | None = None
+    # CPU-only types a controller may run on (the file's `controllers:`); never nodes' types.
+    controllers: tuple[InstanceType, ...] = ()
 
     def get(self, type_name: str) -> InstanceType:
         """The named type; InputError with the closest names when it is not in the catalog."""
@@ -95,7 +97,8 @@ def _read(path: str, mtime_ns: int) -> Catalog:
     """Parse a catalog file once per version of it (Catalog is immutable, so sharing is safe)."""
     data = yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     instances = tuple(InstanceType(**row) for row in data["instances"])
-    return Catalog(cloud=data["cloud"], currency=data["currency"], instances=instances,
+    controllers = tuple(InstanceType(**row) for row in data.get("controllers") or ())
+    return Catalog(cloud=data["cloud"], currency=data["currency"], instances=instances, controllers=controllers,
                    defaults=data.get("defaults", {}), choices=data.get("choices", {}),
                    storage_prices=data.get("storage_prices") or {},
                    price_source=data.get("price_source"), price_date=data.get("price_date"),
@@ -229,3 +232,12 @@ def select(catalog: Catalog, gpu: str | None = None, gpus: int | None = None,
     raise InputError(f"instance: no {catalog.cloud} type has gpu={gpu or 'any'}, "
                      f"gpus_per_node>={gpus or 1}, min_gpu_memory_gb>={min_gpu_memory_gb or 0}",
                      fix=f"relax the requirements; see `trainkit catalog --cloud {catalog.cloud}`")
+
+
+def controller_types(catalog: Catalog, min_vcpus: int, min_ram_gb: float) -> list[InstanceType]:
+    """The catalog's CPU-only `controllers:` with at least `min_vcpus` and `min_ram_gb`, x86_64 only
+    (the module boots the nodes' image on the controller), cheapest on-demand first (sort_key:
+    unknown prices last, then fewer vCPUs, then the name). A controller is never spot."""
+    rows = [i for i in catalog.controllers if not i.gpus and i.arch == "x86_64"
+            and (i.vcpus or 0) >= min_vcpus and (i.ram_gb or 0) >= min_ram_gb]
+    return sorted(rows, key=lambda i: sort_key(i, spot=False))
