@@ -54,7 +54,7 @@ def cost(spec, hours, reclaims_per_day, band, checkpoint_every, checkpoint_secon
     Spot adds checkpoint overhead, the work lost per reclaim (half a checkpoint interval) plus
     the restart time, and the on-demand controller that runs the recovery loop; the last line is
     spot/on-demand for the same work. Reclaims come from the cloud's published figure
-    (docs/cost.md). Unknown prices stay unknown. The newest run in the workspace (--workdir)
+    (`trainkit docs cost`). Unknown prices stay unknown. The newest run in the workspace (--workdir)
     gives the checkpoint time unless --checkpoint-seconds does.
 
     \b
@@ -119,7 +119,7 @@ def _spot_lines(p: dict, out: dict) -> list[str]:
              f"{p['lost_hours_per_reclaim'] * 60:.1f} min lost per reclaim"]
     if rate.get("source"):
         url = re.search(r"https?://\S+?(?=[),;]|$|\s)", rate["source"])
-        lines.append(f"{pad}reclaim figure from {url.group(0) if url else rate['source']} (docs/cost.md)")
+        lines.append(f"{pad}reclaim figure from {url.group(0) if url else rate['source']} (`trainkit docs cost`)")
     ctrl = p["controller"]
     if ctrl["per_hour"] is not None:
         lines.append(f"{pad}+ controller {ctrl['type']} at {ctrl['per_hour']:g}/h for the wall time")
