@@ -19,7 +19,7 @@ minute of a one-minute run here; ten minutes of a month on a cloud): the measure
 upper bound of a cloud's, and the model's figure for the real job is printed beside it.
 
 Priced from the catalog (the on-demand price of a real GPU type; its spot price where the catalog
-or a price file has one) and the runs' cost ledgers (summary.json node-hours over the attempts,
+or the file `trainkit prices refresh` wrote for its region has one) and the runs' cost ledgers (summary.json node-hours over the attempts,
 plus every node's time between attempts, which the cloud bills too), with the controller (the
 catalog's cheapest CPU type, money/spot.py) for the spot run's wall time. Where the catalog has no
 spot price, the spot/on-demand ratio is printed at several price ratios, with the highest price
@@ -231,11 +231,13 @@ def _real_job(tr: dict, prices: dict, model) -> None:
 
 
 def _prices() -> dict:
-    from trainkit.catalog import load_catalog
+    from trainkit.catalog import load_catalog, refreshed_price_file, with_prices
     from trainkit.clouds import get
     from trainkit.money import spot as model
 
     cat = load_catalog(get(CLOUD))
+    refreshed = refreshed_price_file(CLOUD, cat.price_region)   # `trainkit prices refresh` (spot included)
+    cat = with_prices(cat, refreshed) if refreshed else cat
     inst = cat.get(PRICED)
     return {"on_demand": inst.on_demand, "spot": inst.spot, "controller": model.controller_price(cat),
             "currency": cat.currency, "source": cat.price_source}
@@ -248,7 +250,8 @@ def _ratios(od_h: float, sp_h: float, prices: dict, model) -> None:
     ratios = [prices["spot"] / prices["on_demand"]] if prices["spot"] else list(PRICE_RATIOS)
     for p in ratios:
         out = model.price_ratio(NODES, od_h, sp_h, prices["on_demand"], prices["on_demand"] * p, ctrl["per_hour"])
-        print(f"  spot at {p:.0%} of on-demand: spot/on-demand = {out['ratio']:.3f}")
+        said = f"the catalog's spot price {prices['spot']:g}/h, {p:.0%}" if prices["spot"] else f"{p:.0%}"
+        print(f"  spot at {said} of on-demand: spot/on-demand = {out['ratio']:.3f}")
     be = model.break_even_price_ratio(0.30, NODES, od_h, sp_h, ctrl["per_hour"], prices["on_demand"])
     print(f"  the seed's <= 0.30 holds while spot costs at most {be:.1%} of on-demand" if be else
           "  the seed's <= 0.30 is out of reach at any spot price")
