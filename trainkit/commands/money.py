@@ -23,6 +23,7 @@ from trainkit.errors import InputError
 from trainkit.money import billing
 from trainkit.money import prices as price_api
 from trainkit.spec.resolve import nat_gateway
+from trainkit.spec.train_config import check_train_config
 from trainkit.workspace import Workspace
 
 
@@ -40,6 +41,9 @@ from trainkit.workspace import Workspace
 @click.option("--checkpoint-every", type=Finite(min=0, min_open=True, max=1e7), default=None,
               help="Seconds between checkpoints, as your train config's checkpoint.interval "
                    "(default: Young's interval from the checkpoint time and the reclaim rate).")
+@click.option("--config", "train_config", type=click.Path(dir_okay=False), default=None,
+              help="Your train config: its checkpoint.interval in seconds is the interval "
+                   "('auto' or unset: Young's).")
 @click.option("--checkpoint-seconds", type=Finite(min=0, min_open=True), default=None,
               help="Seconds to write a checkpoint (default: measured by the newest run, else 60).")
 @click.option("--restart-seconds", type=Finite(min=0), default=None,
@@ -47,8 +51,8 @@ from trainkit.workspace import Workspace
 @prices_option
 @workdir_option
 @format_option()
-def cost(spec, hours, reclaims_per_day, band, checkpoint_every, checkpoint_seconds, restart_seconds, price_file,
-         workdir, fmt):
+def cost(spec, hours, reclaims_per_day, band, checkpoint_every, train_config, checkpoint_seconds, restart_seconds,
+         price_file, workdir, fmt):
     """Compare on-demand, subscription and spot with checkpoints for HOURS of training.
 
     Spot adds checkpoint overhead, the work lost per reclaim (half a checkpoint interval) plus
@@ -61,6 +65,7 @@ def cost(spec, hours, reclaims_per_day, band, checkpoint_every, checkpoint_secon
     Example:
       trainkit cost examples/clusters/aws.yaml --hours 100 --checkpoint-every 1800
       trainkit cost examples/clusters/aws.yaml --hours 100 --band '10-15%' --json
+      trainkit cost examples/clusters/aws.yaml --hours 100 --config examples/train/digits.yaml
     """
 
     cluster, spec, workdir, _ = load_named(spec, workdir, price_file)
@@ -70,16 +75,35 @@ def cost(spec, hours, reclaims_per_day, band, checkpoint_every, checkpoint_secon
     measured = measured_checkpoint_s(Workspace.for_cluster(cluster.name, workdir).runs_dir)
     ckpt = checkpoint_seconds or measured or billing.DEFAULT_CHECKPOINT_S
     source = "given" if checkpoint_seconds else "measured by the newest run" if measured else "default"
+    checkpoint_every, every_source = interval_from(checkpoint_every, train_config)
     if band is not None and reclaims_per_day is not None:
         raise InputError("--band and --reclaims-per-day: give one", fix="drop --band to use your own rate")
     out = billing.compare(
         cluster, hours, cluster.nodes, 1 if nat_gateway(cluster.spec) else 0, reclaims_per_day, ckpt,
         billing.DEFAULT_RESTART_S if restart_seconds is None else restart_seconds, checkpoint_every, band)
-    out.update(checkpoint_s=ckpt, checkpoint_source=source, checkpoint_every=checkpoint_every)
+    out.update(checkpoint_s=ckpt, checkpoint_source=source, checkpoint_every=checkpoint_every,
+               checkpoint_every_source=every_source)
     if fmt == "json":
         click.echo(dump_json(out))
         return
     click.echo(to_text(out))
+
+
+def interval_from(checkpoint_every: float | None, train_config: str | None) -> tuple[float | None, str | None]:
+    """(seconds between checkpoints or None for Young's, where it came from) from --checkpoint-every
+    or the train config's checkpoint.interval. InputError naming the options when both are given,
+    and naming checkpoint.every_n_steps (steps, not seconds) when the config counts steps."""
+    if train_config is None:
+        return checkpoint_every, "given" if checkpoint_every is not None else None
+    if checkpoint_every is not None:
+        raise InputError("--checkpoint-every and --config: give one", fix="drop one of them")
+    ckpt = check_train_config(train_config).config.checkpoint
+    if ckpt.every_n_steps is not None:
+        raise InputError(f"--config {train_config}: checkpoint.every_n_steps counts steps, not seconds",
+                         fix="pass --checkpoint-every SECONDS (the steps times the seconds a step takes)")
+    if isinstance(ckpt.interval, (int, float)):
+        return float(ckpt.interval), f"checkpoint.interval of {Path(train_config).name}"
+    return None, None
 
 
 def to_text(out: dict) -> str:
@@ -114,7 +138,7 @@ def _spot_lines(p: dict, out: dict) -> list[str]:
     """The spot plan's model in words: interval, reclaims and their source, lost time, controller."""
     pad, rate = f"  {'':<13}", out["reclaims"]
     every = "no reclaims expected" if p["interval_s"] is None else \
-        f"checkpoint every {p['interval_s']:g} s ({'given' if out.get('checkpoint_every') else 'Young'})"
+        f"checkpoint every {p['interval_s']:g} s ({out.get('checkpoint_every_source') or 'Young'})"
     lines = [f"{pad}{every}, {p['reclaims_per_day']:.4g} reclaims/day ({rate['basis']}), "
              f"{p['lost_hours_per_reclaim'] * 60:.1f} min lost per reclaim"]
     if rate.get("source"):

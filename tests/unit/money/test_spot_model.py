@@ -87,10 +87,25 @@ def test_cost_says_what_spot_saves_at_the_given_checkpoint_interval(capsys, monk
     assert code == 0 and "checkpoint every 1800 s (given)" in text and "spot / on-demand for the same work" in text
 
 
+def test_cost_takes_the_interval_from_the_train_config(capsys, monkeypatch, tmp_path):
+    config = tmp_path / "train.yaml"
+    config.write_text("checkpoint: {interval: 900}\n")
+    code, text = _cost(capsys, monkeypatch, tmp_path, "--config", str(config), "--json")
+    out = json.loads(text)
+    assert code == 0 and out["checkpoint_every"] == 900 and "train.yaml" in out["checkpoint_every_source"]
+    assert next(p for p in out["plans"] if p["plan"] == "spot")["interval_s"] == 900
+    code, text = _cost(capsys, monkeypatch, tmp_path, "--config", str(REPO / "examples/train/digits.yaml"), "--json")
+    assert code == 0 and json.loads(text)["checkpoint_every"] is None    # interval: auto -> Young's
+
+
 @pytest.mark.parametrize("args,option", [(["--checkpoint-every", "0"], "--checkpoint-every"),
+                                         (["--checkpoint-every", "60", "--config", "{steps}"], "--config"),
+                                         (["--config", "{steps}"], "checkpoint.every_n_steps"),
                                          (["--checkpoint-every", "nan"], "--checkpoint-every"),
                                          (["--band", "7%"], "--band"),
                                          (["--band", "<5%", "--reclaims-per-day", "1"], "--band")])
 def test_cost_refuses_bad_spot_options_naming_them(capsys, monkeypatch, tmp_path, args, option):
-    code, text = _cost(capsys, monkeypatch, tmp_path, *args)
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("checkpoint: {every_n_steps: 50}\n")
+    code, text = _cost(capsys, monkeypatch, tmp_path, *(a.replace("{steps}", str(steps)) for a in args))
     assert code == 2 and option in text and "Traceback" not in text
