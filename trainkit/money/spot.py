@@ -26,12 +26,7 @@ import math
 from typing import Any
 
 from trainkit.catalog import Catalog, controller_types
-
-# The controller type rule of the controller helper (spec/controller_block.py on branch c42a,
-# CONTROLLER_MIN_VCPUS / _RAM_GB there, cited from terraform-provider-aws #31722): the cheapest
-# CPU-only type of the catalog's `controllers:` with at least 2 vCPUs and 2 GiB.
-CONTROLLER_MIN_VCPUS = 2
-CONTROLLER_MIN_RAM_GB = 2
+from trainkit.spec.controller_block import CONTROLLER_MIN_RAM_GB, CONTROLLER_MIN_VCPUS
 
 
 def young_interval_s(checkpoint_write_s: float, reclaims_per_day: float) -> float | None:
@@ -68,7 +63,8 @@ def spot_wall(work_hours: float, reclaims_per_day: float, interval_s: float | No
 
 
 def controller_price(catalog: Catalog | None) -> dict[str, Any]:
-    """{type, per_hour, basis} of the controller by the rule above, on-demand (never spot);
+    """{type, per_hour, basis} of the controller by spec/controller_block.py's rule (the cheapest
+    CPU-only type that fits), on-demand (never spot);
     per_hour None where the catalog has no fitting type or no price for it."""
     fits = controller_types(catalog, CONTROLLER_MIN_VCPUS, CONTROLLER_MIN_RAM_GB) if catalog else []
     if not fits:
