@@ -1,9 +1,9 @@
 """The controller of a handed-off run (`train --recover --detach` with `controller:`): pure decisions.
 
 On target `hosts` the recovery loop moves to the host `controller.host` names, into its own folder
-under launch.root (node-local, like the rest of trainkit's files there):
+beside launch.root (node-local, like trainkit's files there):
 
-    <launch.root>/controller/<run-id>/
+    <launch.root>-controller/<run-id>/
         cluster.yaml        the user's spec, ssh.private_key pointing at the key below
         ssh/id_ed25519      a key pair generated there (the user's private key never travels);
                             its public half is authorized on every host of the cluster
@@ -51,7 +51,9 @@ class HandOff:
 
     @property
     def dir(self) -> str:
-        return str(PurePosixPath(self.root) / "controller" / self.run_id)
+        """Beside launch.root, not in it: `--down`'s destroy removes launch.root while the loop
+        still runs from here (its workspace, ansible-runner's files)."""
+        return str(PurePosixPath(self.root.rstrip("/") + "-controller") / self.run_id)
 
     def path(self, *parts: str) -> str:
         return str(PurePosixPath(self.dir, *parts))
@@ -66,8 +68,9 @@ class HandOff:
     unit = property(lambda self: UNIT_PREFIX + self.run_id)
 
     def argv(self, options: list[str]) -> list[str]:
-        """The loop's command: re-attach to the run with --recover, `options` (poll, backoff, --down...) after."""
-        return [self.python, "-m", "trainkit", "train", self.spec, "--workdir", self.ws, "--attach", self.run_id,
+        """The loop's command: re-attach to the run with --recover, `options` (poll, backoff, --down...) after;
+        its own registry of workspaces (cluster/registry.py), not the host user's."""
+        return ["env", f"TRAINKIT_STATE_DIR={self.path('state')}", self.python, "-m", "trainkit", "train", self.spec, "--workdir", self.ws, "--attach", self.run_id,
                 "--recover", *options]
 
     def record(self, service: str) -> dict[str, Any]:
@@ -108,13 +111,15 @@ SYSTEMD_TEST = '[ -d /run/systemd/system ] && [ "$(id -u)" = 0 ] && command -v s
 def loop_script(plan: HandOff, argv: list[str]) -> str:
     """The restart loop (no systemd): records its pid, runs `argv` (its pid in child.pid, output
     appended to the log), and starts it again RESTART_S later unless it exited with one of
-    FINAL_EXITS or the stop file exists (`cancel`: stop_script)."""
+    FINAL_EXITS or the stop file exists (`cancel`: stop_script). A run that ended well with
+    `--down` (the `down` file) takes the controller's key pair with it: the controller goes last."""
     q = shlex.quote
     finals = " ".join(str(c) for c in FINAL_EXITS)
-    return (f"echo $$ > {q(plan.loop_pid)}; while :; do {shlex.join(argv)} >>{q(plan.log)} 2>&1 & "
+    return (f"echo $$ > {q(plan.loop_pid)}; rm -f {q(plan.path('stop'))}; while :; do {shlex.join(argv)} >>{q(plan.log)} 2>&1 & "
             f"echo $! > {q(plan.child_pid)}; wait $!; rc=$?; echo \"controller: exit $rc\" >>{q(plan.log)}; "
             f"case \" {finals} \" in *\" $rc \"*) break;; esac; [ -e {q(plan.path('stop'))} ] && break; "
-            f"sleep {RESTART_S}; done; rm -f {q(plan.loop_pid)}")
+            f"sleep {RESTART_S}; done; rm -f {q(plan.loop_pid)}; "
+            f"if [ \"$rc\" = 0 ] && [ -e {q(plan.path('down'))} ]; then rm -rf {q(plan.path('ssh'))}; fi")
 
 
 def alive_script(record: dict[str, Any]) -> str:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import shutil
+import socket
 import tarfile
 import time
 from dataclasses import replace
@@ -63,7 +65,7 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     plan = ctl.HandOff(run_dir.name, host.name, host.paths.root, host.python, config.name)
     public = _keygen(host, plan)
     _authorize(hosts, public, plan)
-    _ship(host, plan, _bundle(cluster, ws, run_dir, plan, config))
+    _ship(host, plan, _bundle(cluster, ws, run_dir, plan, config, down))
     service = _must(host, ctl.start_script(plan, plan.argv(ctl.loop_options(opts, down))), plan,
                     "start the loop").strip().splitlines()[-1]
     held = plan.record(service)
@@ -145,9 +147,9 @@ def _authorize(hosts: list[tuple[Node, str]], public: str, plan: ctl.HandOff) ->
                                                         f"then attach: trainkit train SPEC --attach {plan.run_id}")
 
 
-def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, config: Path) -> bytes:
+def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, config: Path, down: bool) -> bytes:
     """The tar (in memory) of what the loop reads, paths relative to the controller's folder."""
-    files: dict[str, bytes] = {"cluster.yaml": _spec_text(cluster, plan).encode(),
+    files: dict[str, bytes] = {"cluster.yaml": _spec_text(cluster, plan).encode(), **({"down": b""} if down else {}),
                                f"config/{config.name}": config.read_bytes()}
     theirs = Workspace(Path(plan.ws), ws.cluster)
     ctl_cluster = _for_controller(cluster, plan)
@@ -234,6 +236,27 @@ def stop_controller(cluster: Cluster, ws: Workspace, run_dir: Path) -> str | Non
         host.sh(ctl.stop_script(held), timeout=SSH_S)
     runs.event(run_dir, "controller_stopped", host=held.get("host"))
     return str(held.get("host"))
+
+
+def is_controller(ws: Workspace, record: dict[str, Any]) -> bool:
+    """Whether `ws` is the workspace of the controller that holds the run of `record`."""
+    held = record.get("controller") or {}
+    return ws.root.name == "ws" and str(ws.root.parent) == held.get("dir")
+
+
+def keep_results(ws: Workspace, run_dir: Path, say: Callable[[str], None]) -> str:
+    """Before `--down` destroys the cluster from the controller: the run's folder (record, events,
+    fetched logs and summary) copied to the shared storage, beside the run's files there
+    (<work>/runs/<id>/controller/); without shared storage it stays in the controller's folder.
+    Returns where the results are; says it."""
+    _, group = read_nodes(ws.inventory_yml)
+    where = str(run_dir)
+    if group.shared_work_dir:
+        dest = Path(remote.layout_for(group, run_dir.name).run_dir) / "controller"
+        shutil.copytree(run_dir, dest, dirs_exist_ok=True)
+        where = str(dest)
+    say(f"run {run_dir.name}: results kept in {where} (on {socket.gethostname()})")
+    return where
 
 
 def refuse_unsupported(cluster: Cluster, job: Any) -> None:

@@ -92,7 +92,11 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
         if record.get("controller"):   # handed off: its controller alive refuses, gone is taken over
             handoff.check_attach(cluster, ws, run_dir, say)
         job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
-        return follow(req.spec, cluster, ws, job, run_dir, req.opts, len(record["attempts"]), echo)
+        try:
+            return follow(req.spec, cluster, ws, job, run_dir, req.opts, len(record["attempts"]), echo)
+        finally:   # the controller's --down: the results go where the destroy leaves them
+            if req.down and handoff.is_controller(ws, record):
+                handoff.keep_results(ws, run_dir, say)
     started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
     try:
         cluster, job, run_dir, attempt = _start_locked(cluster, ws, req, say, started)
