@@ -108,7 +108,7 @@ def start_script(plan: HandOff, argv: list[str]) -> str:
 SYSTEMD_TEST = '[ -d /run/systemd/system ] && [ "$(id -u)" = 0 ] && command -v systemd-run >/dev/null'
 
 
-def loop_script(plan: HandOff, argv: list[str]) -> str:
+def loop_script(plan: HandOff, argv: list[str], restart_s: float = RESTART_S) -> str:
     """The restart loop (no systemd): records its pid, runs `argv` (its pid in child.pid, output
     appended to the log), and starts it again RESTART_S later unless it exited with one of
     FINAL_EXITS or the stop file exists (`cancel`: stop_script). A run that ended well with
@@ -118,7 +118,7 @@ def loop_script(plan: HandOff, argv: list[str]) -> str:
     return (f"echo $$ > {q(plan.loop_pid)}; rm -f {q(plan.path('stop'))}; while :; do {shlex.join(argv)} >>{q(plan.log)} 2>&1 & "
             f"echo $! > {q(plan.child_pid)}; wait $!; rc=$?; echo \"controller: exit $rc\" >>{q(plan.log)}; "
             f"case \" {finals} \" in *\" $rc \"*) break;; esac; [ -e {q(plan.path('stop'))} ] && break; "
-            f"sleep {RESTART_S}; done; rm -f {q(plan.loop_pid)}; "
+            f"sleep {restart_s}; done; rm -f {q(plan.loop_pid)}; "
             f"if [ \"$rc\" = 0 ] && [ -e {q(plan.path('down'))} ]; then rm -rf {q(plan.path('ssh'))}; fi")
 
 
@@ -139,7 +139,7 @@ def stop_script(record: dict[str, Any]) -> str:
     q = shlex.quote
     d = PurePosixPath(record["dir"])
     return (f"touch {q(str(d / 'stop'))}; systemctl stop {q(UNIT_PREFIX + _run(record))} 2>/dev/null; "
-            f"p=$(cat {q(str(d / 'loop.pid'))} 2>/dev/null); [ -n \"$p\" ] && kill -TERM -- \"-$p\" 2>/dev/null; true")
+            f"p=$(cat {q(str(d / 'loop.pid'))} 2>/dev/null); [ -n \"$p\" ] && kill -TERM \"-$p\" 2>/dev/null; true")  # dash's kill takes no --
 
 
 def _run(record: dict[str, Any]) -> str:
