@@ -32,8 +32,9 @@ PREFIX, SUBNET = names_for(__name__)
 REPO = Path(__file__).resolve().parents[2]
 TRAINKIT = Path(sys.executable).parent / "trainkit"
 CLUSTER = "netns-ctl"
-# digits: 5 epochs x 19 steps over 2 ranks; a checkpoint every 5 steps on the shared folder
-DIGITS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=5", "export.onnx=false",
+# digits: 10 epochs x 19 steps over 2 ranks (the controller's restart and the reclaim both come
+# well before the end, on a loaded machine too); a checkpoint every 5 steps on the shared folder
+DIGITS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=10", "export.onnx=false",
           "plot=false", "tensorboard=false", "checkpoint.interval=null", "checkpoint.every_n_steps=5",
           "log_every=1", "workers=0"]
 FAST = ["--poll", "1", "--backoff", "1", "--no-doctor"]
@@ -88,8 +89,10 @@ def _trainkit_pids(cluster: NetnsCluster) -> list[str]:
     return out
 
 
-def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_reclaim_then_goes_down(trio, tmp_path):
-    h1, h2, h3 = trio.hosts
+def _applied(trio: NetnsCluster, tmp_path: Path) -> tuple[Path, list[str], dict]:
+    """The spec (h1 the controller and head, h2 the worker, h3 the spare), applied from tmp_path/ws;
+    (spec, the CLI's spec and workspace words, the site's group vars)."""
+    h1 = trio.hosts[0]
     shared = trio.workdir / "shared"
     shared.mkdir()
     local_root = trio.local_root
@@ -102,13 +105,19 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
         "storage": {"data_disk": {"enabled": False}, "nas": {"enabled": True, "mount_point": str(shared)}},
         "launch": {"nproc_per_node": 1, "rdzv_port": 29400, "python": sys.executable,
                    "root": str(local_root / "trainkit")}}, sort_keys=False))
-    ws = tmp_path / "ws"
-    (ws / "group_vars").mkdir(parents=True)
     site = {**SITE_VARS, "trainkit_authorized_keys_file": str(local_root / "authorized_keys")}
-    (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(site))
-    common = [str(spec), "--workdir", str(ws)]
+    for ws in (tmp_path / "ws", tmp_path / "ws2"):   # a colleague's workspace has the same site settings
+        (ws / "group_vars").mkdir(parents=True)
+        (ws / "group_vars" / "all.yml").write_text(yaml.safe_dump(site))
+    common = [str(spec), "--workdir", str(tmp_path / "ws")]
     assert tk(trio, "apply", *common, "--yes").returncode == 0
+    return spec, common, site
 
+
+def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_reclaim_then_goes_down(trio, tmp_path):
+    h1, h2, h3 = trio.hosts
+    spec, common, _ = _applied(trio, tmp_path)
+    ws, shared = tmp_path / "ws", trio.workdir / "shared"
     started = tk(trio, "train", *common, *DIGITS, *FAST, "--recover", "--detach", "--down", timeout=180)
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.strip()          # the user's process has returned: the loop is on h1
@@ -136,6 +145,7 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
            and int((ctl_dir / "child.pid").read_text()) != first, 60)
 
     # the worker's machine is gone: the controller puts the spare in and the run resumes
+    assert '"step": 190,' not in metrics.read_text()
     trio.kill(h2)
     _until("the spare replaces h2", lambda: "resumed" in _events(events), 300)
     _until("the controller ends", lambda: not (ctl_dir / "loop.pid").exists(), 400)
@@ -144,8 +154,38 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     kept = shared / CLUSTER / "runs" / run_id / "controller"
     assert json.loads((kept / "run.json").read_text())["status"] == "completed"
     assert {"replaced", "resumed", "completed"} <= set(_events(kept / "events.jsonl"))
+    listed = json.loads(tk(trio, "runs", str(spec), "--workdir", str(tmp_path / "ws2"), "--json").stdout)
+    assert [(r["run_id"], r["status"]) for r in listed] == [(run_id, "completed")]
     # --down: nothing of trainkit on the hosts, launch.root gone, the controller's key with it
     _until("no trainkit process left", lambda: not _trainkit_pids(trio), 60)
     for h in (h1, h3):
         assert not (h.dir / "local" / "trainkit").exists()
     assert not (ctl_dir / "ssh").exists()
+
+
+def test_cancel_from_a_second_workspace_stops_the_controller_then_the_run_then_goes_down(trio, tmp_path):
+    h1, h2, _ = trio.hosts
+    spec, common, _ = _applied(trio, tmp_path)
+    shared = trio.workdir / "shared"
+    long_run = [*DIGITS, "epochs=40"]
+    started = tk(trio, "train", *common, *long_run, *FAST, "--recover", "--detach", "--down", timeout=180)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    ctl_dir = h1.dir / "local" / "trainkit-controller" / run_id
+    metrics = shared / CLUSTER / "runs" / run_id / "metrics.jsonl"
+    _until("step 5", lambda: metrics.is_file() and '"step": 5,' in metrics.read_text())
+    loop = int((ctl_dir / "loop.pid").read_text())
+
+    ws2 = tmp_path / "ws2"   # never saw the run: finds it through the lock on the hosts
+    cancelled = tk(trio, "cancel", str(spec), run_id, "--workdir", str(ws2), "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["status"] == "cancelled"
+    assert not Path(f"/proc/{loop}").exists() or Path(f"/proc/{loop}/stat").read_text().split()[2] == "Z"
+    said = _events(ws2 / "runs" / run_id / "events.jsonl")
+    assert said.index("controller_stopped") < said.index("cancelled") < said.index("down_started"), said
+    # the controller host finishes the --down: results on the shared folder, nothing of trainkit left
+    kept = shared / CLUSTER / "runs" / run_id / "controller"
+    _until("the results kept", lambda: (kept / "run.json").is_file() and not (ctl_dir / "ssh").exists(), 180)
+    _until("no trainkit process left", lambda: not _trainkit_pids(trio), 60)
+    for h in (h1, h2):
+        assert not (h.dir / "local" / "trainkit").exists()

@@ -259,6 +259,31 @@ def keep_results(ws: Workspace, run_dir: Path, say: Callable[[str], None]) -> st
     return where
 
 
+def down_after_cancel(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any]) -> bool:
+    """A cancelled run that was handed off with `--down` (its `handed_off` event): the controller,
+    stopped by cancel, is started once more on its host to finish the job (detached, setsid):
+    `destroy --yes` from its workspace (it fetches the run there), the run's folder copied to the
+    shared storage when there is one, its key pair removed last. False when it was not asked."""
+    if not any(e["event"] == "handed_off" and e.get("down") for e in runs.read_events(run_dir)):
+        return False
+    host = next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
+    if host is None:
+        return False
+    q = shlex.quote
+    d = PurePosixPath(held["dir"])
+    _, group = read_nodes(ws.inventory_yml)
+    keep = (f" && mkdir -p {q(remote.layout_for(group, run_dir.name).run_dir + '/controller')} && cp -a "
+            f"{q(str(d / 'ws' / 'runs' / run_dir.name))}/. {q(remote.layout_for(group, run_dir.name).run_dir + '/controller')}/"
+            if group.shared_work_dir else "")
+    argv = ["env", f"TRAINKIT_STATE_DIR={d / 'state'}", host.python, "-m", "trainkit", "destroy", str(d / "cluster.yaml"),
+            "--workdir", str(d / "ws"), "--yes"]
+    chain = f"{shlex.join(argv)}{keep}; rm -rf {q(str(d / 'ssh'))}"
+    res = host.sh(f"setsid sh -c {q(chain)} </dev/null >>{q(str(d / 'controller.log'))} 2>&1 & echo started",
+                  timeout=SSH_S)
+    runs.event(run_dir, "down_started", host=host.name, ok=res.returncode == 0)
+    return res.returncode == 0
+
+
 def refuse_unsupported(cluster: Cluster, job: Any) -> None:
     """InputError for a job the hand-off cannot ship: a `workdir:` (the controller gets the config
     only; a relaunch would sync the workdir from there)."""
@@ -276,7 +301,8 @@ def sync_runs(cluster: Cluster, ws: Workspace) -> list[str]:
     from its controller's workspace (run.json, events, fetched results; this workspace keeps its
     own `config`), with hosts.json (the spares it put in) and the inventory; a run this
     workspace never saw, named by the lock on the hosts with a controller among them, is copied
-    in the same way. Hosts that do not answer are passed over. Returns the run ids copied."""
+    in the same way (the workspace is made, and given the inventory: target hosts' is the spec's
+    host list). Hosts that do not answer are passed over. Returns the run ids copied."""
     if not cluster.spec.controller.host:
         return []
     hosts, paths = _hosts_and_paths(cluster, ws)
@@ -289,9 +315,11 @@ def sync_runs(cluster: Cluster, ws: Workspace) -> list[str]:
     for h in lock.holders([n for n, _ in hosts], remote.layout_for(paths, "-")):
         if h.controller in by_name and not (ws.runs_dir / h.run_id / "run.json").is_file():
             wanted_.setdefault(h.run_id, (h.controller, h.workspace))
+    if wanted_:
+        ws.ensure()   # a workspace that never saw the run becomes one (marked), as apply makes it
     copied = [run_id for run_id, (host, where) in wanted_.items()
               if host in by_name and _mirror(by_name[host], where, run_id, ws)]
-    if copied and ws.inventory_yml.exists():
+    if copied:   # the hosts as the controller left them (spares it put in): the inventory from them
         prepare_inventory(effective_cluster(cluster, ws), ws)
     return copied
 
