@@ -73,9 +73,10 @@ class HandOff:
         return ["env", f"TRAINKIT_STATE_DIR={self.path('state')}", self.python, "-m", "trainkit", "train", self.spec, "--workdir", self.ws, "--attach", self.run_id,
                 "--recover", *options]
 
-    def record(self, service: str) -> dict[str, Any]:
-        """What run.json's `controller` says (a workspace that never saw the run finds it from this)."""
-        return {"host": self.host, "dir": self.dir, "service": service, "unit": self.unit}
+    def record(self, service: str, down: bool = False) -> dict[str, Any]:
+        """What run.json's `controller` says (a workspace that never saw the run finds it from this);
+        `down`: it destroys the cluster when the run ends."""
+        return {"host": self.host, "dir": self.dir, "service": service, "unit": self.unit, "down": down}
 
 
 def loop_options(opts: Any, down: bool) -> list[str]:

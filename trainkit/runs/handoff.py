@@ -68,7 +68,7 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     _ship(host, plan, _bundle(cluster, ws, run_dir, plan, config, down))
     service = _must(host, ctl.start_script(plan, plan.argv(ctl.loop_options(opts, down))), plan,
                     "start the loop").strip().splitlines()[-1]
-    held = plan.record(service)
+    held = plan.record(service, down)
     runs.write_record(run_dir, {**runs.read_record(run_dir), "controller": held})
     runs.event(run_dir, "handed_off", host=host.name, service=service, dir=plan.dir, down=down)
     nodes, group = read_nodes(ws.inventory_yml)
@@ -161,7 +161,7 @@ def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, c
         for path in sorted((ws.root / folder).rglob("*")) if (ws.root / folder).is_dir() else []:
             if path.is_file() and not path.is_symlink():
                 files[f"ws/{path.relative_to(ws.root).as_posix()}"] = path.read_bytes()
-    record = {**runs.read_record(run_dir), "config": plan.config, "controller": plan.record("starting")}
+    record = {**runs.read_record(run_dir), "config": plan.config, "controller": plan.record("starting", down)}
     files[f"ws/runs/{run_dir.name}/run.json"] = json.dumps(record, indent=2, sort_keys=True).encode()
     if (run_dir / "events.jsonl").is_file():
         files[f"ws/runs/{run_dir.name}/events.jsonl"] = (run_dir / "events.jsonl").read_bytes()
@@ -260,11 +260,11 @@ def keep_results(ws: Workspace, run_dir: Path, say: Callable[[str], None]) -> st
 
 
 def down_after_cancel(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any]) -> bool:
-    """A cancelled run that was handed off with `--down` (its `handed_off` event): the controller,
+    """A cancelled run that was handed off with `--down` (`held`: its controller record): the controller,
     stopped by cancel, is started once more on its host to finish the job (detached, setsid):
     `destroy --yes` from its workspace (it fetches the run there), the run's folder copied to the
     shared storage when there is one, its key pair removed last. False when it was not asked."""
-    if not any(e["event"] == "handed_off" and e.get("down") for e in runs.read_events(run_dir)):
+    if not held.get("down"):
         return False
     host = next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
     if host is None:

@@ -35,7 +35,8 @@ def test_the_controller_lives_beside_launch_root_and_re_attaches_with_recover():
     assert argv[:3] == ["env", f"TRAINKIT_STATE_DIR={plan.dir}/state", "/opt/trainkit/venv/bin/python"]
     assert argv[3:] == ["-m", "trainkit", "train", f"{plan.dir}/cluster.yaml", "--workdir", f"{plan.dir}/ws",
                         "--attach", plan.run_id, "--recover", "--poll", "1.0", "--down"]
-    assert plan.record("loop") == {"host": "n0", "dir": plan.dir, "service": "loop", "unit": plan.unit}
+    assert plan.record("loop", down=True) == {"host": "n0", "dir": plan.dir, "service": "loop", "unit": plan.unit,
+                                              "down": True}
 
 
 def test_the_loop_keeps_trains_options_and_down():
