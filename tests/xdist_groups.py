@@ -57,8 +57,8 @@ MEASURED_S = {
     # (the second across a node replaced by a spare), destroy: 114 s measured alone (2026-12-05)
     "e2e/test_slurm_provisioned.py": 180,
     # issue 42's controller on hosts, two tests (each: apply, a detached --recover --down run, destroy
-    # from the controller): ~270 s measured alone (2026-12-05: 273 s with the second failing late, 116 s it alone)
-    "e2e/test_controller_hosts.py": 270,
+    # from the controller): ~230 s measured alone (2026-12-05: the first ~150 s, the second 75 s)
+    "e2e/test_controller_hosts.py": 230,
 }
 DEFAULT_S = 20
 

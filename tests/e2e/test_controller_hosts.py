@@ -6,7 +6,9 @@ spare. The user's `train` returns the run id at once; the controller's train pro
 and its restart loop (no systemd in a namespace) starts it again; h2 is killed (sshd and all, as a
 reclaim leaves it) and the controller puts the spare in; the run completes; a second workspace
 (same spec, never saw the run) finds it through the lock on the hosts; `--down` leaves no trainkit
-process on any host and no launch.root, and its results on the shared folder.
+process on any host and no launch.root, and its results on the shared folder. The second test kills
+the controller (loop and process): `--attach` takes the run over; then `cancel` from a workspace that
+never saw the run stops the controller and the run, and the controller host goes down.
 
 The controller's key is authorized in each host's node-local authorized_keys (netns.py's second
 AuthorizedKeysFile) through the `trainkit_authorized_keys_file` group var: root's ~/.ssh here is
@@ -163,7 +165,7 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     assert not (ctl_dir / "ssh").exists()
 
 
-def test_cancel_from_a_second_workspace_stops_the_controller_then_the_run_then_goes_down(trio, tmp_path):
+def test_attach_takes_over_from_a_dead_controller_and_cancel_from_a_second_workspace_goes_down(trio, tmp_path):
     h1, h2, _ = trio.hosts
     spec, common, _ = _applied(trio, tmp_path)
     shared = trio.workdir / "shared"
@@ -174,13 +176,23 @@ def test_cancel_from_a_second_workspace_stops_the_controller_then_the_run_then_g
     ctl_dir = h1.dir / "local" / "trainkit-controller" / run_id
     metrics = shared / CLUSTER / "runs" / run_id / "metrics.jsonl"
     _until("step 5", lambda: metrics.is_file() and '"step": 5,' in metrics.read_text())
+    # the controller is gone (its loop and train process killed): --attach takes the run over
     loop = int((ctl_dir / "loop.pid").read_text())
+    os.killpg(loop, signal.SIGKILL)
+    attach = subprocess.Popen([str(TRAINKIT), "train", *common, "--attach", run_id, "--recover", *FAST], cwd=REPO,
+                              env=_env(trio), text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        said = _until("the take-over", lambda: next((x for x in iter(attach.stderr.readline, "")
+                                                     if "takes the run over" in x), None), 120)
+        assert h1.name in said and "gone" in said, said
+    finally:
+        _kill_group(attach)    # the user's machine goes again; the nodes' job keeps running
 
     ws2 = tmp_path / "ws2"   # never saw the run: finds it through the lock on the hosts
     cancelled = tk(trio, "cancel", str(spec), run_id, "--workdir", str(ws2), "--json")
     assert cancelled.returncode == 0, cancelled.stderr
     assert json.loads(cancelled.stdout)["status"] == "cancelled"
-    assert not Path(f"/proc/{loop}").exists() or Path(f"/proc/{loop}/stat").read_text().split()[2] == "Z"
     said = _events(ws2 / "runs" / run_id / "events.jsonl")
     assert said.index("controller_stopped") < said.index("cancelled") < said.index("down_started"), said
     # the controller host finishes the --down: results on the shared folder, nothing of trainkit left

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import shutil
 import socket
@@ -45,6 +46,8 @@ from trainkit.workspace import Workspace
 
 SSH_S = 60            # one ssh command of the hand-off (keygen, authorize, start)
 SHIP_S = 300          # the tar of the loop's workspace (group_vars, the run's events)
+# A run id as runs/record.py makes them (<name>-<YYYYmmdd-HHMMSS>[-N], name: record.NAME_RE).
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}-[0-9]{8}-[0-9]{6}(-[0-9]+)?")
 
 
 def wanted(cluster: Cluster, opts: Any) -> bool:
@@ -313,6 +316,8 @@ def sync_runs(cluster: Cluster, ws: Workspace) -> list[str]:
         if held and runs.read_record(run_dir).get("status") in runs.OPEN:
             wanted_[run_dir.name] = (str(held.get("host")), str(PurePosixPath(held["dir"]) / "ws"))
     for h in lock.holders([n for n, _ in hosts], remote.layout_for(paths, "-")):
+        if not RUN_ID.fullmatch(h.run_id):   # a lock is data from a node: never a path out of runs/
+            continue
         if h.controller in by_name and not (ws.runs_dir / h.run_id / "run.json").is_file():
             wanted_.setdefault(h.run_id, (h.controller, h.workspace))
     if wanted_:

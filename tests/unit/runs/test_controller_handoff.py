@@ -142,3 +142,11 @@ def test_alive_while_the_loop_runs_gone_after(tmp_path):
 ])
 def test_who_may_drive_a_handed_off_run(controller, own, state, rule):
     assert ctl.attach_rule(controller, own, state) == rule
+
+
+@pytest.mark.parametrize("run_id, ok", [
+    ("digits-20261205-053148", True), ("digits-20261205-053148-2", True),
+    ("../ws-20261205-053148", False), ("a/b-20261205-053148", False), ("digits", False),
+])
+def test_a_run_id_read_from_a_nodes_lock_is_checked_before_it_names_a_folder(run_id, ok):
+    assert bool(handoff.RUN_ID.fullmatch(run_id)) is ok
