@@ -43,7 +43,8 @@ from trainkit.util.nodeargs import http_url
               help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
                    "Default: digits.")
 @click.argument("overrides", nargs=-1)
-@click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
+@click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait. With --recover: "
+              "the recovery loop goes to the spec's controller host (`trainkit docs runs`).")
 @click.option("--attach", "attach", metavar="RUN", shell_complete=complete.run_ids,
               callback=lambda ctx, p, v: _run_id(v, "--attach"), help="Re-attach to a running RUN (stream, wait, fetch).")
 @click.option("--resume", "resume", metavar="RUN", shell_complete=complete.run_ids,
@@ -66,7 +67,8 @@ from trainkit.util.nodeargs import http_url
               "on a failed node; with --recover they also run after every replacement; `trainkit docs doctor`).")
 @click.option("--up", is_flag=True, help="Apply the cluster first (as `trainkit apply`), after the config is checked.")
 @click.option("--down", is_flag=True, help="Destroy the cluster when the run ends, whatever happens (failure, "
-              "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing.")
+              "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing. With --recover --detach "
+              "and a controller host, the controller does it. Default: the spec's `down:`.")
 @yes_option("With --up: apply without asking.")
 @format_option(help_text="json prints the run's result (its id with --detach) as one object.")
 def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, up, down, yes, fmt,
