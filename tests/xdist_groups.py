@@ -57,8 +57,8 @@ MEASURED_S = {
     # (the second across a node replaced by a spare), destroy: 114 s measured alone (2026-12-05)
     "e2e/test_slurm_provisioned.py": 180,
     # issue 42's controller on hosts, two tests (each: apply, a detached --recover --down run, destroy
-    # from the controller): ~230 s measured alone (2026-12-05: the first ~150 s, the second 75 s)
-    "e2e/test_controller_hosts.py": 230,
+    # from the controller): 140 s measured alone (2026-12-05)
+    "e2e/test_controller_hosts.py": 140,
 }
 DEFAULT_S = 20
 

@@ -34,9 +34,12 @@ PREFIX, SUBNET = names_for(__name__)
 REPO = Path(__file__).resolve().parents[2]
 TRAINKIT = Path(sys.executable).parent / "trainkit"
 CLUSTER = "netns-ctl"
-# digits: 10 epochs x 19 steps over 2 ranks (the controller's restart and the reclaim both come
-# well before the end, on a loaded machine too); a checkpoint every 5 steps on the shared folder
-DIGITS = ["--config", str(REPO / "examples/train/digits.yaml"), "epochs=10", "export.onnx=false",
+# digits: 5 epochs x 19 steps over 2 ranks, a checkpoint every 5 steps on the shared folder; each
+# step sleeps STEP_SLEEP_S (the engine's TRAINKIT_FAULT_STEP_SLEEP hook: digits steps take ~14 ms on
+# a quiet machine, and the whole run ended before the restarted controller was back), so that the
+# controller's restart (RESTART_S = 5 s and its start-up) and the reclaim come before the end
+STEP_SLEEP_S = 0.3
+DIGITS = ["epochs=5", "export.onnx=false",
           "plot=false", "tensorboard=false", "checkpoint.interval=null", "checkpoint.every_n_steps=5",
           "log_every=1", "workers=0"]
 FAST = ["--poll", "1", "--backoff", "1", "--no-doctor"]
@@ -91,6 +94,14 @@ def _trainkit_pids(cluster: NetnsCluster) -> list[str]:
     return out
 
 
+def _config(tmp_path: Path) -> list[str]:
+    """--config: the digits example with the step sleep in its env."""
+    config = {**yaml.safe_load((REPO / "examples/train/digits.yaml").read_text()),
+              "env": {"TRAINKIT_FAULT_STEP_SLEEP": str(STEP_SLEEP_S)}}
+    (tmp_path / "digits-slow.yaml").write_text(yaml.safe_dump(config))
+    return ["--config", str(tmp_path / "digits-slow.yaml")]
+
+
 def _applied(trio: NetnsCluster, tmp_path: Path) -> tuple[Path, list[str], dict]:
     """The spec (h1 the controller and head, h2 the worker, h3 the spare), applied from tmp_path/ws;
     (spec, the CLI's spec and workspace words, the site's group vars)."""
@@ -120,7 +131,8 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     h1, h2, h3 = trio.hosts
     spec, common, _ = _applied(trio, tmp_path)
     ws, shared = tmp_path / "ws", trio.workdir / "shared"
-    started = tk(trio, "train", *common, *DIGITS, *FAST, "--recover", "--detach", "--down", timeout=180)
+    started = tk(trio, "train", *common, *_config(tmp_path), *DIGITS, *FAST, "--recover", "--detach", "--down",
+                 timeout=180)
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.strip()          # the user's process has returned: the loop is on h1
     record = json.loads((ws / "runs" / run_id / "run.json").read_text())
@@ -140,14 +152,14 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     assert refused.returncode == 8 and h1.name in refused.stderr, refused.stderr
 
     # the controller's train process dies: its restart loop starts it again
-    _until("step 10", lambda: metrics.is_file() and '"step": 10,' in metrics.read_text())
+    _until("step 5", lambda: metrics.is_file() and '"step": 5,' in metrics.read_text())
     first = int((ctl_dir / "child.pid").read_text())
     os.kill(first, signal.SIGKILL)
     _until("the loop restarts the controller", lambda: (ctl_dir / "child.pid").is_file()
            and int((ctl_dir / "child.pid").read_text()) != first, 60)
 
     # the worker's machine is gone: the controller puts the spare in and the run resumes
-    assert '"step": 190,' not in metrics.read_text()
+    assert '"step": 95,' not in metrics.read_text()
     trio.kill(h2)
     _until("the spare replaces h2", lambda: "resumed" in _events(events), 300)
     _until("the controller ends", lambda: not (ctl_dir / "loop.pid").exists(), 400)
@@ -169,7 +181,7 @@ def test_attach_takes_over_from_a_dead_controller_and_cancel_from_a_second_works
     h1, h2, _ = trio.hosts
     spec, common, _ = _applied(trio, tmp_path)
     shared = trio.workdir / "shared"
-    long_run = [*DIGITS, "epochs=40"]
+    long_run = [*_config(tmp_path), *DIGITS, "epochs=40"]
     started = tk(trio, "train", *common, *long_run, *FAST, "--recover", "--detach", "--down", timeout=180)
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.strip()
@@ -182,10 +194,13 @@ def test_attach_takes_over_from_a_dead_controller_and_cancel_from_a_second_works
     attach = subprocess.Popen([str(TRAINKIT), "train", *common, "--attach", run_id, "--recover", *FAST], cwd=REPO,
                               env=_env(trio), text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               start_new_session=True)
+    lines: list[str] = []
     try:
-        said = _until("the take-over", lambda: next((x for x in iter(attach.stderr.readline, "")
-                                                     if "takes the run over" in x), None), 120)
-        assert h1.name in said and "gone" in said, said
+        for line in iter(attach.stderr.readline, ""):    # ends when it exits (refused: exit 8)
+            lines.append(line)
+            if "takes the run over" in line:
+                break
+        assert h1.name in lines[-1] and "is gone" in lines[-1], "".join(lines)
     finally:
         _kill_group(attach)    # the user's machine goes again; the nodes' job keeps running
 

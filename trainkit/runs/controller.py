@@ -125,13 +125,17 @@ def loop_script(plan: HandOff, argv: list[str], restart_s: float = RESTART_S) ->
 
 def alive_script(record: dict[str, Any]) -> str:
     """Prints `alive` while the controller `record` (run.json's `controller`) runs or waits to
-    restart (its unit active or activating, or its loop's pid alive), else `gone`. Both managers
+    restart (its unit active or activating, or its loop's pid alive and not a zombie), else `gone`. Both managers
     are asked: a workspace that copied the record before the start knows neither."""
     q = shlex.quote
     pid = q(str(PurePosixPath(record["dir"]) / "loop.pid"))
     return (f"case \"$(systemctl show -p ActiveState --value {q(UNIT_PREFIX + _run(record))} 2>/dev/null)\" in "
             "active|activating|reloading) echo alive; exit 0;; esac; "
-            f"p=$(cat {pid} 2>/dev/null) && [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && echo alive || echo gone")
+            f"p=$(cat {pid} 2>/dev/null) && [ -n \"$p\" ] && "
+            # proc(5): the state after the last ')' of /proc/PID/stat; Z (a zombie nobody reaped:
+            # an orphan's parent may be an init that does not reap) is as dead as gone
+            "s=$(sed 's/.*) //' /proc/\"$p\"/stat 2>/dev/null | cut -d' ' -f1) && [ -n \"$s\" ] && "
+            "[ \"$s\" != Z ] && echo alive || echo gone")
 
 
 def stop_script(record: dict[str, Any]) -> str:

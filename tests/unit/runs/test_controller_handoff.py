@@ -128,6 +128,15 @@ def test_alive_while_the_loop_runs_gone_after(tmp_path):
     assert (tmp_path / "r1" / "stop").is_file()
     said = subprocess.run(["sh", "-c", ctl.alive_script(record)], capture_output=True, text=True).stdout
     assert said.strip() == "gone"
+    zombie = subprocess.Popen(["true"])      # exited, not reaped yet: a loop killed under an init that does not reap
+    try:
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z":
+            pass
+        (tmp_path / "r1" / "loop.pid").write_text(str(zombie.pid))
+        said = subprocess.run(["sh", "-c", ctl.alive_script(record)], capture_output=True, text=True).stdout
+        assert said.strip() == "gone"
+    finally:
+        zombie.wait()
     os.unlink(tmp_path / "r1" / "loop.pid")
     assert subprocess.run(["sh", "-c", ctl.alive_script(record)], capture_output=True, text=True).stdout.strip() == "gone"
 
