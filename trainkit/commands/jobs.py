@@ -91,8 +91,9 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
     _check_flags(attach, resume, detach, config, overrides, force, down, recover_)
     cluster, ws = _load(spec, workdir, warn=up)  # --up: the sizing warnings, as `trainkit apply` prints them
     opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
-    down = down or cluster.spec.down   # spec `down: true`: the default of --down
     handed = handoff.wanted(cluster, opts)   # the loop and its --down go to the controller host
+    # spec `down: true`: the default of --down, where a run is followed to its end (here or by a controller)
+    down = down or (cluster.spec.down and (handed or not detach))
     if down and detach and not handed:
         raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down), or hand "
                                "the run to a controller (--recover --detach with controller.host in the spec)")
