@@ -54,9 +54,15 @@ MEASURED_S = {
     # the GPT test 53 s in another run of the module)
     "e2e/test_slurm_job.py": 400,
     # issue 41 item 2: apply (site.yml with the slurm role) twice, the digits job through sbatch twice
-    # (the second across a node replaced by a spare), destroy: 114 s measured alone (2026-12-05);
-    # 177 s with train --recover replacing the node, beside a running .ci/run
+    # (the second across a node replaced by a spare, by train --recover), destroy: 114 s measured
+    # alone (2026-12-05); 177-273 s with --recover replacing the node, beside other work
     "e2e/test_slurm_provisioned.py": 200,
+    # issue 42's controller on hosts, two tests (each: apply, a detached --recover --down run, destroy
+    # from the controller): 140 s measured alone (2026-12-05)
+    "e2e/test_controller_hosts.py": 140,
+    # issue 42's controller in the modules: the moto apply with an s3 backend (77 s alone, 154 s
+    # beside other work) and the four modules through validate and plan (42 s), 2026-12-05
+    "infra/test_aws_controller.py": 80, "infra/test_controller_modules.py": 42,
 }
 DEFAULT_S = 20
 

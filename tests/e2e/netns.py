@@ -46,7 +46,7 @@ MODULE_SLOTS = {"test_netns_hosts": 1, "test_hosts_multinode": 2, "test_recover_
                 "test_doctor_hosts": 4, "test_fault_matrix": 5,
                 "test_fault_matrix_control": 6, "test_fault_matrix_cluster": 8,
                 "test_fault_matrix_node": 9, "test_slurm_job": 10,
-                "test_slurm_provisioned": 11}
+                "test_slurm_provisioned": 11, "test_controller_hosts": 12}
 
 
 def names_for(module: str) -> tuple[str, str]:
@@ -163,7 +163,7 @@ class NetnsCluster:
         config = d / "sshd_config"
         config.write_text("\n".join([
             f"ListenAddress {host.address}:{host.port}", f"HostKey {hostkey}",
-            f"PidFile {d / 'sshd.pid'}", f"AuthorizedKeysFile {d / 'authorized_keys'}",
+            f"PidFile {d / 'sshd.pid'}", f"AuthorizedKeysFile {self._authorized_keys(d)}",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
             "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "UseDNS no",
             "X11Forwarding no", "PrintMotd no", "MaxSessions 32", "MaxStartups 32:50:64",
@@ -188,6 +188,13 @@ class NetnsCluster:
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=open(d / "start.log", "wb"), start_new_session=True)
         host.pid = proc.pid
+
+    def _authorized_keys(self, d: Path) -> str:
+        """sshd's AuthorizedKeysFile: the test key's file, and (with a local_root) the host's
+        node-local `authorized_keys` there, where a test's provisioning may add keys (the
+        `trainkit_authorized_keys_file` group var): root's real ~/.ssh is this machine's."""
+        extra = f" {self.local_root}/authorized_keys" if self.local_root is not None else ""
+        return f"{d / 'authorized_keys'}{extra}"
 
     def _wait_ready(self, host: Host) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S

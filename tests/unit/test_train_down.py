@@ -97,3 +97,17 @@ def test_up_refuses_an_example_s_placeholders_before_anything_exists(repo, tmp_p
                         "--up", "--down", "--yes")
     assert code == errors.BAD_INPUT and "network.admin_cidrs[0]" in err and "backend.bucket" in err
     assert "--down: destroying" not in err  # nothing was created, so nothing to tear down
+
+
+def test_the_specs_down_is_the_default_of_down_only_where_a_run_is_followed_to_its_end(tmp_path, capsys):
+    """spec `down: true` with a plain --detach (nobody follows the run): not a usage error, the
+    spec's default does not apply; an explicit --down still is one."""
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n")
+    spec = tmp_path / "lab.yaml"
+    spec.write_text("name: lab\ncloud: hosts\ndown: true\nssh: {private_key: " + str(key) + "}\n"
+                    "hosts: [{name: n0, address: 10.0.0.10}]\n")
+    code, err = run_cli(capsys, "train", str(spec), "--workdir", str(tmp_path / "ws"), "--detach")
+    assert code == 2 and "has not been applied" in err and "--down destroys" not in err, err
+    code, err = run_cli(capsys, "train", str(spec), "--workdir", str(tmp_path / "ws"), "--detach", "--down")
+    assert code == 2 and "--down destroys the cluster when the run ends: drop --detach" in err, err

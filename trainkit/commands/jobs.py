@@ -30,7 +30,7 @@ from trainkit.commands.options import (
 )
 from trainkit.commands.options import load as _load
 from trainkit.errors import FORMAT_VERSION, InputError
-from trainkit.runs import closing, recover, start
+from trainkit.runs import closing, handoff, recover, start
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.util.nodeargs import http_url
@@ -43,7 +43,8 @@ from trainkit.util.nodeargs import http_url
               help="Training config: a YAML file, or a built-in name (`trainkit examples`). "
                    "Default: digits.")
 @click.argument("overrides", nargs=-1)
-@click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait.")
+@click.option("--detach", is_flag=True, help="Start the run and return its id; do not wait. With --recover: "
+              "the recovery loop goes to the spec's controller host (`trainkit docs runs`).")
 @click.option("--attach", "attach", metavar="RUN", shell_complete=complete.run_ids,
               callback=lambda ctx, p, v: _run_id(v, "--attach"), help="Re-attach to a running RUN (stream, wait, fetch).")
 @click.option("--resume", "resume", metavar="RUN", shell_complete=complete.run_ids,
@@ -66,7 +67,8 @@ from trainkit.util.nodeargs import http_url
               "on a failed node; with --recover they also run after every replacement; `trainkit docs doctor`).")
 @click.option("--up", is_flag=True, help="Apply the cluster first (as `trainkit apply`), after the config is checked.")
 @click.option("--down", is_flag=True, help="Destroy the cluster when the run ends, whatever happens (failure, "
-              "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing.")
+              "preemption, Ctrl-C; `trainkit destroy --yes`): nothing is left billing. With --recover --detach "
+              "and a controller host, the controller does it. Default: the spec's `down:`.")
 @yes_option("With --up: apply without asking.")
 @format_option(help_text="json prints the run's result (its id with --detach) as one object.")
 def train(spec, workdir, config, overrides, detach, attach, resume, force, recover_, no_doctor, up, down, yes, fmt,
@@ -86,13 +88,20 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
       trainkit train examples/clusters/local.yaml --up --down --yes   # apply, train, destroy
     """
-    _check_flags(attach, resume, detach, config, overrides, force, down)
+    _check_flags(attach, resume, detach, config, overrides, force, down, recover_)
     cluster, ws = _load(spec, workdir, warn=up)  # --up: the sizing warnings, as `trainkit apply` prints them
     opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
-    req = start.checked(cluster, ws, start.Request(spec, config, overrides, attach, resume, force, opts))
+    handed = handoff.wanted(cluster, opts)   # the loop and its --down go to the controller host
+    # spec `down: true`: the default of --down, where a run is followed to its end (here or by a controller)
+    down = down or (cluster.spec.down and (handed or not detach))
+    if down and detach and not handed:
+        raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down), or hand "
+                               "the run to a controller (--recover --detach with controller.host in the spec)")
+    req = start.checked(cluster, ws, start.Request(spec, config, overrides, attach, resume, force, down=down,
+                                                   opts=opts))
     if up:  # before anything exists: an example's placeholders are refused, nothing to tear down
         lifecycle.refuse_placeholders(cluster)
-    with torn_down(lambda: _load(spec, workdir), spec, workdir) if down else nullcontext():
+    with torn_down(lambda: _load(spec, workdir), spec, workdir) if down and not handed else nullcontext():
         if up:
             apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
             cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up
@@ -108,14 +117,14 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         _next(spec_args(cluster, ws), result, down, fmt)
 
 
-def _check_flags(attach, resume, detach, config, overrides, force, down) -> None:
+def _check_flags(attach, resume, detach, config, overrides, force, down, recover_) -> None:
     """UsageError for flags that do not go together."""
     if attach and (resume or detach or config or overrides):
         raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
                                "--config/overrides (to continue a stopped run: --resume RUN)")
     if force and not resume:
         raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
-    if down and detach:
+    if down and detach and not recover_:
         raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down)")
 
 
@@ -171,6 +180,7 @@ def logs(spec, run, workdir, rank, node_index, follow, fmt):
       trainkit logs cluster.yaml digits-20260101-120000 --node 1
     """
     cluster, ws = _load(spec, workdir)
+    handoff.sync_runs(cluster, ws)   # runs its controller holds: their record and logs from there
     try:
         run_dir = runs.resolve_run(ws.runs_dir, run)
     except runs.NoRuns as none:  # as `trainkit runs` says it: not an error, exit 0
@@ -202,6 +212,7 @@ def runs_(spec, workdir, fmt):
       trainkit runs examples/clusters/local.yaml --json
     """
     cluster, ws = _load(spec, workdir)
+    handoff.sync_runs(cluster, ws)
     rows = [run_status.run_row(ws, p) for p in sorted(ws.runs_dir.glob("*"), key=runs.created_at)
             if (p / "run.json").is_file()] if ws.runs_dir.is_dir() else []
     if fmt == "json":
@@ -236,6 +247,7 @@ def cancel(spec, run, workdir, wait_s, fmt):
       trainkit cancel examples/clusters/local.yaml digits-20260101-120000
     """
     cluster, ws = _load(spec, workdir)
+    handoff.sync_runs(cluster, ws)
     run_dir = runs.resolve_run(ws.runs_dir, run)
     status, ended, where = closing.cancel(cluster, ws, run_dir, wait_s)
     if fmt == "json":

@@ -34,7 +34,7 @@ from trainkit.commands.options import (
 from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError, LockedError
 from trainkit.provision.node import read_nodes
-from trainkit.runs import closing
+from trainkit.runs import closing, handoff
 from trainkit.runs import status as run_status
 from trainkit.stack.review_render import money, to_markdown, to_text
 from trainkit.util import progress
@@ -261,6 +261,7 @@ def status(spec, workdir, fmt):
         _list_clusters(fmt)
         return
     cluster, ws = _load(spec, workdir)
+    handoff.sync_runs(cluster, ws)   # runs a controller holds: their records from it
     try:
         with ws.lock("status"):
             out = lifecycle.status(cluster, ws)

@@ -14,7 +14,7 @@ from typing import Any
 from trainkit.cluster import teardown
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import read_nodes
-from trainkit.runs import lock, remote, slurm_runs
+from trainkit.runs import handoff, lock, remote, slurm_runs
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.runs.attempt import nodes_of
@@ -76,6 +76,9 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
     if record.get("slurm_job"):   # a batch job: the scheduler stops it (scancel)
         return slurm_runs.cancel(ws, run_dir, wait_s)
+    held = record.get("controller") if record.get("status") in runs.OPEN else None
+    if held:
+        handoff.stop_controller(cluster, ws, run_dir)   # first: its loop would relaunch what is stopped
     status = run_status.live_status(cluster, ws, run_dir)
     if status not in runs.OPEN:
         if record.get("status") in runs.OPEN:
@@ -85,7 +88,10 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     attempt = len(record.get("attempts") or [])
     stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
     runs.event(run_dir, "cancelled", attempt=attempt)
-    return "cancelled", False, Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
+    where = Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
+    if held:   # handed off with --down: the controller host keeps the results and tears the cluster down
+        handoff.down_after_cancel(cluster, ws, run_dir, held)
+    return "cancelled", False, where
 
 
 def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unreachable_ok: bool

@@ -42,12 +42,15 @@ def lock_path(lay: remote.Layout) -> str:
     return f"{lay.root}/{LOCK_NAME}"
 
 
-def take(nodes: list[Node], lay: remote.Layout, attempt: int, workspace: Path) -> None:
+def take(nodes: list[Node], lay: remote.Layout, attempt: int, workspace: Path | str,
+         controller: str | None = None) -> None:
     """Write the lock of `lay.run_id`'s `attempt` on every node (best effort: a node that fails
-    here has failed the launch already or will show as lost)."""
+    here has failed the launch already or will show as lost). `controller`: the host whose loop
+    drives the run (default this machine); `workspace` a str when it is that host's folder."""
+    where = str(workspace.resolve()) if isinstance(workspace, Path) else workspace
     body = json.dumps({"run_id": lay.run_id, "attempt": attempt, "work": lay.work, "root": lay.root,
-                       "checkpoint_root": lay.checkpoint_root, "workspace": str(workspace.resolve()),
-                       "controller": socket.gethostname(), "time": time.time()})
+                       "checkpoint_root": lay.checkpoint_root, "workspace": where,
+                       "controller": controller or socket.gethostname(), "time": time.time()})
     path = shlex.quote(lock_path(lay))
     script = f"mkdir -p {shlex.quote(lay.root)} && cat > {path}.tmp && mv -f {path}.tmp {path}"
     remote.on_nodes(nodes, lambda n: n.sh(script, body.encode(), timeout=30))

@@ -24,7 +24,7 @@ from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, LockedError, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import launch, lock, recover, remote, slurm_runs
+from trainkit.runs import handoff, launch, lock, recover, remote, slurm_runs
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
@@ -43,6 +43,7 @@ class Request:
     attach: str | None = None
     resume: str | None = None
     force: bool = False
+    down: bool = False                  # destroy the cluster when the run ends (a controller's loop: there)
     opts: recover.Options = field(default_factory=recover.Options)
     config_path: Path | None = None     # set by checked(): the config file the run reads
 
@@ -51,7 +52,7 @@ def checked(cluster: Cluster, ws: Workspace, req: Request) -> Request:
     """`req` with its config file found (`--resume` without a config: the run's own, as it was
     started) and checked before anything exists or runs: the engine's config against the cluster's
     world size, a job's workdir against the size limit. InputError for a bad config, or for
-    --recover with --detach (recovery needs a controller that stays)."""
+    --recover with --detach without a controller host to hand the loop to (handoff.wanted)."""
     config, overrides = req.config, req.overrides
     if req.resume and config is None and not overrides:
         config, overrides = resumed_config(ws, req.resume)
@@ -61,9 +62,12 @@ def checked(cluster: Cluster, ws: Workspace, req: Request) -> Request:
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
-    if req.opts.detach and req.opts.recover:
-        raise InputError("--recover needs a controller that stays: drop --detach",
+    if req.opts.detach and req.opts.recover and not handoff.wanted(cluster, req.opts):
+        raise InputError("--recover needs a controller that stays: drop --detach, or name the host that runs "
+                         "the loop (controller.host in the spec, target hosts)",
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
+    if job is not None and handoff.wanted(cluster, req.opts):
+        handoff.refuse_unsupported(cluster, job)
     return dataclasses.replace(req, config=config, overrides=tuple(overrides), config_path=config_path)
 
 
@@ -85,16 +89,25 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
     cluster = effective_cluster(cluster, ws)
     if req.attach:
         run_dir, record = runs.attachable(ws.runs_dir, req.attach, req.spec, "attempts")
+        if record.get("controller"):   # handed off: its controller alive refuses, gone is taken over
+            handoff.check_attach(cluster, ws, run_dir, say)
         job = runs.load_job(Path(record["config"]), record.get("overrides") or [])
-        return follow(req.spec, cluster, ws, job, run_dir, req.opts, len(record["attempts"]), echo)
+        try:
+            return follow(req.spec, cluster, ws, job, run_dir, req.opts, len(record["attempts"]), echo)
+        finally:   # the controller's --down: the results go where the destroy leaves them
+            if req.down and handoff.is_controller(ws, record):
+                handoff.keep_results(ws, run_dir, say)
     started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
     try:
         cluster, job, run_dir, attempt = _start_locked(cluster, ws, req, say, started)
     except KeyboardInterrupt:
         raise interrupted_start(req.spec, started) from None
     if req.opts.detach:
+        held = handoff.hand_off(cluster, ws, run_dir, req.opts, req.down, say) \
+            if handoff.wanted(cluster, req.opts) else None
         say(f"started run {run_dir.name}; follow it with: trainkit logs {req.spec} {run_dir.name} --follow")
-        return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running"}
+        return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running",
+                **({"controller": held["host"]} if held else {})}
     say(f"run {run_dir.name} starting")
     return follow(req.spec, cluster, ws, job, run_dir, req.opts, attempt, echo)
 
