@@ -97,12 +97,16 @@ def _cpu_s() -> float:
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
     children, ticks = {}, {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()   # after "pid (comm)"
-        except OSError:   # it ended meanwhile
+    # os.listdir, not Path.glob: a glob stats each entry as it goes, and raised ProcessLookupError
+    # for a process that ended between the listing and the stat (seen once in .ci/run)
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
-        pid = int(stat.parent.name)
+        try:
+            fields = Path("/proc", name, "stat").read_text().rsplit(")", 1)[1].split()   # after "pid (comm)"
+        except (OSError, IndexError):   # it ended meanwhile
+            continue
+        pid = int(name)
         children.setdefault(int(fields[1]), []).append(pid)
         ticks[pid] = sum(int(f) for f in fields[11:15])
     mine, todo = [], [os.getpid()]
