@@ -142,6 +142,8 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     assert trio.key.read_text() not in "".join(p.read_text(errors="replace") for p in ctl_dir.rglob("*") if p.is_file())
     events = ctl_dir / "ws" / "runs" / run_id / "events.jsonl"
     metrics = shared / CLUSTER / "runs" / run_id / "metrics.jsonl"
+    public = (ctl_dir / "ssh" / "id_ed25519.pub").read_text().strip()   # authorized on every host, spare too
+    assert all(public in (h.dir / "local" / "authorized_keys").read_text().splitlines() for h in trio.hosts)
 
     # a second workspace that never saw the run finds it through the lock and its controller
     other = tk(trio, "runs", str(spec), "--workdir", str(tmp_path / "ws2"), "--json")
@@ -174,6 +176,9 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     _until("no trainkit process left", lambda: not _trainkit_pids(trio), 60)
     for h in (h1, h3):
         assert not (h.dir / "local" / "trainkit").exists()
+        # its key is off the hosts that answer; the lost one is named in its log
+        assert public not in (h.dir / "local" / "authorized_keys").read_text().splitlines()
+    assert f"stays in the authorized_keys of {h2.name} (no answer)" in log, log[-3000:]
     assert not (ctl_dir / "ssh").exists()
 
 

@@ -101,7 +101,9 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
                                                    opts=opts))
     if up:  # before anything exists: an example's placeholders are refused, nothing to tear down
         lifecycle.refuse_placeholders(cluster)
-    with torn_down(lambda: _load(spec, workdir), spec, workdir) if down and not handed else nullcontext():
+    # on a controller host (its own --attach --down): its key leaves the hosts after the destroy
+    after = handoff.revoker(ws, attach) if down and attach else None
+    with torn_down(lambda: _load(spec, workdir), spec, workdir, after) if down and not handed else nullcontext():
         if up:
             apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
             cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up

@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 import socket
+import sys
 import tarfile
 import time
 from dataclasses import replace
@@ -260,6 +261,41 @@ def keep_results(ws: Workspace, run_dir: Path, say: Callable[[str], None]) -> st
         where = str(dest)
     say(f"run {run_dir.name}: results kept in {where} (on {socket.gethostname()})")
     return where
+
+
+def revoker(ws: Workspace, run_id: str) -> Callable[[Cluster, Workspace], None] | None:
+    """revoke_own_key for `--down` when `ws` is the workspace of the controller that holds run
+    `run_id`; None anywhere else (the user's machine, a run never handed off)."""
+    path = ws.runs_dir / run_id / "run.json"
+    try:
+        record = json.loads(path.read_text()) if RUN_ID.fullmatch(run_id) else {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not is_controller(ws, record):
+        return None
+    return lambda cluster, ws_after: revoke_own_key(cluster, ws_after, lambda m: print(m, file=sys.stderr))
+
+
+def revoke_own_key(cluster: Cluster, ws: Workspace, say: Callable[[str], None]) -> None:
+    """On the controller, after `--down` destroyed the cluster: its own public key taken out of
+    every host's authorized_keys again (the exact line _authorize appended; the file's other
+    lines, its inode and mode stay). A host that does not answer keeps the line, and the log says
+    which; the key pair itself goes next, with the loop (controller.loop_script)."""
+    pub = ws.root.parent / "ssh" / "id_ed25519.pub"
+    if not pub.is_file():
+        return
+    public, q = pub.read_text().strip(), shlex.quote
+
+    def one(item: tuple[Node, str]):
+        node, path = item
+        script = (f"f={path}; [ -f \"$f\" ] || exit 0; {{ grep -vxF {q(public)} \"$f\" || true; }} > \"$f.trainkit\" "
+                  f"&& cat \"$f.trainkit\" > \"$f\" && rm -f \"$f.trainkit\"")
+        return node.name, node.sh(script, timeout=SSH_S)
+
+    kept = [name for name, res in remote.on_nodes(all_hosts(cluster, ws), one) if res.returncode != 0]
+    say("--down: the controller's key is out of every host's authorized_keys" if not kept else
+        f"--down: the controller's key stays in the authorized_keys of {', '.join(kept)} (no answer): "
+        f"remove the line ending in {public.split()[-1]!r} there")
 
 
 def down_after_cancel(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any]) -> bool:
