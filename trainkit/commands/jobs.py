@@ -88,11 +88,12 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
       trainkit train cluster.yaml --attach digits-20260101-120000
       trainkit train examples/clusters/local.yaml --up --down --yes   # apply, train, destroy
     """
-    _check_flags(attach, resume, detach, config, overrides, force, down, recover_)
+    _check_flags(attach, resume, detach, config, overrides, force)
     cluster, ws = _load(spec, workdir, warn=up)  # --up: the sizing warnings, as `trainkit apply` prints them
     opts = recover.Options(detach=detach, recover=recover_, doctor=not no_doctor, **tuning)
     handed = handoff.wanted(cluster, opts)   # the loop and its --down go to the controller host
-    # spec `down: true`: the default of --down, where a run is followed to its end (here or by a controller)
+    # spec `down: true`: the default of --down, where a run is followed to its end (here or by a controller);
+    # --down with a plain --detach is refused here (nothing would be there to destroy at the end)
     down = down or (cluster.spec.down and (handed or not detach))
     if down and detach and not handed:
         raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down), or hand "
@@ -119,15 +120,13 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
         _next(spec_args(cluster, ws), result, down, fmt)
 
 
-def _check_flags(attach, resume, detach, config, overrides, force, down, recover_) -> None:
+def _check_flags(attach, resume, detach, config, overrides, force) -> None:
     """UsageError for flags that do not go together."""
     if attach and (resume or detach or config or overrides):
         raise click.UsageError("--attach RUN follows a run that is going: drop --resume/--detach/"
                                "--config/overrides (to continue a stopped run: --resume RUN)")
     if force and not resume:
         raise click.UsageError("--force only goes with --resume RUN (it accepts a changed config)")
-    if down and detach and not recover_:
-        raise click.UsageError("--down destroys the cluster when the run ends: drop --detach (or --down)")
 
 
 def _run_id(value: str | None, option: str) -> str | None:

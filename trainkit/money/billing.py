@@ -69,7 +69,7 @@ def spot(cluster, hours: float, nodes: int, nats: int, reclaims_per_day: float, 
     instance for the wall time: issue 42); an unknown controller price is named, never guessed."""
     c = cluster_cost(cluster, nodes, nats, billing="spot")
     t = spot_wall_hours(hours, reclaims_per_day, checkpoint_s, restart_s, interval_s)
-    ctrl = spot_model.controller_price(cluster.catalog)
+    ctrl = spot_model.controller_price(cluster.catalog, cluster.spec.controller.instance_type)
     total = None if c["items"][0]["per_hour"] is None or t["wall_hours"] is None else _total(c, t["wall_hours"])
     if total is not None and ctrl["per_hour"] is not None:
         total = round(total + ctrl["per_hour"] * t["wall_hours"], 2)

@@ -100,12 +100,11 @@ def cluster_cost(cluster, nodes: int, nat_gateways: int = 0, billing: str | None
     return {**totals(items, cat.currency, billing, price_source(cluster)), "warnings": price_warnings(cluster)}
 
 
-def controller_item(cluster, kind: str | None) -> dict:
+def controller_item(cluster, kind: str) -> dict:
     """The controller instance (issue 42) as a cost item: one `kind` on demand (a controller is never
     spot), priced from the catalog's controllers (or node types); unknown when the catalog has no
     price or the type is not in it, never guessed. Its root disk is not priced (the nodes' disk
     category and size)."""
-    kind = kind or (cluster.controller.type if cluster.controller is not None else None)
     known = {i.type: i for i in (*cluster.catalog.controllers, *cluster.catalog.instances)}
     inst = known.get(kind)
     price = inst.on_demand if inst is not None else None

@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainkit.catalog import Catalog, controller_types
-from trainkit.spec.controller_block import CONTROLLER_MIN_RAM_GB, CONTROLLER_MIN_VCPUS
+from trainkit.catalog import Catalog
+from trainkit.errors import InputError
+from trainkit.spec import controller_block
 
 
 def young_interval_s(checkpoint_write_s: float, reclaims_per_day: float) -> float | None:
@@ -62,17 +63,20 @@ def spot_wall(work_hours: float, reclaims_per_day: float, interval_s: float | No
             "restart_hours": None if reclaims is None else round(reclaims * restart_s / 3600, 6)}
 
 
-def controller_price(catalog: Catalog | None) -> dict[str, Any]:
-    """{type, per_hour, basis} of the controller by spec/controller_block.py's rule (the cheapest
-    CPU-only type that fits), on-demand (never spot);
-    per_hour None where the catalog has no fitting type or no price for it."""
-    fits = controller_types(catalog, CONTROLLER_MIN_VCPUS, CONTROLLER_MIN_RAM_GB) if catalog else []
-    if not fits:
-        return {"type": None, "per_hour": None, "basis": "no CPU-only controller type in the catalog"}
-    pick = fits[0]
-    basis = f"{pick.type} on-demand ({catalog.price_source})" if pick.on_demand is not None \
-        else f"{pick.type}: price unknown"
-    return {"type": pick.type, "per_hour": pick.on_demand, "basis": basis}
+def controller_price(catalog: Catalog | None, named: str | None = None) -> dict[str, Any]:
+    """{type, per_hour, basis} of the controller as the module renders it (spec/controller_block.py
+    pick: `named`, the spec's controller.instance_type, else the cheapest CPU-only type that fits),
+    on demand (never spot); per_hour None where the catalog has no such type or no price for it."""
+    try:
+        chosen = controller_block.pick(named, catalog) if catalog else None
+    except InputError:
+        chosen = None
+    if chosen is None:
+        return {"type": named, "per_hour": None,
+                "basis": f"{named} not in the catalog" if named else "no CPU-only controller type in the catalog"}
+    basis = f"{chosen.type} on-demand ({catalog.price_source})" if chosen.on_demand is not None \
+        else f"{chosen.type}: price unknown"
+    return {"type": chosen.type, "per_hour": chosen.on_demand, "basis": basis}
 
 
 def price_ratio(nodes: int, on_demand_hours: float, spot_hours: float | None, node_on_demand: float | None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import shlex
 import shutil
 import socket
@@ -41,14 +40,12 @@ from trainkit.runs import controller as ctl
 from trainkit.runs import lock, remote
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import Cluster
-from trainkit.spec.sshkeys import _PUBLIC_KEY
+from trainkit.spec.sshkeys import PUBLIC_KEY
 from trainkit.util import yamlload
 from trainkit.workspace import Workspace
 
 SSH_S = 60            # one ssh command of the hand-off (keygen, authorize, start)
 SHIP_S = 300          # the tar of the loop's workspace (group_vars, the run's events)
-# A run id as runs/record.py makes them (<name>-<YYYYmmdd-HHMMSS>[-N], name: record.NAME_RE).
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}-[0-9]{8}-[0-9]{6}(-[0-9]+)?")
 
 
 def wanted(cluster: Cluster, opts: Any) -> bool:
@@ -103,6 +100,17 @@ def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, 
     return out, paths_from_vars(group)
 
 
+def _host_of(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
+    """The host named by a controller record `held` (run.json's `controller`), None when the spec
+    no longer has it."""
+    return next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
+
+
+def _own_dir(ws: Workspace) -> str | None:
+    """The controller folder `ws` is the workspace of (<dir>/ws: controller.HandOff), else None."""
+    return str(ws.root.parent) if ws.root.name == "ws" else None
+
+
 def _user_group_vars(ws: Workspace) -> dict[str, Any]:
     path = ws.root / "group_vars" / "all.yml"
     data = yamlload.load_file(path, "group vars file") if path.is_file() else None
@@ -127,7 +135,7 @@ def _keygen(host: Node, plan: ctl.HandOff) -> str:
     script = (f"mkdir -p {q(plan.path('ssh'))} {q(plan.path('config'))} {q(plan.ws)} && chmod 700 {q(plan.path('ssh'))}"
               f" && {{ [ -f {key} ] || ssh-keygen -q -t ed25519 -N '' -C {q(plan.unit)} -f {key}; }} && cat {key}.pub")
     public = _must(host, script, plan, "make its ssh key").strip()
-    if not _PUBLIC_KEY.fullmatch(public):
+    if not PUBLIC_KEY.fullmatch(public):
         raise TrainkitError(f"controller host {host.name}: ssh-keygen gave no public key ({public[:80]!r})",
                             fix="check that ssh-keygen (openssh-client) is installed there")
     return public
@@ -200,7 +208,7 @@ def _ship(host: Node, plan: ctl.HandOff, blob: bytes) -> None:
 
 def controller_state(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> str:
     """`alive`, `gone` or `unreachable`: the controller `held` (run.json's `controller`) as its host says."""
-    host = next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
+    host = _host_of(cluster, ws, held)
     if host is None:
         return "unreachable"
     res = host.sh(ctl.alive_script(held), timeout=SSH_S)
@@ -215,7 +223,7 @@ def check_attach(cluster: Cluster, ws: Workspace, run_dir: Path, say: Callable[[
     `controller` cleared here, a `taken_over` event)."""
     record = runs.read_record(run_dir)
     held = record.get("controller")
-    own = str(ws.root.parent) if ws.root.name == "ws" else None
+    own = _own_dir(ws)
     state = controller_state(cluster, ws, held) if held and held.get("dir") != own else None
     rule = ctl.attach_rule(held, own, state)
     if rule == "refuse":
@@ -235,17 +243,17 @@ def stop_controller(cluster: Cluster, ws: Workspace, run_dir: Path) -> str | Non
     held = runs.read_record(run_dir).get("controller")
     if not held:
         return None
-    host = next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
+    host = _host_of(cluster, ws, held)
     if host is not None:
         host.sh(ctl.stop_script(held), timeout=SSH_S)
     runs.event(run_dir, "controller_stopped", host=held.get("host"))
     return str(held.get("host"))
 
 
-def is_controller(ws: Workspace, record: dict[str, Any]) -> bool:
+def is_controller_ws(ws: Workspace, record: dict[str, Any]) -> bool:
     """Whether `ws` is the workspace of the controller that holds the run of `record`."""
-    held = record.get("controller") or {}
-    return ws.root.name == "ws" and str(ws.root.parent) == held.get("dir")
+    own = _own_dir(ws)
+    return own is not None and own == (record.get("controller") or {}).get("dir")
 
 
 def keep_results(ws: Workspace, run_dir: Path, say: Callable[[str], None]) -> str:
@@ -268,10 +276,10 @@ def revoker(ws: Workspace, run_id: str) -> Callable[[Cluster, Workspace], None] 
     `run_id`; None anywhere else (the user's machine, a run never handed off)."""
     path = ws.runs_dir / run_id / "run.json"
     try:
-        record = json.loads(path.read_text()) if RUN_ID.fullmatch(run_id) else {}
+        record = json.loads(path.read_text()) if runs.RUN_ID.fullmatch(run_id) else {}
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or not is_controller(ws, record):
+    if not isinstance(record, dict) or not is_controller_ws(ws, record):
         return None
     return lambda cluster, ws_after: revoke_own_key(cluster, ws_after, lambda m: print(m, file=sys.stderr))
 
@@ -305,7 +313,7 @@ def down_after_cancel(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict
     shared storage when there is one, its key pair removed last. False when it was not asked."""
     if not held.get("down"):
         return False
-    host = next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
+    host = _host_of(cluster, ws, held)
     if host is None:
         return False
     q = shlex.quote
@@ -352,7 +360,7 @@ def sync_runs(cluster: Cluster, ws: Workspace) -> list[str]:
         if held and runs.read_record(run_dir).get("status") in runs.OPEN:
             wanted_[run_dir.name] = (str(held.get("host")), str(PurePosixPath(held["dir"]) / "ws"))
     for h in lock.holders([n for n, _ in hosts], remote.layout_for(paths, "-")):
-        if not RUN_ID.fullmatch(h.run_id):   # a lock is data from a node: never a path out of runs/
+        if not runs.RUN_ID.fullmatch(h.run_id):   # a lock is data from a node: never a path out of runs/
             continue
         if h.controller in by_name and not (ws.runs_dir / h.run_id / "run.json").is_file():
             wanted_.setdefault(h.run_id, (h.controller, h.workspace))

@@ -33,6 +33,8 @@ from trainkit.workspace import write_atomic
 
 # Grammars are whole-string: always fullmatch (re.match(...$) also accepts a final newline).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+# A run id as new_run_id makes them: <name>-<YYYYmmdd-HHMMSS>[-N]
+RUN_ID = re.compile(rf"{NAME_RE.pattern}-[0-9]{{8}}-[0-9]{{6}}(-[0-9]+)?")
 OVERRIDE_RE = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*=.*", re.DOTALL)  # train overrides: KEY=VALUE, KEY dotted names
 # Keys of a train config that belong to the launcher, not to the engine (docs/runs.md).
 TERMINAL = ("completed", "failed", "cancelled")

@@ -95,7 +95,7 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
         try:
             return follow(req.spec, cluster, ws, job, run_dir, req.opts, len(record["attempts"]), echo)
         finally:   # the controller's --down: the results go where the destroy leaves them
-            if req.down and handoff.is_controller(ws, record):
+            if req.down and handoff.is_controller_ws(ws, record):
                 handoff.keep_results(ws, run_dir, say)
     started: list[Path] = []   # the run, once its record exists (for what Ctrl-C says)
     try:

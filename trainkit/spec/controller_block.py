@@ -104,7 +104,12 @@ def controller_type(s: Any, catalog: Catalog) -> InstanceType:
     The catalog is per cloud, not per zone: its controller types are general-purpose families every
     region sells. InputError naming controller.instance_type when the named type is unknown or no
     type fits."""
-    named = s.controller.instance_type
+    return pick(s.controller.instance_type, catalog)
+
+
+def pick(named: str | None, catalog: Catalog) -> InstanceType:
+    """controller_type's rule for a type `named` in the spec (None: the cheapest that fits): the
+    one place `cost`, the review and the module take the controller from."""
     known = {i.type: i for i in (*catalog.controllers, *catalog.instances)}
     if named is not None:
         if named not in known:

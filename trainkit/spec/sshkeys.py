@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # OpenSSH authorized_keys key types (sshd(8), AUTHORIZED_KEYS FILE FORMAT): type, base64 key,
 # optional comment, on one line.
-_PUBLIC_KEY = re.compile(
+PUBLIC_KEY = re.compile(
     r"(ssh-ed25519|ssh-rsa|ssh-dss|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|"
     r"sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]*)?")  # used with fullmatch
 MAX_KEY_BYTES = 16 * 1024  # an RSA-16384 public key is about 2.8 KB
@@ -67,7 +67,7 @@ def _private_key_problems(priv: Path) -> list[tuple[str, str, str | None]]:
     if priv.stat().st_size == 0:
         return [("ssh.private_key", f"{priv} is empty", "give the path of the private key file")]
     head = priv.read_bytes()[:MAX_KEY_BYTES].decode("utf-8", "replace").strip()
-    if _PUBLIC_KEY.fullmatch(head):
+    if PUBLIC_KEY.fullmatch(head):
         return [("ssh.private_key", f"{priv} is a public key",
                  "private_key is the file without .pub (ssh.public_key takes the .pub file)")]
     return []
@@ -85,7 +85,7 @@ def _public_key_problems(pub: Path, field: str, must_exist: bool) -> list[tuple[
     if "PRIVATE KEY" in text:
         return [(field, f"{pub} is a PRIVATE key; never send it to a node",
                  "point ssh.public_key at the .pub file")]
-    if not _PUBLIC_KEY.fullmatch(text):
+    if not PUBLIC_KEY.fullmatch(text):
         return [(field, f"{pub} is not one OpenSSH public key line (type base64 [comment])",
                  "use the .pub file ssh-keygen wrote")]
     return []

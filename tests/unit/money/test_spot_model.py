@@ -57,6 +57,14 @@ def test_the_controller_is_the_cheapest_cpu_type_with_two_vcpus_and_two_gib():
     assert spot.controller_price(None)["type"] is None
 
 
+def test_cost_prices_the_controller_the_spec_names_as_the_module_renders_it():
+    aws = load_catalog(get_cloud("aws"))
+    named = spot.controller_price(aws, "t3.small")
+    assert named["type"] == "t3.small" and named["per_hour"] != spot.controller_price(aws)["per_hour"]
+    unknown = spot.controller_price(aws, "t3.nope")
+    assert unknown["per_hour"] is None and "t3.nope not in the catalog" in unknown["basis"]
+
+
 def _cost(capsys, monkeypatch, tmp_path, *args) -> tuple[int, str]:
     from trainkit.cli import main
 

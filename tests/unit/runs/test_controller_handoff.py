@@ -15,6 +15,7 @@ import pytest
 from trainkit.errors import LOCKED, PREEMPTED, TRAIN
 from trainkit.runs import controller as ctl
 from trainkit.runs import handoff, recover
+from trainkit.runs import record as runs
 from trainkit.spec.resolve import resolve
 from trainkit.spec.schema import ClusterSpec
 
@@ -158,4 +159,4 @@ def test_who_may_drive_a_handed_off_run(controller, own, state, rule):
     ("../ws-20261205-053148", False), ("a/b-20261205-053148", False), ("digits", False),
 ])
 def test_a_run_id_read_from_a_nodes_lock_is_checked_before_it_names_a_folder(run_id, ok):
-    assert bool(handoff.RUN_ID.fullmatch(run_id)) is ok
+    assert bool(runs.RUN_ID.fullmatch(run_id)) is ok
