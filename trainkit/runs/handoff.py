@@ -356,8 +356,9 @@ def sync_runs(cluster: Cluster, ws: Workspace) -> list[str]:
     by_name = {n.name: n for n, _ in hosts}
     wanted_: dict[str, tuple[str, str]] = {}   # run id -> (controller host, its workspace)
     for run_dir in sorted(ws.runs_dir.glob("*")) if ws.runs_dir.is_dir() else []:
-        held = runs.read_record(run_dir).get("controller")
-        if held and runs.read_record(run_dir).get("status") in runs.OPEN:
+        record = runs.read_record(run_dir)
+        held = record.get("controller")
+        if held and record.get("status") in runs.OPEN:
             wanted_[run_dir.name] = (str(held.get("host")), str(PurePosixPath(held["dir"]) / "ws"))
     for h in lock.holders([n for n, _ in hosts], remote.layout_for(paths, "-")):
         if not runs.RUN_ID.fullmatch(h.run_id):   # a lock is data from a node: never a path out of runs/
