@@ -287,7 +287,9 @@ def test_cancel_and_a_job_dead_at_start_up_leave_nothing_running_on_slurm(slurm,
     spec = str(_cli_spec(slurm, shared, tmp_path / "lab.yaml"))
     assert _tk(ws, "apply", spec, "--yes", timeout=120).returncode == 0
 
-    res = _tk(ws, "train", spec, *DIGITS, "epochs=50", "--detach", timeout=120)
+    # far more epochs than the test lasts: the job must still run when `cancel` comes (50 epochs,
+    # about 40 s here, ended before the cancel in a loaded CI run)
+    res = _tk(ws, "train", spec, *DIGITS, "epochs=5000", "--detach", timeout=120)
     assert res.returncode == 0, res.stdout
     run_id = res.stdout.strip().splitlines()[-1]
     remote = shared / ".trainkit" / "lab" / "runs" / run_id

@@ -128,7 +128,9 @@ def read_log(ws: Workspace, run_dir: Path, rank: int | None, node_index: int | N
 def cancel(ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path]:
     """scancel --signal=TERM to the job's steps (the ranks checkpoint and stop), then `scancel`
     after `wait_s` at the latest, until squeue lists the job no more; the folder is fetched.
-    Returns (status, whether it had ended already, the run folder)."""
+    Returns (status, whether it had ended already, the run folder). A job that finished its last
+    step as the signal came ends COMPLETED with a completed summary: the run is recorded and
+    reported completed, with "ended already" true, never called cancelled."""
     record = runs.read_record(run_dir)
     if record.get("status") not in runs.OPEN or not record.get("slurm_job"):
         return record.get("status") or "unknown", True, run_dir
@@ -147,7 +149,8 @@ def cancel(ws: Workspace, run_dir: Path, wait_s: float) -> tuple[str, bool, Path
     while job_state(node, job_id) in LIVE:   # scancel returns before the job's processes end
         time.sleep(POLL_S)
     close_quietly(ws, run_dir, "CANCELLED")
-    return "cancelled", False, run_dir
+    status = runs.read_record(run_dir)["status"]
+    return status, status != "cancelled", run_dir
 
 
 def close_quietly(ws: Workspace, run_dir: Path, state: str | None) -> None:
