@@ -134,10 +134,14 @@ def resolve(spec: ClusterSpec, source: str = "<spec>", price_file: str | Path | 
     nas = {"enabled": ns.enabled, "type": ns.type or d["nas"]["type"],
            "size_gb": ns.size_gb or d["nas"].get("size_gb"), "mount_point": ns.mount_point}
     _check_choices(catalog, system_disk, data_disk, nas)
+    # a named controller type is checked even while the module renders none ("auto": a typo would
+    # otherwise surface only at `train --recover --detach`, after the cluster is up)
+    controller = controller_block.controller_type(spec, catalog) \
+        if controller_block.rendered(spec) or spec.controller.instance_type else None
     return Cluster(spec=spec, source=source, instance=inst, catalog=catalog, image=image,
                    ssh_user=_ssh_user(spec, room, d), system_disk=system_disk,
                    data_disk=data_disk, nas=nas, room=room,
-                   controller=controller_block.controller_type(spec, catalog) if controller_block.rendered(spec) else None,
+                   controller=controller if controller_block.rendered(spec) else None,
                    warnings=tuple(advise(inst, spec.nodes)))
 
 

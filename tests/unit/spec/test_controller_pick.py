@@ -93,3 +93,11 @@ def test_the_module_input_carries_the_type_and_the_remote_state_and_is_absent_wh
     local = resolve(_spec(controller={"enabled": True, "instance_type": "t3.small"}))
     assert module_variables(local, KEY)["controller"] == {
         "instance_type": "t3.small", "state_bucket": None, "state_prefix": None, "lock_table": None}
+
+
+def test_a_named_type_is_checked_when_the_module_renders_no_controller_yet():
+    """"auto" (enabled unset) renders nothing at apply, but a typo in controller.instance_type is
+    said by `validate`/`apply`, not first at `train --recover --detach` with the cluster up."""
+    with pytest.raises(InputError, match=r"controller.instance_type: 'nope.large' is not in the aws catalog"):
+        resolve(_spec(controller={"instance_type": "nope.large"}))
+    assert resolve(_spec(controller={"instance_type": "m5.large"})).controller is None   # still rendered by none
