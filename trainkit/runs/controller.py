@@ -131,7 +131,7 @@ def unit_command(plan: HandOff, argv: list[str]) -> str:
 def unit_file(plan: HandOff, argv: list[str]) -> str:
     """The unit as a file (systemd.unit(5)) with the settings and the command of the transient
     one start_script makes, for `systemd-analyze verify`: the command is one double-quoted word
-    for /bin/sh -c, `\` and `"` escaped, `%` as `%%` (specifiers, in every value) and `$` as
+    for /bin/sh -c, backslash and `"` escaped, `%` as `%%` (specifiers, in every value) and `$` as
     `$$` (systemd.service(5), "Command lines"; systemd.unit(5), "Specifiers")."""
     script = unit_command(plan, argv).replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     lines = ["[Unit]", f"Description=trainkit controller of run {plan.run_id}", "", "[Service]",
