@@ -203,8 +203,9 @@ def revoke_script(path: str, public: str) -> str:
     word, as authorize_script's); the other lines, the file's inode and mode stay (rewritten in
     place through a temp file beside it). A missing file is left missing."""
     q = shlex.quote
-    return (f"f={path}; [ -f \"$f\" ] || exit 0; {{ grep -vxF {q(public)} \"$f\" || true; }} > \"$f.trainkit\" "
-            f"&& cat \"$f.trainkit\" > \"$f\" && rm -f \"$f.trainkit\"")
+    # the temp file is this shell's own ($$): the controller and a cancel may revoke at once
+    return (f"f={path}; t=\"$f.trainkit.$$\"; [ -f \"$f\" ] || exit 0; {{ grep -vxF {q(public)} \"$f\" || true; }} > \"$t\" "
+            f"&& cat \"$t\" > \"$f\" && rm -f \"$t\"")
 
 
 def key_dir(record: dict[str, Any], run_id: str) -> str | None:
