@@ -23,12 +23,12 @@ from contextlib import contextmanager
 from pathlib import PurePosixPath
 from typing import Any, Callable, Iterator
 
-from trainkit.errors import UNEXPECTED
+from trainkit.errors import UNEXPECTED, InputError
 from trainkit.provision.node import Node
 from trainkit.runs import controller as ctl
 from trainkit.runs import record as runs
 from trainkit.runs import remote
-from trainkit.runs.handoff import SSH_S, all_hosts, host_of, is_controller_ws
+from trainkit.runs.handoff import SSH_S, all_hosts, controller_node, is_controller_ws
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import PUBLIC_KEY
 from trainkit.workspace import Workspace
@@ -103,8 +103,11 @@ def end_access(cluster: Cluster, ws: Workspace, run_id: str, held: dict[str, Any
     `--down` left to it: its public key taken off every host through this workspace's own access
     (the line the record names, else the one its host still has), and its key pair removed on its
     host. Returns the hosts that keep the line (all of them when no key could be read)."""
-    host = host_of(cluster, ws, held)
-    hosts = all_hosts(cluster, ws)
+    try:
+        host, hosts = controller_node(cluster, ws, held), all_hosts(cluster, ws)
+    except InputError as err:   # the hosts cannot be listed (a cloud's outputs gone): say so, cancel stands
+        say(f"cancel: the controller's key of run {run_id} stays on the hosts: {err.message}")
+        return []
     public, folder = str(held.get("public_key") or ""), ctl.key_dir(held, run_id)
     if not PUBLIC_KEY.fullmatch(public) and host is not None and folder:
         res = host.sh(f"cat {shlex.quote(str(PurePosixPath(folder) / 'id_ed25519.pub'))}", timeout=SSH_S)

@@ -99,7 +99,7 @@ def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, 
     return out, paths_from_vars(group)
 
 
-def host_of(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
+def _host_of(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
     """The host named by a controller record `held` (run.json's `controller`), None when the spec
     no longer has it."""
     return next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
@@ -204,7 +204,7 @@ def _ship(host: Node, plan: ctl.HandOff, blob: bytes) -> None:
 
 def controller_state(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> str:
     """`alive`, `gone` or `unreachable`: the controller `held` (run.json's `controller`) as its host says."""
-    host = host_of(cluster, ws, held)
+    host = _host_of(cluster, ws, held)
     if host is None:
         return "unreachable"
     res = host.sh(ctl.alive_script(held), timeout=SSH_S)
@@ -239,11 +239,17 @@ def stop_controller(cluster: Cluster, ws: Workspace, run_dir: Path) -> str | Non
     held = runs.read_record(run_dir).get("controller")
     if not held:
         return None
-    host = host_of(cluster, ws, held)
+    host = _host_of(cluster, ws, held)
     if host is not None:
         host.sh(ctl.stop_script(held), timeout=SSH_S)
     runs.event(run_dir, "controller_stopped", host=held.get("host"))
     return str(held.get("host"))
+
+
+def controller_node(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
+    """The host the controller record `held` (run.json's `controller`) names, reached with this
+    workspace's ssh settings; None when the spec no longer has it."""
+    return _host_of(cluster, ws, held)
 
 
 def is_controller_ws(ws: Workspace, record: dict[str, Any]) -> bool:
@@ -275,7 +281,7 @@ def down_after_cancel(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict
     is one, its key pair removed last. False when it was not asked or could not be started."""
     if not held.get("down"):
         return False
-    host = host_of(cluster, ws, held)
+    host = _host_of(cluster, ws, held)
     if host is None:
         return False
     q = shlex.quote
