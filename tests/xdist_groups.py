@@ -61,8 +61,6 @@ MEASURED_S = {
     # from the controller): 140 s measured alone (2026-12-05); 157 s (97 + 55 s calls) with test 2's
     # cancelled run without --down (2026-12-05, beside other sessions)
     "e2e/test_controller_hosts.py": 157,
-    # the controller's systemd unit under a real systemd PID 1 (systemd_box.py): 8 s alone (2026-12-05)
-    "e2e/test_controller_systemd.py": 8,
     # issue 42's controller in the modules: the moto apply with an s3 backend (77 s alone, 154 s
     # beside other work) and the four modules through validate and plan (42 s), 2026-12-05
     "infra/test_aws_controller.py": 80, "infra/test_controller_modules.py": 42,

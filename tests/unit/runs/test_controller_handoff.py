@@ -5,12 +5,14 @@ drive a run on `train --attach`."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trainkit.errors import LOCKED, PREEMPTED, TRAIN
 from trainkit.runs import controller as ctl
@@ -213,3 +215,20 @@ def test_who_may_drive_a_handed_off_run(controller, own, state, rule):
 ])
 def test_a_run_id_read_from_a_nodes_lock_is_checked_before_it_names_a_folder(run_id, ok):
     assert bool(runs.RUN_ID.fullmatch(run_id)) is ok
+
+
+def test_the_node_guard_counts_a_controllers_loop_as_busy():
+    """The guard role (spec `idle:`) shuts a node down when no process matches its training pattern:
+    a controller's loop waiting out a backoff (no job running) keeps its host up; without one, a
+    host whose controller is gone or was never used is as idle as any node."""
+    defaults = Path(__file__).resolve().parents[3] / "ansible/roles/guard/defaults/main.yml"
+    pattern = re.compile(yaml.safe_load(defaults.read_text())["guard_training_pattern"])
+    plan = _plan()
+    argv = plan.argv(ctl.loop_options(recover.Options(recover=True, detach=True), down=True))
+    shown = " ".join(argv[argv.index("env") + 2:])       # /proc/PID/cmdline once env has exec'd python
+    assert pattern.search(shown)
+    assert pattern.search("/home/me/.venv/bin/python /home/me/.venv/bin/trainkit train c.yaml --recover --poll 2")
+    for other in ("/usr/bin/python3 /usr/local/lib/trainkit-guard/guard.py --daemon /etc/trainkit-guard.json",
+                  "/usr/sbin/sshd -D", "python -m trainkit train c.yaml --attach digits-20260101-120000",
+                  f"sleep 5 {plan.dir}/ws"):
+        assert not pattern.search(other), other
