@@ -70,9 +70,10 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     """Stop a run cleanly: SIGTERM to its job on every node (it writes a checkpoint), wait up to
     `wait_s`, then SIGKILL what is left, fetch the results and close the record as cancelled.
     A run that has already ended keeps its true status (its results are fetched if not yet).
-    A run handed to a controller: the controller is stopped first; its `--down` then goes on
-    on its host (handoff.down_after_cancel), or, with none, its key leaves the hosts from here
-    (controller_keys.end_access). Returns (status, whether it had ended before this call, the run folder the results are in)."""
+    A run handed to a controller: the controller is stopped first; its `--down` then goes on on
+    its host (handoff.down_after_cancel), or, with none, its key leaves the hosts from here
+    (controller_keys.end_access). Returns (status, whether it had ended before this call, the run
+    folder the results are in)."""
     record = runs.read_record(run_dir)
     if not ws.inventory_yml.exists():
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
@@ -93,11 +94,13 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     runs.event(run_dir, "cancelled", attempt=attempt)
     where = Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
     # handed off with --down: the controller host keeps the results, tears the cluster down, ends its access
-    _end_access(cluster, ws, run_dir, held, down_started=bool(held) and handoff.down_after_cancel(cluster, ws, run_dir, held))
+    down_started = bool(held) and handoff.down_after_cancel(cluster, ws, run_dir, held)
+    _end_access(cluster, ws, run_dir, held, down_started)
     return "cancelled", False, where
 
 
-def _end_access(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any] | None, down_started: bool) -> None:
+def _end_access(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any] | None,
+                down_started: bool) -> None:
     """A stopped controller leaves no access behind: unless its --down goes on on its host, its
     key comes off the hosts from here (a `key_revoked` event names the hosts that keep it)."""
     if held and not down_started:
