@@ -8,7 +8,8 @@ reclaim leaves it) and the controller puts the spare in; the run completes; a se
 (same spec, never saw the run) finds it through the lock on the hosts; `--down` leaves no trainkit
 process on any host and no launch.root, and its results on the shared folder. The second test kills
 the controller (loop and process): `--attach` takes the run over; then `cancel` from a workspace that
-never saw the run stops the controller and the run, and the controller host goes down.
+never saw the run stops the controller and the run, and the controller host goes down, its key
+off every host; before that, a run handed off without --down and cancelled leaves no key behind.
 
 The controller's key is authorized in each host's node-local authorized_keys (netns.py's second
 AuthorizedKeysFile) through the `trainkit_authorized_keys_file` group var: root's ~/.ssh here is
@@ -182,15 +183,33 @@ def test_detached_recovery_runs_on_the_controller_host_through_a_kill_and_a_recl
     assert not (ctl_dir / "ssh").exists()
 
 
+def _authorized(trio: NetnsCluster, public: str) -> list[str]:
+    """The hosts whose node-local authorized_keys still has the line `public`."""
+    return [h.name for h in trio.hosts if public in (h.dir / "local" / "authorized_keys").read_text().splitlines()]
+
+
 def test_attach_takes_over_from_a_dead_controller_and_cancel_from_a_second_workspace_goes_down(trio, tmp_path):
     h1, h2, _ = trio.hosts
     spec, common, _ = _applied(trio, tmp_path)
     shared = trio.workdir / "shared"
     long_run = [*_config(tmp_path), *DIGITS, "epochs=40"]
+    # first a run handed off without --down, cancelled at once: the controller's key leaves every
+    # host and its key pair goes (the user's workspace does it: no --down is left to the controller)
+    plain = tk(trio, "train", *common, *long_run, *FAST, "--recover", "--detach", timeout=180)
+    assert plain.returncode == 0, plain.stderr
+    plain_dir = h1.dir / "local" / "trainkit-controller" / plain.stdout.strip()
+    plain_key = (plain_dir / "ssh" / "id_ed25519.pub").read_text().strip()
+    assert len(_authorized(trio, plain_key)) == 3
+    stopped = tk(trio, "cancel", str(spec), plain.stdout.strip(), *common[1:])
+    assert stopped.returncode == 0, stopped.stderr
+    assert "key_revoked" in _events(tmp_path / "ws" / "runs" / plain.stdout.strip() / "events.jsonl")
+    assert _authorized(trio, plain_key) == [] and not (plain_dir / "ssh").exists()
+
     started = tk(trio, "train", *common, *long_run, *FAST, "--recover", "--detach", "--down", timeout=180)
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.strip()
     ctl_dir = h1.dir / "local" / "trainkit-controller" / run_id
+    public = (ctl_dir / "ssh" / "id_ed25519.pub").read_text().strip()
     metrics = shared / CLUSTER / "runs" / run_id / "metrics.jsonl"
     _until("step 5", lambda: metrics.is_file() and '"step": 5,' in metrics.read_text())
     # the controller is gone (its loop and train process killed): --attach takes the run over
@@ -221,3 +240,6 @@ def test_attach_takes_over_from_a_dead_controller_and_cancel_from_a_second_works
     _until("no trainkit process left", lambda: not _trainkit_pids(trio), 60)
     for h in (h1, h2):
         assert not (h.dir / "local" / "trainkit").exists()
+    # the controller's destroy took its key off every host before its key pair went
+    assert _authorized(trio, public) == [], (ctl_dir / "controller.log").read_text()[-3000:]
+    assert "key_revoked" not in said

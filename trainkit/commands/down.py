@@ -21,11 +21,9 @@ from trainkit.errors import LockedError, TrainkitError
 
 
 @contextmanager
-def torn_down(load: Callable[[], tuple[Any, Any]], spec: str, workdir: str | None,
-              after: Callable[[Any, Any], None] | None = None) -> Iterator[None]:
-    """Run the body, then destroy the cluster (as `trainkit destroy --yes`) whatever happened,
-    then `after(cluster, workspace)` (the controller's own key taken off the hosts) once the
-    destroy succeeded. `load()` gives (cluster, workspace) as they are after the body (an apply
+def torn_down(load: Callable[[], tuple[Any, Any]], spec: str, workdir: str | None) -> Iterator[None]:
+    """Run the body, then destroy the cluster (as `trainkit destroy --yes`) whatever happened.
+    `load()` gives (cluster, workspace) as they are after the body (an apply
     may have chosen a zone of a `zone:` list).
 
     The body's own error is raised again after a successful destroy, with a note saying the
@@ -43,17 +41,13 @@ def torn_down(load: Callable[[], tuple[Any, Any]], spec: str, workdir: str | Non
         raise
     except (Exception, KeyboardInterrupt) as err:
         cluster, ws = _destroy(load, remove, err)
-        if after is not None:
-            after(cluster, ws)
         if isinstance(err, TrainkitError):
             err.append_note(f"--down: cluster {cluster.name} was destroyed after this failure; run "
                             f"results are kept in {ws.runs_dir}")
             if err.exit_code == 130:  # "the run keeps running": not any more
                 err.fix = None
         raise
-    cluster, ws = _destroy(load, remove, None)
-    if after is not None:
-        after(cluster, ws)
+    _destroy(load, remove, None)
 
 
 def _destroy(load: Callable[[], tuple[Any, Any]], remove: str, cause: BaseException | None) -> tuple[Any, Any]:

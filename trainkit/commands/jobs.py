@@ -30,7 +30,7 @@ from trainkit.commands.options import (
 )
 from trainkit.commands.options import load as _load
 from trainkit.errors import FORMAT_VERSION, InputError
-from trainkit.runs import closing, handoff, recover, start
+from trainkit.runs import closing, controller_keys, handoff, recover, start
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.util.nodeargs import http_url
@@ -102,9 +102,11 @@ def train(spec, workdir, config, overrides, detach, attach, resume, force, recov
                                                    opts=opts))
     if up:  # before anything exists: an example's placeholders are refused, nothing to tear down
         lifecycle.refuse_placeholders(cluster)
-    # on a controller host (its own --attach --down): its key leaves the hosts after the destroy
-    after = handoff.revoker(ws, attach) if down and attach else None
-    with torn_down(lambda: _load(spec, workdir), spec, workdir, after) if down and not handed else nullcontext():
+    # on a controller host (its own --attach): when the run ends for good its key leaves the hosts,
+    # after --down's destroy (torn_down, inside)
+    after = controller_keys.revoker(cluster, ws, attach) if attach else None
+    with controller_keys.at_the_end(after), \
+            torn_down(lambda: _load(spec, workdir), spec, workdir) if down and not handed else nullcontext():
         if up:
             apply_cluster(cluster, ws, yes, fmt="stderr")  # stdout is the run's
             cluster, ws = _load(spec, workdir)  # a `zone:`/`type:` list: where the apply came up

@@ -34,7 +34,7 @@ from trainkit.commands.options import (
 from trainkit.commands.options import out_file as out_file_check
 from trainkit.errors import InputError, LockedError
 from trainkit.provision.node import read_nodes
-from trainkit.runs import closing, handoff
+from trainkit.runs import closing, controller_keys, handoff
 from trainkit.runs import status as run_status
 from trainkit.stack.review_render import money, to_markdown, to_text
 from trainkit.util import progress
@@ -190,7 +190,10 @@ def destroy(spec, workdir, yes, sweep, fmt):
                     "destroy")
         if typed != cluster.name:
             raise InputError(f"{typed!r} is not {cluster.name!r}; nothing was destroyed")
-    destroy_cluster(cluster, ws, yes, sweep, fmt)
+    # from a controller's workspace (a cancelled --down run: handoff.down_after_cancel): its key
+    # leaves the hosts after the destroy, whether or not it left anything
+    with controller_keys.at_the_end(controller_keys.revoker(cluster, ws, ws.root.parent.name)):
+        destroy_cluster(cluster, ws, yes, sweep, fmt)
 
 
 def destroy_cluster(cluster, ws, yes: bool, sweep: bool = False, fmt: str = "text") -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from trainkit.cluster import teardown
 from trainkit.errors import DESTROY, InputError, TrainkitError
 from trainkit.provision.node import read_nodes
-from trainkit.runs import handoff, lock, remote, slurm_runs
+from trainkit.runs import controller_keys, handoff, lock, remote, slurm_runs
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.runs.attempt import nodes_of
@@ -70,7 +70,10 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     """Stop a run cleanly: SIGTERM to its job on every node (it writes a checkpoint), wait up to
     `wait_s`, then SIGKILL what is left, fetch the results and close the record as cancelled.
     A run that has already ended keeps its true status (its results are fetched if not yet).
-    Returns (status, whether it had ended before this call, the run folder the results are in)."""
+    A run handed to a controller: the controller is stopped first; its `--down` then goes on on
+    its host (handoff.down_after_cancel), or, with none, its key leaves the hosts from here
+    (controller_keys.end_access). Returns (status, whether it had ended before this call, the run
+    folder the results are in)."""
     record = runs.read_record(run_dir)
     if not ws.inventory_yml.exists():
         raise InputError(f"no inventory in {ws.root}", fix="run `trainkit apply` first")
@@ -83,15 +86,26 @@ def cancel(cluster: Cluster, ws: Workspace, run_dir: Path, wait_s: float) -> tup
     if status not in runs.OPEN:
         if record.get("status") in runs.OPEN:
             finish(cluster, ws, run_dir, status)
+        _end_access(cluster, ws, run_dir, held, down_started=False)
         return status, True, run_dir
     nodes, group = read_nodes(ws.inventory_yml)
     attempt = len(record.get("attempts") or [])
     stop_survivors(nodes, remote.layout_for(group, run_dir.name), attempt, [], wait_s=wait_s)
     runs.event(run_dir, "cancelled", attempt=attempt)
     where = Path(finish(cluster, ws, run_dir, "cancelled")["run_dir"])
-    if held:   # handed off with --down: the controller host keeps the results and tears the cluster down
-        handoff.down_after_cancel(cluster, ws, run_dir, held)
+    # handed off with --down: the controller host keeps the results, tears the cluster down, ends its access
+    down_started = bool(held) and handoff.down_after_cancel(cluster, ws, run_dir, held)
+    _end_access(cluster, ws, run_dir, held, down_started)
     return "cancelled", False, where
+
+
+def _end_access(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any] | None,
+                down_started: bool) -> None:
+    """A stopped controller leaves no access behind: unless its --down goes on on its host, its
+    key comes off the hosts from here (a `key_revoked` event names the hosts that keep it)."""
+    if held and not down_started:
+        kept = controller_keys.end_access(cluster, ws, run_dir.name, held, progress.info)
+        runs.event(run_dir, "key_revoked", host=held.get("host"), kept=kept)
 
 
 def destroy(cluster: Cluster, ws: Workspace, *, sweep: bool, confirm_sweep, unreachable_ok: bool

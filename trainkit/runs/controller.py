@@ -73,10 +73,12 @@ class HandOff:
         return ["env", f"TRAINKIT_STATE_DIR={self.path('state')}", self.python, "-m", "trainkit", "train", self.spec, "--workdir", self.ws, "--attach", self.run_id,
                 "--recover", *options]
 
-    def record(self, service: str, down: bool = False) -> dict[str, Any]:
+    def record(self, service: str, down: bool = False, public_key: str | None = None) -> dict[str, Any]:
         """What run.json's `controller` says (a workspace that never saw the run finds it from this);
-        `down`: it destroys the cluster when the run ends."""
-        return {"host": self.host, "dir": self.dir, "service": service, "unit": self.unit, "down": down}
+        `down`: it destroys the cluster when the run ends; `public_key`: the line authorized on
+        every host (not a secret: `cancel` takes that exact line off again, its host gone or not)."""
+        return {"host": self.host, "dir": self.dir, "service": service, "unit": self.unit, "down": down,
+                "public_key": public_key}
 
 
 def loop_options(opts: Any, down: bool) -> list[str]:
@@ -92,15 +94,15 @@ def loop_options(opts: Any, down: bool) -> list[str]:
 
 def start_script(plan: HandOff, argv: list[str]) -> str:
     """A POSIX sh script, run on the controller host, that starts `argv` under a service manager
-    and prints which one: `systemd` (a transient unit restarted on failure) where systemd is PID 1
-    and we are root, else `loop` (setsid: a new session that outlives the ssh connection). Every
-    word is quoted: paths and the run id are data."""
+    and prints which one: `systemd` (a transient unit restarted on failure: unit_properties)
+    where systemd is PID 1 and we are root, else `loop` (setsid: a new session that outlives the
+    ssh connection). Every word is quoted: paths and the run id are data."""
     q = shlex.quote
-    finals = " ".join(str(c) for c in FINAL_EXITS)
-    unit = ["systemd-run", "--quiet", "--collect", "--unit", plan.unit, "-p", "Restart=on-failure",
-            "-p", f"RestartSec={RESTART_S}", "-p", f"RestartPreventExitStatus={finals}",
-            "-p", f"WorkingDirectory={plan.dir}", "-p", f"StandardOutput=append:{plan.log}",
-            "-p", f"StandardError=append:{plan.log}", *argv]
+    props = [w for k, v in unit_properties(plan) for w in ("-p", f"{k}={v}")]
+    # systemd-run: the service manager expands `${VAR}` and `$$` in the command (systemd-run(1),
+    # --expand-environment, on by default): every `$` doubled reaches sh as one `$`
+    unit = ["systemd-run", "--quiet", "--collect", "--unit", plan.unit, *props, "sh", "-c",
+            unit_command(plan, argv).replace("$", "$$")]
     return (f"cd {q(plan.dir)} && if {SYSTEMD_TEST}; then {shlex.join(unit)} && echo systemd; "
             f"else setsid sh -c {q(loop_script(plan, argv))} </dev/null >/dev/null 2>&1 & echo loop; fi")
 
@@ -109,18 +111,59 @@ def start_script(plan: HandOff, argv: list[str]) -> str:
 SYSTEMD_TEST = '[ -d /run/systemd/system ] && [ "$(id -u)" = 0 ] && command -v systemd-run >/dev/null'
 
 
+def unit_properties(plan: HandOff) -> list[tuple[str, str]]:
+    """The transient unit's [Service] settings (systemd.service(5), systemd.exec(5)): restarted
+    RESTART_S after a failure, never after one of FINAL_EXITS; its output appended to the log.
+    systemd-run's `-p` words and a unit file (unit_file) are made from this one list."""
+    return [("Restart", "on-failure"), ("RestartSec", str(RESTART_S)),
+            ("RestartPreventExitStatus", " ".join(str(c) for c in FINAL_EXITS)),
+            ("WorkingDirectory", plan.dir), ("StandardOutput", f"append:{plan.log}"),
+            ("StandardError", f"append:{plan.log}")]
+
+
+def unit_command(plan: HandOff, argv: list[str]) -> str:
+    """The unit's `sh -c` script: `argv`, its exit logged, end_script, and its exit status
+    passed on, so that systemd restarts it or not by that status (a SIGKILLed train process: 137,
+    restarted; sh is the unit's main process and stays, as the loop's shell does)."""
+    return f"{shlex.join(argv)}; rc=$?; echo \"controller: exit $rc\" >>{shlex.quote(plan.log)}; {end_script(plan)}; exit $rc"
+
+
+def unit_file(plan: HandOff, argv: list[str]) -> str:
+    """The unit as a file (systemd.unit(5)) with the settings and the command of the transient
+    one start_script makes, for `systemd-analyze verify`: the command is one double-quoted word
+    for /bin/sh -c, backslash and `"` escaped, `%` as `%%` (specifiers, in every value) and `$` as
+    `$$` (systemd.service(5), "Command lines"; systemd.unit(5), "Specifiers")."""
+    script = unit_command(plan, argv).replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    lines = ["[Unit]", f"Description=trainkit controller of run {plan.run_id}", "", "[Service]",
+             f'ExecStart=/bin/sh -c "{script}"', *(f"{k}={v.replace('%', '%%')}" for k, v in unit_properties(plan))]
+    return "\n".join(lines) + "\n"
+
+
+def end_script(plan: HandOff) -> str:
+    """What runs after the controller's train process exited with `$rc`, in the loop and in the
+    unit alike: when that exit ends the run for good (FINAL_EXITS: nothing starts it again) the
+    controller's key pair is removed (the train process took its key off the hosts before it
+    exited: controller_keys.at_the_end). Any other exit keeps it: train starts again and needs it."""
+    finals = " ".join(str(c) for c in FINAL_EXITS)
+    return f"case \" {finals} \" in *\" $rc \"*) rm -rf {shlex.quote(plan.path('ssh'))};; esac"
+
+
+def ends_for_good(code: int) -> bool:
+    """Whether the controller's train process exiting with `code` is not started again."""
+    return code in FINAL_EXITS
+
+
 def loop_script(plan: HandOff, argv: list[str], restart_s: float = RESTART_S) -> str:
     """The restart loop (no systemd): records its pid, runs `argv` (its pid in child.pid, output
     appended to the log), and starts it again RESTART_S later unless it exited with one of
-    FINAL_EXITS or the stop file exists (`cancel`: stop_script). A run that ended well with
-    `--down` (the `down` file) takes the controller's key pair with it: the controller goes last."""
+    FINAL_EXITS or the stop file exists (`cancel`: stop_script; cancel ends the controller's
+    access itself). Then end_script."""
     q = shlex.quote
     finals = " ".join(str(c) for c in FINAL_EXITS)
     return (f"echo $$ > {q(plan.loop_pid)}; rm -f {q(plan.path('stop'))}; while :; do {shlex.join(argv)} >>{q(plan.log)} 2>&1 & "
             f"echo $! > {q(plan.child_pid)}; wait $!; rc=$?; echo \"controller: exit $rc\" >>{q(plan.log)}; "
             f"case \" {finals} \" in *\" $rc \"*) break;; esac; [ -e {q(plan.path('stop'))} ] && break; "
-            f"sleep {restart_s}; done; rm -f {q(plan.loop_pid)}; "
-            f"if [ \"$rc\" = 0 ] && [ -e {q(plan.path('down'))} ]; then rm -rf {q(plan.path('ssh'))}; fi")
+            f"sleep {restart_s}; done; rm -f {q(plan.loop_pid)}; {end_script(plan)}")
 
 
 def alive_script(record: dict[str, Any]) -> str:
@@ -145,6 +188,34 @@ def stop_script(record: dict[str, Any]) -> str:
     d = PurePosixPath(record["dir"])
     return (f"touch {q(str(d / 'stop'))}; systemctl stop {q(UNIT_PREFIX + _run(record))} 2>/dev/null; "
             f"p=$(cat {q(str(d / 'loop.pid'))} 2>/dev/null); [ -n \"$p\" ] && kill -TERM \"-$p\" 2>/dev/null; true")  # dash's kill takes no --
+
+
+def authorize_script(path: str, public: str) -> str:
+    """Appends the line `public` once to the authorized_keys file `path` (a shell word: quoted by
+    the caller, or `"$HOME"/...`), made 0600 with its folder if missing."""
+    q = shlex.quote
+    return (f"f={path}; mkdir -p \"$(dirname \"$f\")\" && touch \"$f\" && chmod 600 \"$f\" && "
+            f"{{ grep -qxF {q(public)} \"$f\" || printf '%s\\n' {q(public)} >> \"$f\"; }}")
+
+
+def revoke_script(path: str, public: str) -> str:
+    """Takes every line that is exactly `public` out of the authorized_keys file `path` (a shell
+    word, as authorize_script's); the other lines, the file's inode and mode stay (rewritten in
+    place through a temp file beside it). A missing file is left missing."""
+    q = shlex.quote
+    # the temp file is this shell's own ($$): the controller and a cancel may revoke at once
+    return (f"f={path}; t=\"$f.trainkit.$$\"; [ -f \"$f\" ] || exit 0; {{ grep -vxF {q(public)} \"$f\" || true; }} > \"$t\" "
+            f"&& cat \"$t\" > \"$f\" && rm -f \"$t\"")
+
+
+def key_dir(record: dict[str, Any], run_id: str) -> str | None:
+    """The key pair's folder of the controller `record` of run `run_id` (<dir>/ssh), or None when
+    the record's dir is not a controller folder of that run (<root>-controller/<run-id>, absolute):
+    a record copied from a node is data, never a path to remove elsewhere."""
+    d = PurePosixPath(str(record.get("dir") or ""))
+    if d.is_absolute() and d.name == run_id and d.parent.name.endswith("-controller") and ".." not in d.parts:
+        return str(d / "ssh")
+    return None
 
 
 def _run(record: dict[str, Any]) -> str:

@@ -22,7 +22,6 @@ import json
 import shlex
 import shutil
 import socket
-import sys
 import tarfile
 import time
 from dataclasses import replace
@@ -66,10 +65,10 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     plan = ctl.HandOff(run_dir.name, host.name, host.paths.root, host.python, config.name)
     public = _keygen(host, plan)
     _authorize(hosts, public, plan)
-    _ship(host, plan, _bundle(cluster, ws, run_dir, plan, config, down))
+    _ship(host, plan, _bundle(cluster, ws, run_dir, plan, config, down, public))
     service = _must(host, ctl.start_script(plan, plan.argv(ctl.loop_options(opts, down))), plan,
                     "start the loop").strip().splitlines()[-1]
-    held = plan.record(service, down)
+    held = plan.record(service, down, public)
     runs.write_record(run_dir, {**runs.read_record(run_dir), "controller": held})
     runs.event(run_dir, "handed_off", host=host.name, service=service, dir=plan.dir, down=down)
     nodes, group = read_nodes(ws.inventory_yml)
@@ -144,13 +143,9 @@ def _keygen(host: Node, plan: ctl.HandOff) -> str:
 def _authorize(hosts: list[tuple[Node, str]], public: str, plan: ctl.HandOff) -> None:
     """The controller's key appended once to each host's authorized_keys; TrainkitError naming
     the hosts that refused (a spare that is down is among them: the controller could not use it)."""
-    q = shlex.quote
-
     def one(item: tuple[Node, str]):
         node, path = item
-        script = (f"f={path}; mkdir -p \"$(dirname \"$f\")\" && touch \"$f\" && chmod 600 \"$f\" && "
-                  f"{{ grep -qxF {q(public)} \"$f\" || printf '%s\\n' {q(public)} >> \"$f\"; }}")
-        return node.name, node.sh(script, timeout=SSH_S)
+        return node.name, node.sh(ctl.authorize_script(path, public), timeout=SSH_S)
 
     failed = [name for name, res in remote.on_nodes(hosts, one) if res.returncode != 0]
     if failed:
@@ -159,7 +154,8 @@ def _authorize(hosts: list[tuple[Node, str]], public: str, plan: ctl.HandOff) ->
                                                         f"then attach: trainkit train SPEC --attach {plan.run_id}")
 
 
-def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, config: Path, down: bool) -> bytes:
+def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, config: Path, down: bool,
+            public: str) -> bytes:
     """The tar (in memory) of what the loop reads, paths relative to the controller's folder."""
     files: dict[str, bytes] = {"cluster.yaml": _spec_text(cluster, plan).encode(), **({"down": b""} if down else {}),
                                f"config/{config.name}": config.read_bytes()}
@@ -173,7 +169,7 @@ def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, c
         for path in sorted((ws.root / folder).rglob("*")) if (ws.root / folder).is_dir() else []:
             if path.is_file() and not path.is_symlink():
                 files[f"ws/{path.relative_to(ws.root).as_posix()}"] = path.read_bytes()
-    record = {**runs.read_record(run_dir), "config": plan.config, "controller": plan.record("starting", down)}
+    record = {**runs.read_record(run_dir), "config": plan.config, "controller": plan.record("starting", down, public)}
     files[f"ws/runs/{run_dir.name}/run.json"] = json.dumps(record, indent=2, sort_keys=True).encode()
     if (run_dir / "events.jsonl").is_file():
         files[f"ws/runs/{run_dir.name}/events.jsonl"] = (run_dir / "events.jsonl").read_bytes()
@@ -250,6 +246,12 @@ def stop_controller(cluster: Cluster, ws: Workspace, run_dir: Path) -> str | Non
     return str(held.get("host"))
 
 
+def controller_node(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
+    """The host the controller record `held` (run.json's `controller`) names, reached with this
+    workspace's ssh settings; None when the spec no longer has it."""
+    return _host_of(cluster, ws, held)
+
+
 def is_controller_ws(ws: Workspace, record: dict[str, Any]) -> bool:
     """Whether `ws` is the workspace of the controller that holds the run of `record`."""
     own = _own_dir(ws)
@@ -271,46 +273,12 @@ def keep_results(ws: Workspace, run_dir: Path, say: Callable[[str], None]) -> st
     return where
 
 
-def revoker(ws: Workspace, run_id: str) -> Callable[[Cluster, Workspace], None] | None:
-    """revoke_own_key for `--down` when `ws` is the workspace of the controller that holds run
-    `run_id`; None anywhere else (the user's machine, a run never handed off)."""
-    path = ws.runs_dir / run_id / "run.json"
-    try:
-        record = json.loads(path.read_text()) if runs.RUN_ID.fullmatch(run_id) else {}
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or not is_controller_ws(ws, record):
-        return None
-    return lambda cluster, ws_after: revoke_own_key(cluster, ws_after, lambda m: print(m, file=sys.stderr))
-
-
-def revoke_own_key(cluster: Cluster, ws: Workspace, say: Callable[[str], None]) -> None:
-    """On the controller, after `--down` destroyed the cluster: its own public key taken out of
-    every host's authorized_keys again (the exact line _authorize appended; the file's other
-    lines, its inode and mode stay). A host that does not answer keeps the line, and the log says
-    which; the key pair itself goes next, with the loop (controller.loop_script)."""
-    pub = ws.root.parent / "ssh" / "id_ed25519.pub"
-    if not pub.is_file():
-        return
-    public, q = pub.read_text().strip(), shlex.quote
-
-    def one(item: tuple[Node, str]):
-        node, path = item
-        script = (f"f={path}; [ -f \"$f\" ] || exit 0; {{ grep -vxF {q(public)} \"$f\" || true; }} > \"$f.trainkit\" "
-                  f"&& cat \"$f.trainkit\" > \"$f\" && rm -f \"$f.trainkit\"")
-        return node.name, node.sh(script, timeout=SSH_S)
-
-    kept = [name for name, res in remote.on_nodes(all_hosts(cluster, ws), one) if res.returncode != 0]
-    say("--down: the controller's key is out of every host's authorized_keys" if not kept else
-        f"--down: the controller's key stays in the authorized_keys of {', '.join(kept)} (no answer): "
-        f"remove the line ending in {public.split()[-1]!r} there")
-
-
 def down_after_cancel(cluster: Cluster, ws: Workspace, run_dir: Path, held: dict[str, Any]) -> bool:
     """A cancelled run that was handed off with `--down` (`held`: its controller record): the controller,
     stopped by cancel, is started once more on its host to finish the job (detached, setsid):
-    `destroy --yes` from its workspace (it fetches the run there), the run's folder copied to the
-    shared storage when there is one, its key pair removed last. False when it was not asked."""
+    `destroy --yes` from its workspace (it fetches the run there; then it takes the controller's
+    key off every host: controller_keys), the run's folder copied to the shared storage when there
+    is one, its key pair removed last. False when it was not asked or could not be started."""
     if not held.get("down"):
         return False
     host = _host_of(cluster, ws, held)

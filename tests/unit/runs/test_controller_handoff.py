@@ -5,12 +5,14 @@ drive a run on `train --attach`."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trainkit.errors import LOCKED, PREEMPTED, TRAIN
 from trainkit.runs import controller as ctl
@@ -36,8 +38,8 @@ def test_the_controller_lives_beside_launch_root_and_re_attaches_with_recover():
     assert argv[:3] == ["env", f"TRAINKIT_STATE_DIR={plan.dir}/state", "/opt/trainkit/venv/bin/python"]
     assert argv[3:] == ["-m", "trainkit", "train", f"{plan.dir}/cluster.yaml", "--workdir", f"{plan.dir}/ws",
                         "--attach", plan.run_id, "--recover", "--poll", "1.0", "--down"]
-    assert plan.record("loop", down=True) == {"host": "n0", "dir": plan.dir, "service": "loop", "unit": plan.unit,
-                                              "down": True}
+    assert plan.record("loop", down=True, public_key="ssh-ed25519 AAAA c") == {
+        "host": "n0", "dir": plan.dir, "service": "loop", "unit": plan.unit, "down": True, "public_key": "ssh-ed25519 AAAA c"}
 
 
 def test_the_loop_keeps_trains_options_and_down():
@@ -63,7 +65,7 @@ def test_which_runs_are_handed_off(controller, opts, expected):
 
 
 def test_systemd_where_it_is_pid_1_else_a_setsid_loop_every_word_quoted():
-    plan = _plan("/opt/my root's")
+    plan = _plan("/opt/my root's $HOME")
     script = ctl.start_script(plan, plan.argv([]))
     assert script.startswith(f"cd {shlex.quote(plan.dir)} && if [ -d /run/systemd/system ]")
     systemd, loop = script.split("; else ", 1)
@@ -72,9 +74,50 @@ def test_systemd_where_it_is_pid_1_else_a_setsid_loop_every_word_quoted():
     assert "Restart=on-failure" in unit and f"RestartSec={ctl.RESTART_S}" in unit
     prevent = next(w for w in unit if w.startswith("RestartPreventExitStatus="))
     assert {"0", str(TRAIN), str(LOCKED), str(PREEMPTED)} <= set(prevent.split("=", 1)[1].split())
-    assert unit[-len(plan.argv([])):] == plan.argv([])
+    # the unit runs sh -c <the train, then its end>; systemd turns each `$$` into `$` (--expand-environment)
+    assert unit[-3:-1] == ["sh", "-c"] and unit[-1].replace("$$", "$") == ctl.unit_command(plan, plan.argv([]))
+    assert "$" not in unit[-1].replace("$$", "")   # a `$` in a path is data: doubled, never expanded by systemd
+    assert shlex.split(ctl.unit_command(plan, plan.argv([])).split("; rc=$?")[0]) == plan.argv([])
     assert loop.startswith("setsid sh -c ") and loop.endswith("& echo loop; fi")
     assert shlex.split(loop.split(" </dev/null")[0])[3] == ctl.loop_script(plan, plan.argv([]))
+
+
+@pytest.mark.parametrize("body, code, key_kept", [
+    ("exit 0", 0, False),                 # completed: the run ends for good, the key pair goes
+    (f"exit {TRAIN}", TRAIN, False),      # failed past its restarts: the same
+    ("kill -9 $$", 137, True),            # SIGKILLed: systemd starts it again, which needs the key
+    ("exit 1", 1, True),                  # a crash: the same
+])
+def test_the_units_command_passes_the_exit_on_and_ends_with_the_run(tmp_path, body, code, key_kept):
+    """The systemd unit's `sh -c` script, run for real: its exit status is the train process's (systemd's
+    Restart=on-failure and RestartPreventExitStatus decide by it), the key pair goes only with a final exit."""
+    plan = ctl.HandOff("r1", "n0", str(tmp_path / "my root"), sys.executable, "c.yaml")
+    Path(plan.path("ssh")).mkdir(parents=True)
+    Path(plan.key).write_text("key")
+    done = subprocess.run(["sh", "-c", ctl.unit_command(plan, ["sh", "-c", body])], timeout=60)
+    assert done.returncode == code
+    assert Path(plan.path("ssh")).exists() is key_kept and Path(plan.dir).is_dir()
+    assert Path(plan.log).read_text().splitlines() == [f"controller: exit {code}"]
+
+
+def test_the_unit_file_made_from_the_same_settings_passes_systemd_analyze_verify(tmp_path):
+    """systemd-analyze verify (systemd's own parser of unit files, no manager needed) reads the unit
+    made from unit_properties and unit_command: the settings are ones systemd knows, their values
+    valid (exit statuses, absolute paths, append:), the command line quoted as systemd parses it."""
+    plan = ctl.HandOff("digits-20260101-120000", "n0", str(tmp_path / "my root's 100% $HOME"), "/bin/true", "c.yaml")
+    Path(plan.dir).mkdir(parents=True)
+    text = ctl.unit_file(plan, plan.argv(["--poll", "1.0"]))
+    unit = tmp_path / f"{plan.unit}.service"
+    unit.write_text(text)
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SYSTEMD_LOG_LEVEL": "notice"})
+    assert done.returncode == 0 and plan.unit not in done.stderr, done.stderr
+    assert f"RestartPreventExitStatus={' '.join(str(c) for c in ctl.FINAL_EXITS)}" in text.splitlines()
+    bad = tmp_path / "bad.service"     # the check can fail: a value systemd refuses
+    bad.write_text("\n".join("WorkingDirectory=relative/dir" if x.startswith("WorkingDirectory=") else x
+                             for x in text.splitlines()))
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(bad)], capture_output=True, text=True, timeout=120)
+    assert "WorkingDirectory" in done.stderr, done.stderr
 
 
 def _run_loop(tmp_path: Path, body: str) -> tuple[list[str], ctl.HandOff]:
@@ -104,13 +147,25 @@ def test_a_crash_after_a_stop_does_not_start_it_again(tmp_path):
     assert Path(plan.log).read_text().count("controller: exit") == 1
 
 
-def test_down_takes_the_controllers_key_with_it_after_a_completed_run(tmp_path):
+@pytest.mark.parametrize("down", [True, False])
+def test_the_loop_takes_the_controllers_key_pair_with_it_when_the_run_ends_for_good(tmp_path, down):
     plan = ctl.HandOff("r1", "n0", str(tmp_path / "root"), sys.executable, "c.yaml")
     Path(plan.path("ssh")).mkdir(parents=True)
     Path(plan.key).write_text("key")
-    Path(plan.path("down")).touch()
-    subprocess.run(["sh", "-c", ctl.loop_script(plan, ["true"], restart_s=0)], timeout=60, check=True)
+    if down:
+        Path(plan.path("down")).touch()
+    subprocess.run(["sh", "-c", ctl.loop_script(plan, ["sh", "-c", f"exit {TRAIN}"], restart_s=0)], timeout=60, check=True)
     assert not Path(plan.path("ssh")).exists() and Path(plan.dir).is_dir()
+
+
+def test_a_loop_stopped_by_cancel_leaves_the_key_pair_to_cancel(tmp_path):
+    """A stop (cancel's stop file) is no end of the run: with --down, cancel restarts the controller
+    to destroy the cluster with that key; without, cancel removes it itself."""
+    plan = ctl.HandOff("r1", "n0", str(tmp_path / "root"), sys.executable, "c.yaml")
+    Path(plan.path("ssh")).mkdir(parents=True)
+    argv = ["sh", "-c", f"touch {shlex.quote(plan.path('stop'))}; exit 1"]
+    subprocess.run(["sh", "-c", ctl.loop_script(plan, argv, restart_s=0)], timeout=60, check=True)
+    assert Path(plan.path("ssh")).is_dir()
 
 
 def test_alive_while_the_loop_runs_gone_after(tmp_path):
@@ -160,3 +215,20 @@ def test_who_may_drive_a_handed_off_run(controller, own, state, rule):
 ])
 def test_a_run_id_read_from_a_nodes_lock_is_checked_before_it_names_a_folder(run_id, ok):
     assert bool(runs.RUN_ID.fullmatch(run_id)) is ok
+
+
+def test_the_node_guard_counts_a_controllers_loop_as_busy():
+    """The guard role (spec `idle:`) shuts a node down when no process matches its training pattern:
+    a controller's loop waiting out a backoff (no job running) keeps its host up; without one, a
+    host whose controller is gone or was never used is as idle as any node."""
+    defaults = Path(__file__).resolve().parents[3] / "ansible/roles/guard/defaults/main.yml"
+    pattern = re.compile(yaml.safe_load(defaults.read_text())["guard_training_pattern"])
+    plan = _plan()
+    argv = plan.argv(ctl.loop_options(recover.Options(recover=True, detach=True), down=True))
+    shown = " ".join(argv[argv.index("env") + 2:])       # /proc/PID/cmdline once env has exec'd python
+    assert pattern.search(shown)
+    assert pattern.search("/home/me/.venv/bin/python /home/me/.venv/bin/trainkit train c.yaml --recover --poll 2")
+    for other in ("/usr/bin/python3 /usr/local/lib/trainkit-guard/guard.py --daemon /etc/trainkit-guard.json",
+                  "/usr/sbin/sshd -D", "python -m trainkit train c.yaml --attach digits-20260101-120000",
+                  f"sleep 5 {plan.dir}/ws"):
+        assert not pattern.search(other), other
