@@ -23,6 +23,7 @@ provider mirror configuration (TF_CLI_CONFIG_FILE) is shipped as a file by the h
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any, Mapping
 
 from trainkit.clouds import all_clouds
@@ -30,6 +31,7 @@ from trainkit.errors import InputError
 from trainkit.provision.inventory import inventory_hosts, load_inventory
 from trainkit.provision.node import Node, node_from_vars, read_nodes
 from trainkit.spec import controller_block
+from trainkit.util import yamlload
 from trainkit.workspace import Workspace
 
 # Non-secret variables that may travel to the controller's loop (module doc). The AWS SDKs read
@@ -112,10 +114,14 @@ def venv_python(group: Mapping[str, Any]) -> str:
 
 
 def current_nodes(ws: Workspace) -> list[tuple[Node, str]]:
-    """Every node of the applied cluster (inventory.yml) with its authorized_keys file (the ssh
-    user's ~/.ssh/authorized_keys: cloud images read it, sshd(8) AuthorizedKeysFile default)."""
+    """Every node of the applied cluster (inventory.yml) with its authorized_keys file, a shell
+    word: `trainkit_authorized_keys_file` of the workspace's group_vars/all.yml (quoted), else the
+    ssh user's ~/.ssh/authorized_keys (cloud images read it: sshd(8) AuthorizedKeysFile default)."""
     nodes, _ = read_nodes(ws.inventory_yml)
-    return [(n, '"$HOME"/.ssh/authorized_keys') for n in nodes]
+    path = ws.root / "group_vars" / "all.yml"
+    group = yamlload.load_file(path, "group vars file") if path.is_file() else None
+    keys = group.get("trainkit_authorized_keys_file") if isinstance(group, dict) else None
+    return [(n, shlex.quote(str(keys)) if keys else '"$HOME"/.ssh/authorized_keys') for n in nodes]
 
 
 def loop_env(environ: Mapping[str, str], room: Any) -> dict[str, str]:

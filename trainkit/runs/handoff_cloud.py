@@ -149,7 +149,7 @@ def bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, co
     pub = public_key_text(cluster.spec.ssh, ws, f"trainkit-{cluster.name}")
     files: dict[str, bytes] = {"cluster.yaml": _spec_text(cluster, plan).encode(), "ssh/cluster.pub": pub.encode() + b"\n",
                                f"config/{config.name}": config.read_bytes(), **({"down": b""} if down else {}),
-                               **({"terraformrc": mirror} if mirror is not None else {})}
+                               "home/.keep": b"", **({"terraformrc": mirror} if mirror is not None else {})}
     theirs = Workspace(Path(plan.ws), ws.cluster)
     ssh = cluster.spec.ssh.model_copy(update={"private_key": plan.key, "public_key": plan.path("ssh", "cluster.pub")})
     mine = replace(cluster, spec=cluster.spec.model_copy(update={"ssh": ssh}))
