@@ -4,8 +4,10 @@ profile only.
 
 The AWS module is applied for real against a moto server (controller.enabled: true, the s3 backend
 on moto). moto's instances are records, not machines, so two namespace hosts (netns.py) stand in
-for them at the addresses moto gave: h1 takes the controller's public and private IPs, h2 node-0's
-(a /32 each on its link, routed from here and from the other host), and sshd answers there. h1 also
+for them at the addresses moto gave: h1 takes the controller's private IP, h2 node-0's (a /32 each
+on its link, routed from here and from the other host), and sshd answers there. moto's elastic IPs
+are in 127.0.0.0/8, which no namespace can take, so the spec has no public IPs (public_ip: none,
+a NAT gateway): the controller is reached at its private_ip (the public_ip branch is unit-tested). h1 also
 runs an IMDSv2 stand-in on 169.254.169.254:80 (imds_standin.py) serving the role of the output
 `controller`. The moto server listens on the namespaces' bridge, so both sides reach it.
 
@@ -109,6 +111,10 @@ def _aws(moto: str, service: str):
 
 def _spec(duo: NetnsCluster, moto: str, path: Path) -> Path:
     spec = yaml.safe_load((REPO / "examples/clusters/aws-moto.yaml").read_text())
+    # the API is on the bridge, not 127.0.0.1 (placeholders.is_emulator): admin_cidrs a real range, ours
+    # moto gives elastic IPs in 127.0.0.0/8, which no namespace can take from this machine's lo: no
+    # public IPs (a NAT gateway, so the controller gets no EIP either), everything at its private IP
+    spec["network"].update(admin_cidrs=[f"{SUBNET}.0/24"], public_ip="none", nat_gateway=True)
     spec.update(name=NAME, nodes=1, endpoints={k: moto for k in spec["endpoints"]}, controller={"enabled": True},
                 backend={"type": "s3", "bucket": "tfstate", "region": "us-east-1"},
                 ssh={"user": "root", "private_key": str(duo.key), "public_key": f"{duo.key}.pub"},
@@ -187,7 +193,7 @@ def test_the_cloud_controller_runs_the_loop_with_the_instance_profile_only_and_g
         assert "controller.yml" in started.stderr and "runs on the controller" in started.stderr, started.stderr
         record = json.loads((ws / "runs" / run_id / "run.json").read_text())
         assert record["controller"]["host"] == "controller" and record["controller"]["service"] == "loop"
-        assert record["controller"]["address"] == outputs["controller"]["public_ip"]
+        assert record["controller"]["address"] == outputs["controller"]["private_ip"]
 
         ctl_dir = h1.dir / "local" / "trainkit-controller" / run_id   # h1's node-local folder, seen from here
         assert (h1.dir / "local" / "trainkit-controller" / "bin" / "terraform").is_file()   # the play put it there
