@@ -94,7 +94,7 @@ def node(ws: Workspace) -> Node:
         raise InputError(f"{ws.outputs_json}: no `controller` output", fix="set `controller.enabled: true` "
                          "and run `trainkit apply SPEC`")
     inv = load_inventory(ws.inventory_yml)
-    group = dict(inv["all"].get("vars") or {})
+    group = {**(inv["all"].get("vars") or {}), **user_group_vars(ws)}   # as Ansible merges them
     hosts = list(inventory_hosts(inv).values())
     public = ctl.get("public_ip")
     jumped = [h for h in hosts if "ProxyCommand" in str(h.get("ansible_ssh_common_args", ""))]
@@ -118,10 +118,17 @@ def current_nodes(ws: Workspace) -> list[tuple[Node, str]]:
     word: `trainkit_authorized_keys_file` of the workspace's group_vars/all.yml (quoted), else the
     ssh user's ~/.ssh/authorized_keys (cloud images read it: sshd(8) AuthorizedKeysFile default)."""
     nodes, _ = read_nodes(ws.inventory_yml)
-    path = ws.root / "group_vars" / "all.yml"
-    group = yamlload.load_file(path, "group vars file") if path.is_file() else None
-    keys = group.get("trainkit_authorized_keys_file") if isinstance(group, dict) else None
+    keys = user_group_vars(ws).get("trainkit_authorized_keys_file")
     return [(n, shlex.quote(str(keys)) if keys else '"$HOME"/.ssh/authorized_keys') for n in nodes]
+
+
+def user_group_vars(ws: Workspace) -> dict[str, Any]:
+    """The workspace's group_vars/all.yml ({} when absent); InputError naming it when broken."""
+    path = ws.root / "group_vars" / "all.yml"
+    data = yamlload.load_file(path, "group vars file") if path.is_file() else None
+    if data is not None and not isinstance(data, dict):
+        raise InputError(f"{path}: group vars must be a mapping (key: value lines)", fix="fix the file; Ansible reads it too")
+    return data or {}
 
 
 def loop_env(environ: Mapping[str, str], room: Any) -> dict[str, str]:

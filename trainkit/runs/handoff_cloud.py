@@ -94,7 +94,7 @@ def bin_dir(plan_root: str) -> str:
 
 def set_up(cluster: Cluster, ws: Workspace, host: Node) -> None:
     """ansible/controller.yml on the controller alone (its own inventory under ws/ansible/)."""
-    group = {**_group_vars(ws), **handoff._user_group_vars(ws)}
+    group = {**_group_vars(ws), **ch.user_group_vars(ws)}
     hv = {"ansible_host": host.address, "ansible_user": host.user,
           **({"ansible_port": host.port} if host.port else {}),
           **({"ansible_ssh_private_key_file": host.key_file} if host.key_file else {}),
