@@ -18,7 +18,8 @@ hand_off() after the run's first attempt is launched (runs/start.run):
      host_vars, an inventory rendered for it, the run's record and events. Every file is checked
      for the value of any credential variable set here before it leaves (TrainkitError if found);
   5. the loop started under the service manager with a clean environment (`env -i`: PATH, HOME,
-     TRAINKIT_TERRAFORM, TF_CLI_CONFIG_FILE and controller_host.loop_env's non-secret names: no
+     TRAINKIT_TERRAFORM, TF_CLI_CONFIG_FILE, TRAINKIT_INSTANCE_IDENTITY=1 (stack/render.py: the
+     metadata lookup stays on with custom endpoints) and controller_host.loop_env's non-secret names: no
      cloud's keys): terraform and the SDKs on the controller take the instance identity's
      credentials from the metadata service;
   6. run.json names the controller (with its address), a `handed_off` event, the lock on every node.
@@ -49,6 +50,7 @@ from trainkit.runs import handoff, lock, remote
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import public_key_text
+from trainkit.stack.render import INSTANCE_IDENTITY
 from trainkit.stack.terraform import terraform_path
 from trainkit.util import yamlload
 from trainkit.workspace import Workspace
@@ -123,7 +125,7 @@ def clean_argv(plan: ctl.HandOff, argv: list[str], room: Any, environ: dict[str,
     assert argv[0] == "env"
     bins = bin_dir(plan.root)
     keep = {"PATH": f"{bins}:/usr/local/bin:/usr/bin:/bin", "HOME": plan.path("home"), "LANG": "C.UTF-8",
-            "TRAINKIT_TERRAFORM": f"{bins}/terraform", **ch.loop_env(environ, room),
+            "TRAINKIT_TERRAFORM": f"{bins}/terraform", INSTANCE_IDENTITY: "1", **ch.loop_env(environ, room),
             **({"TF_CLI_CONFIG_FILE": plan.path("terraformrc")} if mirror else {})}
     return ["env", "-i", *(f"{k}={v}" for k, v in keep.items()), *argv[1:]]
 

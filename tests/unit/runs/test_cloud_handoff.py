@@ -146,3 +146,18 @@ def test_the_shipped_workspace_has_the_stack_but_no_state_plan_or_provider_and_n
     (tf / "main.tf").write_text('access_key = "not-in-any-file-0123456789"\n')
     with pytest.raises(Exception, match="ws/terraform/main.tf would carry a credential"):
         handoff_cloud.bundle(cluster, ws, run_dir, plan, tmp_path / "d.yaml", False, None)
+
+
+def test_a_stack_rendered_on_the_controller_keeps_the_metadata_lookup_custom_endpoints_turn_off(tmp_path, monkeypatch):
+    from trainkit.stack import render
+    cluster = _cluster(tmp_path, backend=S3, controller={"enabled": True})
+    pub = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTheRenderTestOnly0000000000000000 t"
+    here = render.render_stack(cluster, pub)
+    assert "skip_metadata_api_check     = true" in here["providers.tf"]
+    assert render.backend_config(cluster)[1]["skip_metadata_api_check"] is True
+    monkeypatch.setenv(render.INSTANCE_IDENTITY, "1")   # as the hand-off sets it in the loop's environment
+    there = render.render_stack(cluster, pub)
+    assert "skip_metadata_api_check" not in there["providers.tf"] + there["versions.tf"]
+    assert "skip_metadata_api_check" not in render.backend_config(cluster)[1]
+    assert {k: v for k, v in there.items() if k not in ("providers.tf", "versions.tf")} == \
+        {k: v for k, v in here.items() if k not in ("providers.tf", "versions.tf")}
