@@ -8,7 +8,8 @@ metadata", "Use IMDSv2"; "Retrieve security credentials from instance metadata" 
 Amazon EC2"), with the module's `metadata_options.http_tokens = "required"`:
 
 - PUT /latest/api/token needs X-aws-ec2-metadata-token-ttl-seconds, 1 to 21600 (6 hours): else 400;
-  a PUT that carries X-Forwarded-For is refused (403): the token never leaves the instance;
+  a PUT that carries X-Forwarded-For is refused (403): the token never leaves the instance; the
+  answer carries the token and its TTL in the same header (the SDKs read it);
 - every GET needs a live X-aws-ec2-metadata-token: without one, or with an unknown or expired one,
   401 (IMDSv1 requests are refused when tokens are required);
 - GET /latest/meta-data/iam/security-credentials/ lists the role name; GET .../<role> returns
@@ -47,10 +48,12 @@ def make_handler(role: str, region: str, log_path: str):
              "/latest/dynamic/instance-identity/document": json.dumps({"region": region})}
 
     class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, body: str = "") -> None:
+        def _answer(self, status: int, body: str = "", ttl: str | None = None) -> None:
             data = body.encode()
             self.send_response(status)
             self.send_header("Content-Type", "text/plain")
+            if ttl is not None:   # the token's answer says its TTL (the SDKs read it: aws-sdk-go-v2 ec2imds)
+                self.send_header("X-aws-ec2-metadata-token-ttl-seconds", ttl)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -67,7 +70,7 @@ def make_handler(role: str, region: str, log_path: str):
                 return self._answer(400)
             token = secrets.token_urlsafe(40)
             tokens[token] = time.monotonic() + int(ttl)
-            self._answer(200, token)
+            self._answer(200, token, ttl)
 
         def do_GET(self):  # noqa: N802
             token = self.headers.get("X-aws-ec2-metadata-token", "")
