@@ -43,7 +43,7 @@ SECRET_WORDS = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE
 CONTROLLER_NAME = "controller"
 
 
-def is_cloud(cluster: Any) -> bool:
+def instance_controller(cluster: Any) -> bool:
     """Whether the cluster's controller is an instance its module renders (a Terraform target)."""
     return bool(cluster.room.has_module)
 
@@ -81,7 +81,7 @@ def controller_of(outputs: Mapping[str, Any]) -> dict[str, Any] | None:
 def wanted(cluster: Any, opts: Any) -> bool:
     """--recover --detach on a Terraform target whose spec wants a controller
     (controller_block.controller_wanted: `enabled`, or unset on spot)."""
-    return bool(is_cloud(cluster) and opts.recover and opts.detach
+    return bool(instance_controller(cluster) and opts.recover and opts.detach
                 and controller_block.controller_wanted(cluster.spec, opts.recover, opts.detach))
 
 

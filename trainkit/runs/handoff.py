@@ -53,7 +53,7 @@ def wanted(cluster: Cluster, opts: Any) -> bool:
     --detach on a spec whose controller names a host and is not switched off, or on a cloud
     whose spec wants its controller instance (controller_host.wanted; handoff_cloud does that one)."""
     c = cluster.spec.controller
-    if controller_host.is_cloud(cluster):
+    if controller_host.instance_controller(cluster):
         return controller_host.wanted(cluster, opts)
     return bool(opts.recover and opts.detach and c.host and c.enabled is not False)
 
@@ -106,7 +106,7 @@ def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, 
 def _host_of(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
     """The host named by a controller record `held` (run.json's `controller`), None when the spec
     no longer has it (a cloud's: the controller instance of outputs.json, None when it has none)."""
-    if controller_host.is_cloud(cluster):
+    if controller_host.instance_controller(cluster):
         try:
             return controller_host.node(ws)
         except InputError:

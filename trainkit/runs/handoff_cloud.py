@@ -40,6 +40,7 @@ from typing import Any, Callable
 import yaml
 
 from trainkit.clouds import all_clouds
+from trainkit.clouds.credentials import INSTANCE_IDENTITY
 from trainkit.errors import InputError, TrainkitError
 from trainkit.provision import playbook
 from trainkit.provision.inventory import inventory_for
@@ -50,7 +51,6 @@ from trainkit.runs import handoff, lock, remote
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import public_key_text
-from trainkit.stack.render import INSTANCE_IDENTITY
 from trainkit.stack.terraform import terraform_path
 from trainkit.util import yamlload
 from trainkit.workspace import Workspace

@@ -62,7 +62,7 @@ def checked(cluster: Cluster, ws: Workspace, req: Request) -> Request:
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
-    if handoff.wanted(cluster, req.opts) and controller_host.is_cloud(cluster):   # before anything starts
+    if handoff.wanted(cluster, req.opts) and controller_host.instance_controller(cluster):   # before anything starts
         controller_host.refuse(cluster, ws.read_outputs() if ws.outputs_json.is_file() else None)
     if req.opts.detach and req.opts.recover and not handoff.wanted(cluster, req.opts):
         raise InputError("--recover needs a controller that stays: drop --detach, or name the host that runs "
@@ -106,7 +106,7 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
     except KeyboardInterrupt:
         raise interrupted_start(req.spec, started) from None
     if req.opts.detach:
-        by = handoff_cloud if controller_host.is_cloud(cluster) else handoff
+        by = handoff_cloud if controller_host.instance_controller(cluster) else handoff
         held = by.hand_off(cluster, ws, run_dir, req.opts, req.down, say) if handoff.wanted(cluster, req.opts) else None
         say(f"started run {run_dir.name}; follow it with: trainkit logs {req.spec} {run_dir.name} --follow")
         return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running",

@@ -30,6 +30,7 @@ from typing import Any
 import jinja2
 
 from trainkit import clouds
+from trainkit.clouds.credentials import INSTANCE_IDENTITY
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, module_variables
 from trainkit.util import resources
@@ -114,13 +115,10 @@ def _jinja(folders: tuple[str, ...]) -> jinja2.Environment:
     return env
 
 
-# Set (to 1) in the loop's environment by the cloud controller's hand-off (runs/handoff_cloud.py): its
-# credentials come from the instance identity through the metadata service, so a stack rendered
-# there keeps the SDK's metadata lookup that custom `endpoints` switch off elsewhere
-# (skip_metadata_api_check: Terraform docs, aws provider and "Backend Type: s3"). Unset anywhere else.
-INSTANCE_IDENTITY = "TRAINKIT_INSTANCE_IDENTITY"
-
-
+# INSTANCE_IDENTITY (clouds/credentials.py), set by the cloud controller's hand-off: its credentials
+# come from the metadata service, so a stack rendered there keeps the SDK's metadata lookup that
+# custom `endpoints` switch off elsewhere (skip_metadata_api_check: Terraform docs, aws provider and
+# "Backend Type: s3"). Unset anywhere else.
 def instance_identity() -> bool:
     """Whether this process renders for a controller acting through its instance identity (the one
     environment read of this module: INSTANCE_IDENTITY)."""

@@ -161,3 +161,12 @@ def test_a_stack_rendered_on_the_controller_keeps_the_metadata_lookup_custom_end
     assert "skip_metadata_api_check" not in render.backend_config(cluster)[1]
     assert {k: v for k, v in there.items() if k not in ("providers.tf", "versions.tf")} == \
         {k: v for k, v in here.items() if k not in ("providers.tf", "versions.tf")}
+
+
+def test_on_the_controller_the_instance_identity_counts_as_credentials(tmp_path):
+    from trainkit.clouds.credentials import INSTANCE_IDENTITY, presence
+    room = _cluster(tmp_path).room
+    assert not presence(room, {}, tmp_path)["provider"]["ok"]   # no key, no profile: the leftover check refuses
+    there = presence(room, {INSTANCE_IDENTITY: "1"}, tmp_path)
+    assert there["provider"]["ok"] and there["backend"]["ok"]
+    assert [s["label"] for s in there["provider"]["sets"] if s["ok"]] == ["instance identity"]
