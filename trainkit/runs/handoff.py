@@ -298,7 +298,7 @@ def revoke_own_key(cluster: Cluster, ws: Workspace, say: Callable[[str], None]) 
     lines, its inode and mode stay). A host that does not answer keeps the line, and the log says
     which; the key pair itself goes next, with the loop (controller.loop_script)."""
     pub = ws.root.parent / "ssh" / "id_ed25519.pub"
-    if not pub.is_file():
+    if not pub.is_file() or controller_host.instance_controller(cluster):   # a cloud's nodes went with the destroy
         return
     public, q = pub.read_text().strip(), shlex.quote
 
