@@ -91,6 +91,8 @@ def all_hosts(cluster: Cluster, ws: Workspace) -> list[tuple[Node, str]]:
 
 
 def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, str]], Paths]:
+    if controller_host.instance_controller(cluster):   # a cloud's spec names no host (its nodes: outputs.json)
+        return [], Paths()
     every = tuple(h.model_copy(update={"spare": False}) for h in cluster.spec.hosts)
     inv = inventory_for(replace(cluster, spec=cluster.spec.model_copy(update={"hosts": every})), None, ws)
     group = {**inv["all"]["vars"], **_user_group_vars(ws)}
@@ -298,7 +300,7 @@ def revoke_own_key(cluster: Cluster, ws: Workspace, say: Callable[[str], None]) 
     lines, its inode and mode stay). A host that does not answer keeps the line, and the log says
     which; the key pair itself goes next, with the loop (controller.loop_script)."""
     pub = ws.root.parent / "ssh" / "id_ed25519.pub"
-    if not pub.is_file() or controller_host.instance_controller(cluster):   # a cloud's nodes went with the destroy
+    if not pub.is_file():
         return
     public, q = pub.read_text().strip(), shlex.quote
 

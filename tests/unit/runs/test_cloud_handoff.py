@@ -170,3 +170,9 @@ def test_on_the_controller_the_instance_identity_counts_as_credentials(tmp_path)
     there = presence(room, {INSTANCE_IDENTITY: "1"}, tmp_path)
     assert there["provider"]["ok"] and there["backend"]["ok"]
     assert [s["label"] for s in there["provider"]["sets"] if s["ok"]] == ["instance identity"]
+
+
+def test_a_cloud_has_no_spec_hosts_to_revoke_the_key_on_after_its_destroy(tmp_path):
+    cluster = _cluster(tmp_path, backend=S3, controller={"enabled": True})
+    ws = _ws(tmp_path, None)   # after --down: no outputs.json (target hosts' list would need it here)
+    assert handoff.all_hosts(cluster, ws) == []
