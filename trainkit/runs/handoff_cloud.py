@@ -75,10 +75,10 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     public = handoff.keygen(host, plan)
     handoff.authorize(ch.current_nodes(ws), public, plan)
     rc = _mirror_config()
-    handoff.ship(host, plan, tar(bundle(cluster, ws, run_dir, plan, config, down, rc)))
+    handoff.ship(host, plan, tar(bundle(cluster, ws, run_dir, plan, config, down, rc, public)))
     argv = clean_argv(plan, plan.argv(ctl.loop_options(opts, down)), cluster.room, os.environ, rc is not None)
     service = handoff.must(host, ctl.start_script(plan, argv), plan, "start the loop").strip().splitlines()[-1]
-    held = {**plan.record(service, down), "address": host.address}
+    held = {**plan.record(service, down), "address": host.address, "public_key": public}   # the line on every node
     runs.write_record(run_dir, {**runs.read_record(run_dir), "controller": held})
     runs.event(run_dir, "handed_off", host=host.name, service=service, dir=plan.dir, down=down)
     nodes, group = read_nodes(ws.inventory_yml)
@@ -145,7 +145,7 @@ def _mirror_config() -> bytes | None:
 
 
 def bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, config: Path, down: bool,
-           mirror: bytes | None) -> dict[str, bytes]:
+           mirror: bytes | None, public: str | None = None) -> dict[str, bytes]:
     """What the loop reads, paths relative to the controller's folder (module doc, step 4).
     TrainkitError when a file holds the value of a credential variable set here."""
     pub = public_key_text(cluster.spec.ssh, ws, f"trainkit-{cluster.name}")
@@ -165,7 +165,8 @@ def bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, co
             rel = path.relative_to(ws.root)
             if path.is_file() and not path.is_symlink() and NEVER_DIR not in rel.parts and not path.name.endswith(NEVER_SUFFIX):
                 files[f"ws/{rel.as_posix()}"] = path.read_bytes()
-    record = {**runs.read_record(run_dir), "config": plan.config, "controller": plan.record("starting", down)}
+    record = {**runs.read_record(run_dir), "config": plan.config,
+              "controller": {**plan.record("starting", down), "public_key": public}}
     files[f"ws/runs/{run_dir.name}/run.json"] = json.dumps(record, indent=2, sort_keys=True).encode()
     if (run_dir / "events.jsonl").is_file():
         files[f"ws/runs/{run_dir.name}/events.jsonl"] = (run_dir / "events.jsonl").read_bytes()
