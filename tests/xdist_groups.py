@@ -61,6 +61,10 @@ MEASURED_S = {
     # from the controller): 140 s measured alone (2026-12-05); 157 s (97 + 55 s calls) with test 2's
     # cancelled run without --down (2026-12-05, beside other sessions)
     "e2e/test_controller_hosts.py": 157,
+    # issue 42's cloud hand-off: two moto applies (the second provisions node-0's namespace host), a
+    # digits run handed to the controller's namespace host, its --down destroying through the s3
+    # state with the metadata stand-in's credentials: 156 s measured (2026-12-05, beside other sessions' tests)
+    "e2e/test_controller_cloud.py": 160,
     # issue 42's controller in the modules: the moto apply with an s3 backend (77 s alone, 154 s
     # beside other work) and the four modules through validate and plan (42 s), 2026-12-05
     "infra/test_aws_controller.py": 80, "infra/test_controller_modules.py": 42,

@@ -46,7 +46,7 @@ MODULE_SLOTS = {"test_netns_hosts": 1, "test_hosts_multinode": 2, "test_recover_
                 "test_doctor_hosts": 4, "test_fault_matrix": 5,
                 "test_fault_matrix_control": 6, "test_fault_matrix_cluster": 8,
                 "test_fault_matrix_node": 9, "test_slurm_job": 10,
-                "test_slurm_provisioned": 11, "test_controller_hosts": 12}
+                "test_slurm_provisioned": 11, "test_controller_hosts": 12, "test_controller_cloud": 13}
 
 
 def names_for(module: str) -> tuple[str, str]:
@@ -101,6 +101,7 @@ class NetnsCluster:
     prefix: str = "tke2e"
     local_root: Path | None = None   # bind-mounted per host (node-local); None = all shared
     subnet: str = SUBNET_PREFIX      # first three octets of the /24 (one per concurrent cluster)
+    listen_any: bool = False         # sshd on every address of its namespace (add_address's too)
     hosts: list[Host] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -162,7 +163,7 @@ class NetnsCluster:
         (d / "hosts").write_text(f"127.0.0.1 localhost\n{host.address} {host.name}\n")
         config = d / "sshd_config"
         config.write_text("\n".join([
-            f"ListenAddress {host.address}:{host.port}", f"HostKey {hostkey}",
+            f"ListenAddress {'0.0.0.0' if self.listen_any else host.address}:{host.port}", f"HostKey {hostkey}",
             f"PidFile {d / 'sshd.pid'}", f"AuthorizedKeysFile {self._authorized_keys(d)}",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
             "UsePAM no", "StrictModes no", "PermitRootLogin prohibit-password", "UseDNS no",
@@ -220,6 +221,17 @@ class NetnsCluster:
             except ProcessLookupError:
                 pass
         return len(pids)
+
+    def add_address(self, host: Host, address: str) -> None:
+        """Give `host` one more address, as a cloud gives an instance the IPs its API reports (a
+        /32 on its tk0), reached from the root namespace and from every other host by an on-link
+        /32 route over the bridge (gone with the bridge at stop()). sshd answers there with
+        `listen_any`."""
+        sh("ip", "-n", host.netns, "addr", "add", f"{address}/32", "dev", NS_IFNAME)
+        sh("ip", "route", "replace", f"{address}/32", "dev", self.bridge)
+        for other in self.hosts:
+            if other is not host:
+                sh("ip", "-n", other.netns, "route", "replace", f"{address}/32", "dev", NS_IFNAME)
 
     def partition(self, host: Host, cut: bool = True) -> None:
         """Cut `host` off the network (its veth's bridge end down: nothing in or out, processes

@@ -24,7 +24,7 @@ from trainkit.workspace import Workspace
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
-PLAYBOOKS = ("site.yml", "stage.yml", "cleanup.yml")  # runs start through trainkit/runs/launch.py
+PLAYBOOKS = ("site.yml", "stage.yml", "cleanup.yml", "controller.yml")  # runs start through trainkit/runs/launch.py
 LOCAL_SPEC = """\
 name: local-ansible
 cloud: local

@@ -35,11 +35,20 @@ def set_presence(cs: CredentialSet, env: Mapping[str, str], home: Path) -> dict[
             "variables": variables, "files": files}
 
 
+# Set (to 1) by the cloud controller's hand-off (trainkit/runs/handoff_cloud.py) in its loop's
+# environment: that process's credentials come from the instance identity through the metadata
+# service (AWS: the instance profile over IMDSv2), which no variable or file here shows.
+INSTANCE_IDENTITY = "TRAINKIT_INSTANCE_IDENTITY"
+
+
 def presence(cloud: Cloud, env: Mapping[str, str], home: Path) -> dict[str, Any]:
     """What is set for `cloud`: its provider's credential sets, its state backend's, its region.
-    A provider or backend that reads no credentials (a room that lists no set) needs none: ok."""
-    provider = [set_presence(cs, env, home) for cs in cloud.credentials]
-    backend = [set_presence(cs, env, home) for cs in cloud.backend_credentials]
+    A provider or backend that reads no credentials (a room that lists no set) needs none: ok; on
+    the controller (`env` has INSTANCE_IDENTITY=1) the instance identity is one more set, present."""
+    identity = [{"label": "instance identity", "ok": True, "variables": {INSTANCE_IDENTITY: True}, "files": {}}] \
+        if env.get(INSTANCE_IDENTITY) == "1" else []
+    provider = [set_presence(cs, env, home) for cs in cloud.credentials] + identity
+    backend = [set_presence(cs, env, home) for cs in cloud.backend_credentials] + identity
     return {"cloud": cloud.name, "title": cloud.title,
             "provider": {"ok": not provider or any(s["ok"] for s in provider), "sets": provider},
             "backend": {"type": cloud.backend_type, "ok": not backend or any(s["ok"] for s in backend),

@@ -86,15 +86,16 @@ def prepare_inventory(cluster: Cluster, workspace: Workspace) -> Path:
 
 def run_playbook(playbook: str, cluster: Cluster, workspace: Workspace, extravars: dict | None = None,
                  *, exit_code: int = PROVISION, display: Callable[[dict], bool] | None = None,
-                 cmdline: str | None = None) -> PlaybookResult:
-    """Run ansible/<playbook> against the cluster's inventory; TrainkitError(exit_code) on failure."""
+                 cmdline: str | None = None, inventory: Path | None = None) -> PlaybookResult:
+    """Run ansible/<playbook> against the cluster's inventory (or the file `inventory`: the
+    controller instance's); TrainkitError(exit_code) on failure."""
     binary = find_ansible_playbook()
     try:
         import ansible_runner  # ansible-runner: imported only when a playbook runs
     except ImportError:
         raise MissingToolError("ansible-runner is not installed",
                                fix=pip_install("control")) from None
-    inventory = prepare_inventory(cluster, workspace)
+    inventory = inventory or prepare_inventory(cluster, workspace)
     private = workspace.ansible_dir
     private.mkdir(parents=True, exist_ok=True)
     ansible_dir = resources.data_path("ansible")

@@ -25,7 +25,20 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from trainkit.errors import BAD_INPUT, DESTROY, DOCTOR, LOCKED, OK, PREEMPTED, STORAGE, TRAIN
+from trainkit.errors import (
+    BAD_INPUT,
+    CREDENTIALS,
+    DESTROY,
+    DOCTOR,
+    LOCKED,
+    MISSING_TOOL,
+    OK,
+    PLAN_BLOCKED,
+    PREEMPTED,
+    PROVISION,
+    STORAGE,
+    TRAIN,
+)
 
 UNIT_PREFIX = "trainkit-controller-"
 # Seconds between a death and the restart. systemd's own default RestartSec is 100 ms
@@ -33,9 +46,13 @@ UNIT_PREFIX = "trainkit-controller-"
 RESTART_S = 5
 # Exits that END the loop (the run ended, or it cannot go on: restarting would change nothing):
 # completed, a refused attach (the run is over), failed, destroy failed, busy (another controller),
-# doctor, storage, preempted past max recoveries (trainkit/errors.py). Anything else (a crash, a
-# signal: SIGKILL, OOM) restarts it.
-FINAL_EXITS = (OK, BAD_INPUT, TRAIN, DESTROY, LOCKED, DOCTOR, STORAGE, PREEMPTED)
+# doctor, storage, preempted past max recoveries (trainkit/errors.py); and the failures a restart
+# repeats as they were, where each try would cost: a node's setup that failed (a restart would
+# replace and set up a new node again, billed each time), a missing tool, a plan blocked for
+# review, credentials refused. Anything else (a crash, a signal: SIGKILL, OOM; a plan or apply
+# error, the cloud's transient answers) restarts it.
+FINAL_EXITS = (OK, BAD_INPUT, PROVISION, TRAIN, DESTROY, LOCKED, MISSING_TOOL, PLAN_BLOCKED, DOCTOR, CREDENTIALS,
+               STORAGE, PREEMPTED)
 SERVICES = ("systemd", "loop")
 
 

@@ -28,7 +28,7 @@ from trainkit.provision.node import Node
 from trainkit.runs import controller as ctl
 from trainkit.runs import record as runs
 from trainkit.runs import remote
-from trainkit.runs.handoff import SSH_S, all_hosts, controller_node, is_controller_ws
+from trainkit.runs.handoff import SSH_S, all_hosts, controller_node, is_controller_ws, keyed_hosts
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import PUBLIC_KEY
 from trainkit.workspace import Workspace
@@ -104,7 +104,7 @@ def end_access(cluster: Cluster, ws: Workspace, run_id: str, held: dict[str, Any
     (the line the record names, else the one its host still has), and its key pair removed on its
     host. Returns the hosts that keep the line (all of them when no key could be read)."""
     try:
-        host, hosts = controller_node(cluster, ws, held), all_hosts(cluster, ws)
+        host, hosts = controller_node(cluster, ws, held), keyed_hosts(cluster, ws)
     except InputError as err:   # the hosts cannot be listed (a cloud's outputs gone): say so, cancel stands
         say(f"cancel: the controller's key of run {run_id} stays on the hosts: {err.message}")
         return []

@@ -36,7 +36,7 @@ from trainkit.provision.inventory import inventory_for, inventory_hosts
 from trainkit.provision.node import Node, Paths, node_from_vars, paths_from_vars, read_nodes
 from trainkit.provision.playbook import prepare_inventory
 from trainkit.runs import controller as ctl
-from trainkit.runs import lock, remote
+from trainkit.runs import controller_host, lock, remote
 from trainkit.runs import record as runs
 from trainkit.spec.resolve import Cluster
 from trainkit.spec.sshkeys import PUBLIC_KEY
@@ -49,8 +49,11 @@ SHIP_S = 300          # the tar of the loop's workspace (group_vars, the run's e
 
 def wanted(cluster: Cluster, opts: Any) -> bool:
     """Whether `train` with recover.Options `opts` hands its loop to a controller: --recover
-    --detach on a spec whose controller names a host and is not switched off."""
+    --detach on a spec whose controller names a host and is not switched off, or on a cloud
+    whose spec wants its controller instance (controller_host.wanted; handoff_cloud does that one)."""
     c = cluster.spec.controller
+    if controller_host.instance_controller(cluster):
+        return controller_host.wanted(cluster, opts)
     return bool(opts.recover and opts.detach and c.host and c.enabled is not False)
 
 
@@ -63,10 +66,10 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     hosts = all_hosts(cluster, ws)
     host = next(n for n, _ in hosts if n.name == cluster.spec.controller.host)
     plan = ctl.HandOff(run_dir.name, host.name, host.paths.root, host.python, config.name)
-    public = _keygen(host, plan)
-    _authorize(hosts, public, plan)
-    _ship(host, plan, _bundle(cluster, ws, run_dir, plan, config, down, public))
-    service = _must(host, ctl.start_script(plan, plan.argv(ctl.loop_options(opts, down))), plan,
+    public = keygen(host, plan)
+    authorize(hosts, public, plan)
+    ship(host, plan, _bundle(cluster, ws, run_dir, plan, config, down, public))
+    service = must(host, ctl.start_script(plan, plan.argv(ctl.loop_options(opts, down))), plan,
                     "start the loop").strip().splitlines()[-1]
     held = plan.record(service, down, public)
     runs.write_record(run_dir, {**runs.read_record(run_dir), "controller": held})
@@ -86,7 +89,21 @@ def all_hosts(cluster: Cluster, ws: Workspace) -> list[tuple[Node, str]]:
     return _hosts_and_paths(cluster, ws)[0]
 
 
+def keyed_hosts(cluster: Cluster, ws: Workspace) -> list[tuple[Node, str]]:
+    """The machines a controller's key was authorized on, with their authorized_keys file: on
+    `hosts` every host of the spec (all_hosts); on a cloud the applied cluster's nodes
+    (inventory.yml: controller_host.current_nodes). InputError when a cloud's inventory is gone."""
+    if controller_host.instance_controller(cluster):
+        if not ws.inventory_yml.is_file():
+            raise InputError(f"{ws.inventory_yml} is missing: the cluster's nodes are not known here",
+                             fix="run `trainkit apply SPEC` to write it again")
+        return controller_host.current_nodes(ws)
+    return all_hosts(cluster, ws)
+
+
 def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, str]], Paths]:
+    if controller_host.instance_controller(cluster):   # a cloud's spec names no host (its nodes: outputs.json)
+        return [], Paths()
     every = tuple(h.model_copy(update={"spare": False}) for h in cluster.spec.hosts)
     inv = inventory_for(replace(cluster, spec=cluster.spec.model_copy(update={"hosts": every})), None, ws)
     group = {**inv["all"]["vars"], **_user_group_vars(ws)}
@@ -101,7 +118,12 @@ def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, 
 
 def _host_of(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | None:
     """The host named by a controller record `held` (run.json's `controller`), None when the spec
-    no longer has it."""
+    no longer has it (a cloud's: the controller instance of outputs.json, None when it has none)."""
+    if controller_host.instance_controller(cluster):
+        try:
+            return controller_host.node(ws)
+        except InputError:
+            return None
     return next((n for n, _ in all_hosts(cluster, ws) if n.name == held.get("host")), None)
 
 
@@ -116,7 +138,7 @@ def _user_group_vars(ws: Workspace) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _must(node: Node, script: str, plan: ctl.HandOff, what: str, data: bytes | None = None,
+def must(node: Node, script: str, plan: ctl.HandOff, what: str, data: bytes | None = None,
           timeout: float = SSH_S) -> str:
     res = node.sh(script, data, timeout=timeout)
     if res.returncode != 0:
@@ -127,20 +149,20 @@ def _must(node: Node, script: str, plan: ctl.HandOff, what: str, data: bytes | N
     return res.stdout.decode(errors="replace")
 
 
-def _keygen(host: Node, plan: ctl.HandOff) -> str:
+def keygen(host: Node, plan: ctl.HandOff) -> str:
     """A key pair made on the controller host (kept when there already); its public line."""
     q = shlex.quote
     key = q(plan.key)
     script = (f"mkdir -p {q(plan.path('ssh'))} {q(plan.path('config'))} {q(plan.ws)} && chmod 700 {q(plan.path('ssh'))}"
               f" && {{ [ -f {key} ] || ssh-keygen -q -t ed25519 -N '' -C {q(plan.unit)} -f {key}; }} && cat {key}.pub")
-    public = _must(host, script, plan, "make its ssh key").strip()
+    public = must(host, script, plan, "make its ssh key").strip()
     if not PUBLIC_KEY.fullmatch(public):
         raise TrainkitError(f"controller host {host.name}: ssh-keygen gave no public key ({public[:80]!r})",
                             fix="check that ssh-keygen (openssh-client) is installed there")
     return public
 
 
-def _authorize(hosts: list[tuple[Node, str]], public: str, plan: ctl.HandOff) -> None:
+def authorize(hosts: list[tuple[Node, str]], public: str, plan: ctl.HandOff) -> None:
     """The controller's key appended once to each host's authorized_keys; TrainkitError naming
     the hosts that refused (a spare that is down is among them: the controller could not use it)."""
     def one(item: tuple[Node, str]):
@@ -195,9 +217,9 @@ def _spec_text(cluster: Cluster, plan: ctl.HandOff) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _ship(host: Node, plan: ctl.HandOff, blob: bytes) -> None:
+def ship(host: Node, plan: ctl.HandOff, blob: bytes) -> None:
     q = shlex.quote
-    _must(host, f"tar -x -f - -C {q(plan.dir)} --no-same-owner", plan, "unpack the loop's files", blob, SHIP_S)
+    must(host, f"tar -x -f - -C {q(plan.dir)} --no-same-owner", plan, "unpack the loop's files", blob, SHIP_S)
 
 
 # ------------------------------------------------------------------ a run held by a controller

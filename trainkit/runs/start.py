@@ -24,7 +24,7 @@ from trainkit.cluster.replace import effective_cluster
 from trainkit.errors import InputError, LockedError, TrainkitError
 from trainkit.provision.playbook import prepare_inventory, run_site
 from trainkit.runs import attempt as attempt_
-from trainkit.runs import handoff, launch, lock, recover, remote, slurm_runs
+from trainkit.runs import controller_host, handoff, handoff_cloud, launch, lock, recover, remote, slurm_runs
 from trainkit.runs import record as runs
 from trainkit.runs import status as run_status
 from trainkit.spec.resolve import Cluster
@@ -62,9 +62,13 @@ def checked(cluster: Cluster, ws: Workspace, req: Request) -> Request:
         check_train_config(config_path, list(overrides), world_size(cluster))  # before any node
     if job is not None and job.workdir:
         launch.workdir_files(job.workdir, job.excludes)  # too big to ship: say so before a run starts
+    if handoff.wanted(cluster, req.opts) and controller_host.instance_controller(cluster):   # before anything starts
+        controller_host.refuse(cluster, ws.read_outputs() if ws.outputs_json.is_file() else None,
+                               req.down)
     if req.opts.detach and req.opts.recover and not handoff.wanted(cluster, req.opts):
         raise InputError("--recover needs a controller that stays: drop --detach, or name the host that runs "
-                         "the loop (controller.host in the spec, target hosts)",
+                         "the loop (controller.host in the spec, target hosts; controller.enabled: true on a "
+                         "cloud)",
                          fix="run it under nohup or in CI; the nodes' jobs survive its disconnect anyway")
     if job is not None and handoff.wanted(cluster, req.opts):
         handoff.refuse_unsupported(cluster, job)
@@ -103,8 +107,8 @@ def run(cluster: Cluster, ws: Workspace, req: Request, say: Callable[[str], None
     except KeyboardInterrupt:
         raise interrupted_start(req.spec, started) from None
     if req.opts.detach:
-        held = handoff.hand_off(cluster, ws, run_dir, req.opts, req.down, say) \
-            if handoff.wanted(cluster, req.opts) else None
+        by = handoff_cloud if controller_host.instance_controller(cluster) else handoff
+        held = by.hand_off(cluster, ws, run_dir, req.opts, req.down, say) if handoff.wanted(cluster, req.opts) else None
         say(f"started run {run_dir.name}; follow it with: trainkit logs {req.spec} {run_dir.name} --follow")
         return {"run_id": run_dir.name, "run_dir": str(run_dir), "status": "running",
                 **({"controller": held["host"]} if held else {})}

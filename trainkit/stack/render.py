@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 import jinja2
 
 from trainkit import clouds
+from trainkit.clouds.credentials import INSTANCE_IDENTITY
 from trainkit.errors import InputError
 from trainkit.spec.resolve import Cluster, module_variables
 from trainkit.util import resources
@@ -113,6 +115,16 @@ def _jinja(folders: tuple[str, ...]) -> jinja2.Environment:
     return env
 
 
+# INSTANCE_IDENTITY (clouds/credentials.py), set by the cloud controller's hand-off: its credentials
+# come from the metadata service, so a stack rendered there keeps the SDK's metadata lookup that
+# custom `endpoints` switch off elsewhere (skip_metadata_api_check: Terraform docs, aws provider and
+# "Backend Type: s3"). Unset anywhere else.
+def instance_identity() -> bool:
+    """Whether this process renders for a controller acting through its instance identity (the one
+    environment read of this module: INSTANCE_IDENTITY)."""
+    return os.environ.get(INSTANCE_IDENTITY) == "1"
+
+
 def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
     """The root stack and module copy for a cloud cluster, as `{relative path: content}`.
 
@@ -130,6 +142,7 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         "source": Path(cluster.source).name,
         "region": spec.region,
         "endpoints": dict(sorted(spec.endpoints.items())),
+        "instance_identity": instance_identity(),
         "variables": variables,
         "backend_type": backend_type,
         "backend_args": backend_args,
@@ -194,7 +207,10 @@ def backend_config(cluster: Cluster) -> tuple[str, dict[str, Any], list[str]]:
     if room.backend is None or b.type != room.backend_type:
         raise InputError(f"backend.type: {b.type!r} is not a backend of {room.title}",
                          fix=f"use {room.backend_type!r} or 'local'")
-    return room.backend(b, b.region or spec.region, b.prefix or spec.name, spec.endpoints)
+    kind, args, notes = room.backend(b, b.region or spec.region, b.prefix or spec.name, spec.endpoints)
+    if instance_identity():   # the controller: its credentials from the metadata service (INSTANCE_IDENTITY)
+        args = {k: v for k, v in args.items() if k != "skip_metadata_api_check"}
+    return kind, args, notes
 
 
 def write_stack(cluster: Cluster, ssh_public_key: str, terraform_dir: str | Path) -> list[Path]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainkit.errors import LOCKED, PREEMPTED, TRAIN
+from trainkit.errors import APPLY, CREDENTIALS, LOCKED, PREEMPTED, PROVISION, TRAIN
 from trainkit.runs import controller as ctl
 from trainkit.runs import handoff, recover
 from trainkit.runs import record as runs
@@ -137,6 +137,16 @@ def test_the_loop_restarts_a_killed_controller_and_stops_at_a_final_exit(tmp_pat
 
 def test_a_run_that_ended_is_not_restarted(tmp_path):
     assert _run_loop(tmp_path, f"exit {TRAIN}")[0] == [f"controller: exit {TRAIN}"]
+
+
+@pytest.mark.parametrize("code", [PROVISION, CREDENTIALS])
+def test_a_failure_a_restart_would_repeat_is_not_restarted(tmp_path, code):
+    """A node's setup that failed (a restart would replace and set up a new node again, billed each
+    try) or credentials refused: the loop ends there, as a completed run does; a plan or apply
+    error (the cloud's transient answers) and a crash are restarted."""
+    assert _run_loop(tmp_path, f"exit {code}")[0] == [f"controller: exit {code}"]
+    assert _run_loop(tmp_path / "apply", f'[ "$n" -ge 2 ] && exit 0; exit {APPLY}')[0] == \
+        [f"controller: exit {APPLY}", f"controller: exit {APPLY}", "controller: exit 0"]
 
 
 def test_a_crash_after_a_stop_does_not_start_it_again(tmp_path):
