@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -215,22 +216,25 @@ def test_the_cloud_controller_runs_the_loop_with_the_instance_profile_only(duo, 
         assert not names & set(KEY_NAMES) and not [e for e in environ if KEY_ID.encode() in e or SECRET.encode() in e]
         assert "TRAINKIT_TERRAFORM" in names
 
+        # while the run goes on (its key pair goes with the loop's end), in the loop's own environment
+        # and workspace on h1 (its mount namespace: ssh): terraform reads the s3 state with the role's
+        # credentials (the stand-in's log is emptied first: what it serves now is this read's)
+        imds_log.write_text("")
+        loop_env = [e.decode() for e in environ if e]
+        where = record["controller"]["dir"]
+        status = duo.ssh(h1, f"cd {shlex.quote(where)} && env -i {shlex.join(loop_env)} {shlex.quote(python)} -m "
+                             "trainkit status cluster.yaml --workdir ws --json", check=False, timeout=300)
+        assert status.returncode == 0, status.stdout + status.stderr
+        seen = json.loads(status.stdout)
+        assert seen["exists"] and [n["private_ip"] for n in seen["nodes"]] == [outputs["nodes"][0]["private_ip"]], seen
+        served = [json.loads(x) for x in imds_log.read_text().splitlines()]
+        assert {"method": "GET", "path": "/latest/meta-data/iam/security-credentials/" + role, "status": 200} in served
+
         # the run completes and the loop ends (exit 0: not restarted)
         _until("the run completes on the controller", lambda: "controller: exit 0" in
                (log.read_text() if log.is_file() else ""), 420, lambda: log.read_text()[-4000:])
         done = json.loads((ctl_dir / "ws" / "runs" / run_id / "run.json").read_text())
         assert done["status"] == "completed", done
-        # the loop's environment and workspace on h1: terraform reads the s3 state with the role's
-        # credentials (the stand-in's log is emptied first: what it serves now is this read's)
-        imds_log.write_text("")
-        loop_env = [e.decode() for e in environ if e]
-        status = subprocess.run(["ip", "netns", "exec", h1.netns, "env", "-i", *loop_env, python, "-m", "trainkit",
-                                 "status", str(ctl_dir / "cluster.yaml"), "--workdir", str(ctl_dir / "ws"), "--json"],
-                                cwd=ctl_dir, capture_output=True, text=True, timeout=300)
-        assert status.returncode == 0, status.stdout + status.stderr
-        seen = json.loads(status.stdout)
-        assert seen["exists"] and [n["private_ip"] for n in seen["nodes"]] == [outputs["nodes"][0]["private_ip"]], seen
-
         served = [json.loads(x) for x in imds_log.read_text().splitlines()]
         creds = "/latest/meta-data/iam/security-credentials/" + role
         assert {"method": "GET", "path": creds, "status": 200} in served, served
