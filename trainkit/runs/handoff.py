@@ -195,12 +195,17 @@ def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, c
     files[f"ws/runs/{run_dir.name}/run.json"] = json.dumps(record, indent=2, sort_keys=True).encode()
     if (run_dir / "events.jsonl").is_file():
         files[f"ws/runs/{run_dir.name}/events.jsonl"] = (run_dir / "events.jsonl").read_bytes()
+    return tar(files)
+
+
+def tar(files: dict[str, bytes]) -> bytes:
+    """An uncompressed tar (in memory) of `files` (name -> bytes), each mode 0600: what ship() unpacks."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
+    with tarfile.open(fileobj=buf, mode="w") as out:
         for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
+            out.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

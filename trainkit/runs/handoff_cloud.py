@@ -27,12 +27,9 @@ hand_off() after the run's first attempt is launched (runs/start.run):
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shlex
-import tarfile
-import time
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
@@ -75,7 +72,7 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     public = handoff.keygen(host, plan)
     handoff.authorize(ch.current_nodes(ws), public, plan)
     rc = _mirror_config()
-    handoff.ship(host, plan, tar(bundle(cluster, ws, run_dir, plan, config, down, rc, public)))
+    handoff.ship(host, plan, handoff.tar(bundle(cluster, ws, run_dir, plan, config, down, rc, public)))
     argv = clean_argv(plan, plan.argv(ctl.loop_options(opts, down)), cluster.room, os.environ, rc is not None)
     service = handoff.must(host, ctl.start_script(plan, argv), plan, "start the loop").strip().splitlines()[-1]
     held = {**plan.record(service, down), "address": host.address, "public_key": public}   # the line on every node
@@ -186,16 +183,6 @@ def leaks(files: dict[str, bytes], environ: dict[str, str]) -> list[str]:
     values |= {v.encode() for k, v in environ.items() if ch.SECRET_WORDS.search(k) and len(v) >= 8 and k.startswith(
         tuple(n.split("_")[0] + "_" for r in all_clouds() for n in r.credential_variables()))}
     return sorted(name for name, data in files.items() if any(v in data for v in values))
-
-
-def tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as out:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
-            out.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def _spec_text(cluster: Cluster, plan: ctl.HandOff) -> str:
