@@ -76,3 +76,36 @@ def test_a_seed_cloud_plans_the_controller_on_demand_with_its_identity(repo, tmp
         assert made["alicloud_ecs_ram_role_attachment"]["ram_role_name"].endswith("-controller")
     assert review["controller_policy"] and all(" on " in line for line in review["controller_policy"])
     assert any(item["item"].startswith("controller ") for item in review["cost"]["items"])
+
+
+# The instance argument each module gives cloud-init's user data (Tencent's user_data must be
+# base64; user_data_raw takes the text: tencentcloud_instance docs).
+USER_DATA = {"alicloud": ("alicloud_instance", "user_data"), "tencentcloud": ("tencentcloud_instance", "user_data_raw"),
+             "huaweicloud": ("huaweicloud_compute_instance", "user_data")}
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_a_seed_cloud_node_planned_from_the_controllers_workspace_carries_its_key(
+        repo, tmp_path, seed_cloud, cloud, monkeypatch):
+    """The controller's render (its workspace `<dir>/ws` beside `<dir>/ssh/id_ed25519.pub`, with
+    INSTANCE_IDENTITY set) plans each node with the key in cloud-init user data, through the
+    stand-ins' schemas; the user's own render in the same test plans them with none."""
+    from trainkit.clouds.credentials import INSTANCE_IDENTITY
+
+    spec = write_spec(repo, tmp_path, cloud, **{"controller": {"enabled": True}})
+    folder = tmp_path / "launch-controller" / "run-1"
+    (folder / "ssh").mkdir(parents=True)
+    (folder / "ssh" / "id_ed25519.pub").write_text(SSH_KEY + "\n")
+    kind, argument = USER_DATA[cloud]
+    found = {}
+    for who, identity in (("user", None), ("controller", "1")):
+        if identity:
+            monkeypatch.setenv(INSTANCE_IDENTITY, identity)
+        trainkit("plan", spec, "--workdir", folder / "ws")
+        plan = json.loads((folder / "ws" / "plan.json").read_text())
+        found[who] = [c["change"]["after"].get(argument) for c in plan["resource_changes"]
+                      if c["type"] == kind and c["name"] == "node"]
+    assert found["user"] and set(found["user"]) == {None}, found
+    assert len(found["controller"]) == len(found["user"])
+    for text in found["controller"]:
+        assert text.startswith("#cloud-config\n") and yaml.safe_load(text) == {"ssh_authorized_keys": [SSH_KEY]}

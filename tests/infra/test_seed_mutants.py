@@ -42,7 +42,7 @@ MUTANTS = [
     ("tencentcloud", "main.tf", "  hostname ", "  host_name ", "Unsupported argument"),
     ("tencentcloud", "main.tf", "key_ids                    = [tencentcloud_key_pair.this.id]",
      "key_ids                    = tencentcloud_key_pair.this.id", "Incorrect attribute value type"),
-    ("tencentcloud", "main.tf", "  hostname ", '  user_data = "eA=="\n  user_data_raw = "x"\n  hostname ',
+    ("tencentcloud", "main.tf", "  user_data_raw = local.node_user_data", '  user_data = "eA=="\n  user_data_raw = "x"',
      "conflicts with user_data"),
     ("tencentcloud", "main.tf", '? "SPOTPAID" : "POSTPAID_BY_HOUR"', '? "SPOTPAID" : "POSTPAID_HOURLY"',
      "expected instance_charge_type to be one of"),

@@ -24,7 +24,9 @@ READ: dict[str, str] = {
     "TRAINKIT_FAULT_STEP_SLEEP": "fault injection (tests only): sleep in every step",
     "TRAINKIT_INSTANCE_IDENTITY": "set by the cloud controller's hand-off in its loop's environment: `1` "
                                   "keeps the AWS SDK's metadata lookup in stacks rendered there (credentials "
-                                  "from the instance profile, even with custom `endpoints`); unset elsewhere",
+                                  "from the instance profile, even with custom `endpoints`) and, in its own "
+                                  "workspace, authorizes its key on the nodes it creates (`extra_authorized_keys`); "
+                                  "unset elsewhere",
     "TRAINKIT_PROGRESS_FILE": "set by the node's supervisor for the job it starts: the file the engine's "
                               "local rank 0 rewrites with `<step> <phase>` after every step (the hang "
                               "watchdog's input; `trainkit docs runs`); a custom command may write it too",

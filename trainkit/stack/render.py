@@ -50,6 +50,10 @@ WORKSPACE_VARIABLES = {
                       "(or the spec's ssh.public_key); set in terraform.tfvars.json",
     "node_placement": "Nodes placed apart from the cluster's zone, type or billing (where a replacement "
                       "at recovery came up); set in terraform.tfvars.json",
+    # Only in the cloud controller's render (stack/state.controller_keys); absent elsewhere, so
+    # every other render is byte-identical to one made before the variable existed.
+    "extra_authorized_keys": "The cloud controller's public key, authorized on the nodes created from its "
+                             "workspace (cloud-init user data); set in terraform.tfvars.json",
 }
 
 
@@ -125,9 +129,12 @@ def instance_identity() -> bool:
     return os.environ.get(INSTANCE_IDENTITY) == "1"
 
 
-def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
+def render_stack(cluster: Cluster, ssh_public_key: str, extra_keys: tuple[str, ...] = ()) -> dict[str, str]:
     """The root stack and module copy for a cloud cluster, as `{relative path: content}`.
 
+    `extra_keys`: public key lines for the module's `extra_authorized_keys` (the cloud controller's
+    own key, authorized on nodes created from now on); set through terraform.tfvars.json, never a
+    literal. Empty (every render but the controller's): the variable is not rendered at all.
     Raises InputError for targets without Terraform (hosts, local).
     """
     require_terraform(cluster)
@@ -136,6 +143,8 @@ def render_stack(cluster: Cluster, ssh_public_key: str) -> dict[str, str]:
         if not service.isidentifier() or not service.isascii():
             raise InputError(f"endpoints.{service}: not a service name", fix="e.g. ec2, s3")
     variables = module_variables(cluster, ssh_public_key)
+    if extra_keys:
+        variables["extra_authorized_keys"] = list(extra_keys)
     backend_type, backend_args, notes = backend_config(cluster)
     context = {
         "cloud": spec.cloud,
@@ -213,9 +222,10 @@ def backend_config(cluster: Cluster) -> tuple[str, dict[str, Any], list[str]]:
     return kind, args, notes
 
 
-def write_stack(cluster: Cluster, ssh_public_key: str, terraform_dir: str | Path) -> list[Path]:
-    """Render the cluster's stack and write it into `terraform_dir` (see `write_files`)."""
-    return write_files(render_stack(cluster, ssh_public_key), terraform_dir)
+def write_stack(cluster: Cluster, ssh_public_key: str, terraform_dir: str | Path,
+                extra_keys: tuple[str, ...] = ()) -> list[Path]:
+    """Render the cluster's stack and write it into `terraform_dir` (see `render_stack`, `write_files`)."""
+    return write_files(render_stack(cluster, ssh_public_key, extra_keys), terraform_dir)
 
 
 def write_files(files: dict[str, str], terraform_dir: str | Path) -> list[Path]:

@@ -12,10 +12,10 @@ import os
 from typing import Any
 
 from trainkit import errors
-from trainkit.errors import TrainkitError
+from trainkit.errors import InputError, TrainkitError
 from trainkit.spec.resolve import Cluster
-from trainkit.spec.sshkeys import key_files
-from trainkit.stack.render import backend_config, write_stack
+from trainkit.spec.sshkeys import PUBLIC_KEY, key_files
+from trainkit.stack.render import backend_config, instance_identity, write_stack
 from trainkit.stack.terraform import TerraformRunner, terraform_path
 from trainkit.util import progress
 from trainkit.workspace import Workspace
@@ -36,7 +36,8 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
     pub, _ = key_files(cluster.spec.ssh)
     user_key = pub.read_text().strip() if pub is not None else None
     first = user_key or ws.generated_public_key() or _INIT_ONLY_KEY
-    write_stack(cluster, first, ws.terraform_dir)
+    extra = controller_keys(ws)
+    write_stack(cluster, first, ws.terraform_dir, extra)
     with progress.step("terraform init") as s:
         runner = TerraformRunner(ws.terraform_dir, ws.terraform_log, on_line=s.line,
                                  cloud=cluster.spec.cloud, placement=(cluster.spec.zone, cluster.instance and cluster.instance.type))
@@ -50,8 +51,28 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
     state_key = outputs.get("ssh_public_key") or (_key_in_state(runner.state_json(phase)) if outputs else None)
     key = user_key or state_key or ws.ensure_ssh_key(comment=f"trainkit-{cluster.name}")
     if key != first:
-        write_stack(cluster, key, ws.terraform_dir)
+        write_stack(cluster, key, ws.terraform_dir, extra)
     return runner, outputs
+
+
+def controller_keys(ws: Workspace) -> tuple[str, ...]:
+    """The cloud controller's own public key when `ws` is the workspace its loop runs in, else ().
+
+    That loop renders with INSTANCE_IDENTITY set (runs/handoff_cloud.py) in `<dir>/ws`, beside the
+    key pair the hand-off made on it, `<dir>/ssh/id_ed25519` (runs/controller.HandOff; handoff's
+    `_own_dir` reads the same layout). Its render passes the key to the module's
+    `extra_authorized_keys`, so a node it creates (a replacement) lets it in. InputError naming
+    the file when that file is not one OpenSSH public key line."""
+    if not instance_identity() or ws.root.name != "ws":
+        return ()
+    pub = ws.root.parent / "ssh" / "id_ed25519.pub"
+    if not pub.is_file():
+        return ()
+    text = pub.read_text(errors="replace").strip()
+    if not PUBLIC_KEY.fullmatch(text) or not text.startswith("ssh-ed25519 "):
+        raise InputError(f"{pub}: not the controller's OpenSSH public key line (ssh-ed25519 ...)",
+                         fix="hand the run off again from your machine: trainkit train SPEC --recover --detach")
+    return (text,)
 
 
 def with_node_placement(cluster: Cluster, ws: Workspace) -> Cluster:

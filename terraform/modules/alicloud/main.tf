@@ -5,6 +5,10 @@
 # one more vSwitch per such zone; every other node keeps the cluster's zone, type and billing.
 
 locals {
+  # cloud-init reads user data that starts with `#cloud-config` as YAML (cloud-init docs, "User
+  # data formats"); yamlencode quotes each key line, so no line of it is read as anything else.
+  node_user_data = length(var.extra_authorized_keys) == 0 ? null : "#cloud-config\n${yamlencode({ ssh_authorized_keys = var.extra_authorized_keys })}"
+
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
   # gn8v or Nitro name disks differently). Virtio serial = the disk id without "d-" (/dev/disk/by-id/virtio-<serial>, NVMe links end with it too).
   data_disk_serials = [for d in alicloud_ecs_disk.data : trimprefix(d.id, "d-")]
@@ -197,6 +201,11 @@ resource "alicloud_instance" "node" {
   # TTL: yyyy-MM-ddTHH:mm:ssZ in UTC (alicloud_instance docs), the node's creation plus ttl_minutes.
   auto_release_time = local.node_release[count.index]
 
+  # Keys beyond the key pair's (the cloud controller's: docs/runs.md) as cloud-init user data:
+  # `ssh_authorized_keys` adds each line to the default user's authorized_keys (cloud-init docs,
+  # module "SSH"). null when there are none.
+  user_data = local.node_user_data
+
   tags        = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
   volume_tags = var.tags
 
@@ -204,7 +213,9 @@ resource "alicloud_instance" "node" {
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
-    ignore_changes = [image_id]
+    # user_data: a key added later reaches only the nodes created after it (a replacement); a
+    # change on a running node would reinstall, restart or replace it, so it is never applied.
+    ignore_changes = [image_id, user_data]
   }
 }
 

@@ -5,6 +5,10 @@
 # gateway for the nodes without a public IP (nat.tf).
 
 locals {
+  # cloud-init reads user data that starts with `#cloud-config` as YAML (cloud-init docs, "User
+  # data formats"); yamlencode quotes each key line, so no line of it is read as anything else.
+  node_user_data = length(var.extra_authorized_keys) == 0 ? null : "#cloud-config\n${yamlencode({ ssh_authorized_keys = var.extra_authorized_keys })}"
+
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
   # gn8v or Nitro name disks differently). NVMe serial = the volume id without its dash (/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol...).
   data_disk_serials = [for d in aws_ebs_volume.data : replace(d.id, "-", "")]
@@ -263,16 +267,24 @@ resource "aws_instance" "node" {
     http_tokens   = "required"
   }
 
+  # Keys beyond the key pair's (the cloud controller's: docs/runs.md) as cloud-init user data:
+  # `ssh_authorized_keys` adds each line to the default user's authorized_keys (cloud-init docs,
+  # module "SSH", cc_ssh). null when there are none, so nodes without it have no user data.
+  user_data = local.node_user_data
+
   tags = merge(var.tags, { Name = "${var.name}-node-${count.index}" })
 
   lifecycle {
+    # user_data: EC2 changes it only on a stopped instance (the provider stops and starts the
+    # node: EC2 user guide, "Modify instance user data"), so a key added later reaches only the
+    # nodes created after it (a replacement), never a running one.
     # The AWS API emulator used in tests keeps no spot request id, so a diff on
     # instance_market_options would replace spot nodes on every plan; a spot toggle or a new
     # max_price reaches the nodes through terraform_data.node instead (replaced, not ignored).
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
-    ignore_changes       = [ami, instance_market_options]
+    ignore_changes       = [ami, instance_market_options, user_data]
     replace_triggered_by = [terraform_data.node[count.index]]
   }
 }

@@ -4,6 +4,10 @@
 # node_placement may sit in another zone (with a subnet there), on another flavor or billing.
 
 locals {
+  # cloud-init reads user data that starts with `#cloud-config` as YAML (cloud-init docs, "User
+  # data formats"); yamlencode quotes each key line, so no line of it is read as anything else.
+  node_user_data = length(var.extra_authorized_keys) == 0 ? null : "#cloud-config\n${yamlencode({ ssh_authorized_keys = var.extra_authorized_keys })}"
+
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
   # gn8v or Nitro name disks differently). Virtio serial = the first 20 characters of the EVS volume id (/dev/disk/by-id/virtio-<serial>).
   data_disk_serials = [for d in huaweicloud_evs_volume.data : substr(d.id, 0, 20)]
@@ -201,13 +205,20 @@ resource "huaweicloud_compute_instance" "node" {
     }
   }
 
+  # Keys beyond the key pair's (the cloud controller's: docs/runs.md) as cloud-init user data:
+  # `ssh_authorized_keys` adds each line to the default user's authorized_keys (cloud-init docs,
+  # module "SSH"). null when there are none.
+  user_data = local.node_user_data
+
   tags = var.tags
 
   lifecycle {
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
-    ignore_changes       = [image_id]
+    # user_data: a key added later reaches only the nodes created after it (a replacement); a
+    # change on a running node would reinstall, restart or replace it, so it is never applied.
+    ignore_changes       = [image_id, user_data]
     replace_triggered_by = [terraform_data.node[count.index]]
   }
 }

@@ -4,6 +4,10 @@
 # node_placement may run in another zone (then in a subnet of their own there), type or billing.
 
 locals {
+  # cloud-init reads user data that starts with `#cloud-config` as YAML (cloud-init docs, "User
+  # data formats"); yamlencode quotes each key line, so no line of it is read as anything else.
+  node_user_data = length(var.extra_authorized_keys) == 0 ? null : "#cloud-config\n${yamlencode({ ssh_authorized_keys = var.extra_authorized_keys })}"
+
   # Each node's data disk is found by its serial, not a device name (NVMe types such as
   # gn8v or Nitro name disks differently). Virtio serial = the CBS disk id (/dev/disk/by-id/virtio-disk-...).
   data_disk_serials = [for d in tencentcloud_cbs_storage.data : d.id]
@@ -162,13 +166,21 @@ resource "tencentcloud_instance" "node" {
   internet_max_bandwidth_out = local.public[count.index] ? local.public_bandwidth_mbps : 0
   placement_group_id         = try(tencentcloud_placement_group.this[0].id, null)
 
+  # Keys beyond the key pair's (the cloud controller's: docs/runs.md) as cloud-init user data:
+  # `ssh_authorized_keys` adds each line to the default user's authorized_keys (cloud-init docs,
+  # module "SSH"). null when there are none. user_data_raw: plain text, the provider
+  # base64-encodes it (user_data itself must be base64: tencentcloud_instance docs).
+  user_data_raw = local.node_user_data
+
   tags = var.tags
 
   lifecycle {
     # The image is fixed when the node is created: a newly published image (the data source in
     # image.tf picks the newest) or a changed `image` must not reinstall or replace running nodes.
     # `trainkit apply --upgrade-image` replaces the nodes on purpose (terraform -replace).
-    ignore_changes = [image_id]
+    # user_data: a key added later reaches only the nodes created after it (a replacement); a
+    # change on a running node would reinstall, restart or replace it, so it is never applied.
+    ignore_changes = [image_id, user_data_raw]
     # Joining or leaving the placement group replaces the node (terraform_data.placement below).
     replace_triggered_by = [terraform_data.placement]
 

@@ -89,6 +89,17 @@ variable "ssh_public_key" {
   }
 }
 
+variable "extra_authorized_keys" {
+  description = "More OpenSSH public key lines for the login user of nodes created from now on (cloud-init user data; the cloud controller's own key). Running nodes keep theirs"
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for k in var.extra_authorized_keys : can(regex("^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}( [^\\x00-\\x1f\\x7f]*)?$", k))])
+    error_message = "extra_authorized_keys must be OpenSSH public key lines (ssh-ed25519 ..., ssh-rsa ..., ecdsa-sha2-...), one key each."
+  }
+}
+
 variable "ssh_user" {
   description = "Login user of the image; passed through to the ssh_user output"
   type        = string
