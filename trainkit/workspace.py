@@ -72,6 +72,16 @@ class Workspace:
     doctor_json = property(lambda self: self.root / "doctor.json")  # the last `trainkit doctor` report
     hosts_json = property(lambda self: self.root / "hosts.json")    # `hosts`: the active hosts (cluster.replace)
 
+    def controller_dir(self) -> Path | None:
+        """The controller folder this is the loop's workspace of (`<dir>/ws`, beside `<dir>/ssh/`, the
+        key pair made there: runs/controller.HandOff), else None. The layout, in one place."""
+        return self.root.parent if self.root.name == "ws" else None
+
+    def controller_public_key(self) -> Path | None:
+        """`<dir>/ssh/id_ed25519.pub` of controller_dir() (the hand-off's key pair), else None."""
+        d = self.controller_dir()
+        return d / "ssh" / "id_ed25519.pub" if d is not None else None
+
     # What destroy removes once the cluster is gone (terraform.log* too); runs/ and review.md stay.
     CLUSTER_FILES = ("plan.bin", "plan.json", "plan.fingerprint", "refresh.bin", "outputs.json",
                      "inventory.yml", "applied.json", "placement.json", "ssh", "ansible", "node", "terraform",

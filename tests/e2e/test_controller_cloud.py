@@ -38,6 +38,7 @@ import pytest
 import yaml
 from netns import NetnsCluster, missing_tools, names_for, sh
 from ports import free_port
+from test_controller_hosts import _until
 from test_hosts_multinode import SITE_VARS, _kill_group
 
 pytestmark = pytest.mark.usefixtures("tf_cli_config")   # the offline aws provider mirror (tests/conftest.py)
@@ -155,16 +156,6 @@ for _ in range(100):
     except OSError:
         time.sleep(0.2)
 """
-
-
-def _until(what, check, timeout_s=300.0, why=lambda: ""):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(1)
-    raise AssertionError(f"never: {what}\n{why()}")
 
 
 def test_the_cloud_controller_runs_the_loop_with_the_instance_profile_only(duo, moto_bridge, tmp_path):

@@ -67,14 +67,16 @@ def tk(cluster, *args, timeout=300) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _until(what, check, timeout_s=240.0):
+def _until(what, check, timeout_s=240.0, why=lambda: ""):
+    """check()'s first truthy answer within `timeout_s` (looked at every 0.5 s); else AssertionError
+    naming `what`, with why()'s text (a log's end)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         got = check()
         if got:
             return got
         time.sleep(0.5)
-    raise AssertionError(f"never: {what}")
+    raise AssertionError(f"never: {what}\n{why()}")
 
 
 def _events(path: Path) -> list[str]:

@@ -69,7 +69,7 @@ def revoke_own_key(cluster: Cluster, ws: Workspace, say: Callable[[str], None]) 
     """On the controller: its own public key (beside its workspace: <dir>/ssh/id_ed25519.pub)
     taken out of every host's authorized_keys with that key itself; what was done goes to `say`
     (the controller's log)."""
-    pub = ws.root.parent / "ssh" / "id_ed25519.pub"
+    pub = ws.controller_public_key()
     if not pub.is_file():
         return
     public = pub.read_text().strip()

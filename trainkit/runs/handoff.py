@@ -106,7 +106,7 @@ def _hosts_and_paths(cluster: Cluster, ws: Workspace) -> tuple[list[tuple[Node, 
         return [], Paths()
     every = tuple(h.model_copy(update={"spare": False}) for h in cluster.spec.hosts)
     inv = inventory_for(replace(cluster, spec=cluster.spec.model_copy(update={"hosts": every})), None, ws)
-    group = {**inv["all"]["vars"], **_user_group_vars(ws)}
+    group = {**inv["all"]["vars"], **controller_host.user_group_vars(ws)}
     out = []
     for i, (name, hv) in enumerate(inventory_hosts(inv).items()):
         merged = {**group, **hv}
@@ -128,14 +128,9 @@ def _host_of(cluster: Cluster, ws: Workspace, held: dict[str, Any]) -> Node | No
 
 
 def _own_dir(ws: Workspace) -> str | None:
-    """The controller folder `ws` is the workspace of (<dir>/ws: controller.HandOff), else None."""
-    return str(ws.root.parent) if ws.root.name == "ws" else None
-
-
-def _user_group_vars(ws: Workspace) -> dict[str, Any]:
-    path = ws.root / "group_vars" / "all.yml"
-    data = yamlload.load_file(path, "group vars file") if path.is_file() else None
-    return data if isinstance(data, dict) else {}
+    """The controller folder `ws` is the workspace of (Workspace.controller_dir), else None."""
+    own = ws.controller_dir()
+    return str(own) if own is not None else None
 
 
 def must(node: Node, script: str, plan: ctl.HandOff, what: str, data: bytes | None = None,
@@ -184,18 +179,31 @@ def _bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, c
     theirs = Workspace(Path(plan.ws), ws.cluster)
     ctl_cluster = _for_controller(cluster, plan)
     files["ws/inventory.yml"] = yaml.safe_dump(inventory_for(ctl_cluster, None, theirs), sort_keys=False).encode()
-    for name in (".trainkit-workspace", "hosts.json", "applied.json"):
-        if (ws.root / name).is_file():
-            files[f"ws/{name}"] = (ws.root / name).read_bytes()
-    for folder in ("group_vars", "host_vars"):
+    files.update(workspace_files(ws, (".trainkit-workspace", "hosts.json", "applied.json"), ("group_vars", "host_vars")))
+    files.update(run_files(run_dir, plan, plan.record("starting", down, public)))
+    return tar(files)
+
+
+def workspace_files(ws: Workspace, names: tuple[str, ...], folders: tuple[str, ...],
+                    skip: Callable[[Path], bool] = lambda rel: False) -> dict[str, bytes]:
+    """The bundle's `ws/...` entries: the workspace files `names` that exist, and every regular file
+    (no links) under `folders` whose path relative to the workspace `skip` does not refuse."""
+    files = {f"ws/{name}": (ws.root / name).read_bytes() for name in names if (ws.root / name).is_file()}
+    for folder in folders:
         for path in sorted((ws.root / folder).rglob("*")) if (ws.root / folder).is_dir() else []:
-            if path.is_file() and not path.is_symlink():
-                files[f"ws/{path.relative_to(ws.root).as_posix()}"] = path.read_bytes()
-    record = {**runs.read_record(run_dir), "config": plan.config, "controller": plan.record("starting", down, public)}
-    files[f"ws/runs/{run_dir.name}/run.json"] = json.dumps(record, indent=2, sort_keys=True).encode()
+            rel = path.relative_to(ws.root)
+            if path.is_file() and not path.is_symlink() and not skip(rel):
+                files[f"ws/{rel.as_posix()}"] = path.read_bytes()
+    return files
+
+
+def run_files(run_dir: Path, plan: ctl.HandOff, held: dict[str, Any]) -> dict[str, bytes]:
+    """The run's record (its config the shipped one, `controller` = `held`) and events, for the bundle."""
+    record = {**runs.read_record(run_dir), "config": plan.config, "controller": held}
+    files = {f"ws/runs/{run_dir.name}/run.json": json.dumps(record, indent=2, sort_keys=True).encode()}
     if (run_dir / "events.jsonl").is_file():
         files[f"ws/runs/{run_dir.name}/events.jsonl"] = (run_dir / "events.jsonl").read_bytes()
-    return tar(files)
+    return files
 
 
 def tar(files: dict[str, bytes]) -> bytes:

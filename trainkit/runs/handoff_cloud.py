@@ -27,7 +27,6 @@ hand_off() after the run's first attempt is launched (runs/start.run):
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import replace
@@ -75,7 +74,7 @@ def hand_off(cluster: Cluster, ws: Workspace, run_dir: Path, opts: Any, down: bo
     handoff.ship(host, plan, handoff.tar(bundle(cluster, ws, run_dir, plan, config, down, rc, public)))
     argv = clean_argv(plan, plan.argv(ctl.loop_options(opts, down)), cluster.room, os.environ, rc is not None)
     service = handoff.must(host, ctl.start_script(plan, argv), plan, "start the loop").strip().splitlines()[-1]
-    held = {**plan.record(service, down), "address": host.address, "public_key": public}   # the line on every node
+    held = {**plan.record(service, down, public), "address": host.address}   # the line on every node
     runs.write_record(run_dir, {**runs.read_record(run_dir), "controller": held})
     runs.event(run_dir, "handed_off", host=host.name, service=service, dir=plan.dir, down=down)
     nodes, group = read_nodes(ws.inventory_yml)
@@ -154,19 +153,10 @@ def bundle(cluster: Cluster, ws: Workspace, run_dir: Path, plan: ctl.HandOff, co
     mine = replace(cluster, spec=cluster.spec.model_copy(update={"ssh": ssh}))
     inv = inventory_for(mine, ws.read_outputs(), theirs)
     files["ws/inventory.yml"] = yaml.safe_dump(inv, sort_keys=False).encode()
-    for name in (".trainkit-workspace", "outputs.json", "applied.json", "hosts.json"):
-        if (ws.root / name).is_file():
-            files[f"ws/{name}"] = (ws.root / name).read_bytes()
-    for folder in ("group_vars", "host_vars", "terraform"):
-        for path in sorted((ws.root / folder).rglob("*")) if (ws.root / folder).is_dir() else []:
-            rel = path.relative_to(ws.root)
-            if path.is_file() and not path.is_symlink() and NEVER_DIR not in rel.parts and not path.name.endswith(NEVER_SUFFIX):
-                files[f"ws/{rel.as_posix()}"] = path.read_bytes()
-    record = {**runs.read_record(run_dir), "config": plan.config,
-              "controller": {**plan.record("starting", down), "public_key": public}}
-    files[f"ws/runs/{run_dir.name}/run.json"] = json.dumps(record, indent=2, sort_keys=True).encode()
-    if (run_dir / "events.jsonl").is_file():
-        files[f"ws/runs/{run_dir.name}/events.jsonl"] = (run_dir / "events.jsonl").read_bytes()
+    files.update(handoff.workspace_files(
+        ws, (".trainkit-workspace", "outputs.json", "applied.json", "hosts.json"), ("group_vars", "host_vars", "terraform"),
+        skip=lambda rel: NEVER_DIR in rel.parts or rel.name.endswith(NEVER_SUFFIX)))
+    files.update(handoff.run_files(run_dir, plan, plan.record("starting", down, public)))
     leaked = leaks(files, os.environ)
     if leaked:
         raise TrainkitError(f"run {plan.run_id}: not handed off: {', '.join(leaked)} would carry a credential "

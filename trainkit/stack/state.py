@@ -58,15 +58,12 @@ def render_and_init(cluster: Cluster, ws: Workspace, phase: int = errors.PLAN):
 def controller_keys(ws: Workspace) -> tuple[str, ...]:
     """The cloud controller's own public key when `ws` is the workspace its loop runs in, else ().
 
-    That loop renders with INSTANCE_IDENTITY set (runs/handoff_cloud.py) in `<dir>/ws`, beside the
-    key pair the hand-off made on it, `<dir>/ssh/id_ed25519` (runs/controller.HandOff; handoff's
-    `_own_dir` reads the same layout). Its render passes the key to the module's
-    `extra_authorized_keys`, so a node it creates (a replacement) lets it in. InputError naming
-    the file when that file is not one OpenSSH public key line."""
-    if not instance_identity() or ws.root.name != "ws":
-        return ()
-    pub = ws.root.parent / "ssh" / "id_ed25519.pub"
-    if not pub.is_file():
+    That loop renders with INSTANCE_IDENTITY set (runs/handoff_cloud.py) in the workspace beside
+    the key pair the hand-off made on it (Workspace.controller_public_key). Its render passes the
+    key to the module's `extra_authorized_keys`, so a node it creates (a replacement) lets it in.
+    InputError naming the file when that file is not one OpenSSH public key line."""
+    pub = ws.controller_public_key() if instance_identity() else None
+    if pub is None or not pub.is_file():
         return ()
     text = pub.read_text(errors="replace").strip()
     if not PUBLIC_KEY.fullmatch(text) or not text.startswith("ssh-ed25519 "):
